@@ -1,0 +1,143 @@
+// GEMM front end: checks arguments, turns scales into row / column / K multipliers,
+// picks the kernel for the active ISA and runs it.
+#include "cpu/gemm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "cpu/gemm_problem.h"
+#include "formats/formats.h"
+
+namespace sgrt::cpu {
+namespace {
+
+using gemm_impl::Problem;
+using gemm_impl::Source;
+
+struct Luts {
+  float e4m3[256], e5m2[256], e2m1[16];
+  Luts() {
+    for (uint32_t c = 0; c < 256; ++c) {
+      e4m3[c] = fmt::e4m3_decode(c);
+      e5m2[c] = fmt::e5m2_decode(c);
+    }
+    for (uint32_t c = 0; c < 16; ++c) e2m1[c] = fmt::e2m1_decode(c);
+  }
+};
+const Luts& luts() {
+  static const Luts l;
+  return l;
+}
+
+const float* lut_for(DType t) {
+  switch (t) {
+    case DType::e4m3: return luts().e4m3;
+    case DType::e5m2: return luts().e5m2;
+    case DType::e2m1: return luts().e2m1;
+    default: return nullptr;
+  }
+}
+
+bool is_data_dtype(DType t) {
+  return t == DType::f32 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1;
+}
+
+float scale_at(const GemmOperand& op, int64_t i) {
+  switch (op.scale_dtype) {
+    case DType::f32: return static_cast<const float*>(op.scale)[i];
+    case DType::i32: return std::ldexp(1.0f, -static_cast<const int32_t*>(op.scale)[i]);
+    case DType::e8m0: return fmt::e8m0_decode(static_cast<const uint8_t*>(op.scale)[i]);
+    default: return fmt::e4m3_decode(static_cast<const uint8_t*>(op.scale)[i]);  // e4m3
+  }
+}
+
+// op(A) = [M,K] is stored [M,K] unless trans; op(B) = [K,N] is stored [N,K] only if
+// trans. "Outer-major" storage puts an operand's K index contiguous.
+bool outer_major(const GemmOperand& op, bool is_b) { return op.trans == is_b; }
+
+// Checks one operand whose op() is [outer, K] (B's is transposed: [K, outer]).
+const char* check(const GemmOperand& op, bool is_b, int64_t outer, int64_t K) {
+  if (!is_data_dtype(op.dtype)) return "gemm: operand dtype must be f32, bf16, e4m3, e5m2 or e2m1";
+  if (outer * K > 0 && !op.data) return "gemm: null operand data";
+  if (op.ld < (outer_major(op, is_b) ? K : outer)) return "gemm: leading dimension smaller than the stored row";
+  if (op.scale_mode == ScaleMode::none) return nullptr;
+  if (!op.scale) return "gemm: scale_mode set but scale is null";
+  const DType sd = op.scale_dtype;
+  if (sd != DType::f32 && sd != DType::i32 && sd != DType::e8m0 && sd != DType::e4m3)
+    return "gemm: scale_dtype must be f32, i32, e8m0 or e4m3";
+  if (op.scale_mode == ScaleMode::block) {
+    if (op.block <= 0) return "gemm: block scaling needs block > 0";
+    if (op.scale_ld != 0 && op.scale_ld < (K + op.block - 1) / op.block) return "gemm: scale_ld too small";
+  }
+  return nullptr;
+}
+
+// Fills the operand's Source; K multipliers (inner / block modes) go to `kscale`.
+Source source(const GemmOperand& op, bool is_b, int64_t outer, int64_t K, std::vector<float>& kscale) {
+  const bool om = outer_major(op, is_b);
+  Source s{op.data, op.dtype, om ? op.ld : 1, om ? 1 : op.ld, lut_for(op.dtype), nullptr, 0, 1};
+  if (op.scale_mode == ScaleMode::inner) {
+    kscale.resize(K);
+    for (int64_t k = 0; k < K; ++k) kscale[k] = scale_at(op, k);
+    s.kscale = kscale.data();
+  } else if (op.scale_mode == ScaleMode::block) {
+    const int64_t ld = op.scale_ld ? op.scale_ld : (K + op.block - 1) / op.block;
+    const int64_t nb = (K + op.block - 1) / op.block;
+    kscale.resize(outer * nb);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t b = 0; b < nb; ++b) kscale[o * nb + b] = scale_at(op, o * ld + b);
+    s.kscale = kscale.data();
+    s.kscale_ld = nb;
+    s.kblock = op.block;
+  }
+  return s;
+}
+
+// The operand's epilogue multipliers: tensor_scale, tensor and outer scales.
+void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
+  mult *= op.tensor_scale;
+  if (op.scale_mode == ScaleMode::tensor) mult *= scale_at(op, 0);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = op.scale_mode == ScaleMode::outer ? mult * scale_at(op, static_cast<int64_t>(i)) : mult;
+}
+
+}  // namespace
+
+const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
+                 const GemmOperand& b, float beta, float* C, int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
+  if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
+  if (const char* e = check(a, false, M, K)) return e;
+  if (const char* e = check(b, true, N, K)) return e;
+  if (M == 0 || N == 0) return nullptr;
+  if (K == 0) {  // empty sum: C = beta * C
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return nullptr;
+  }
+  std::vector<float> rs(M), cs(N), ka, kb;
+  outer_scales(a, alpha, rs);
+  outer_scales(b, 1.0f, cs);
+  const Problem p{M, N, K, source(a, false, M, K, ka), source(b, true, N, K, kb), rs.data(), cs.data(), beta, C, ldc};
+#if defined(__x86_64__)
+  const Isa isa = active_isa();
+  const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
+  if (isa == Isa::avx512_bf16 && low_precision) return gemm_impl::run_avx512_bf16(p), nullptr;
+  if (isa >= Isa::avx512) return gemm_impl::run_avx512(p), nullptr;
+  if (isa == Isa::avx2) return gemm_impl::run_avx2(p), nullptr;
+#endif
+  gemm_impl::run_generic(p);
+  return nullptr;
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  GemmOperand a, b;
+  a.data = A; a.trans = trans_a; a.ld = lda;
+  b.data = B; b.trans = trans_b; b.ld = ldb;
+  gemm(M, N, K, alpha, a, b, beta, C, ldc);  // invalid arguments leave C untouched
+}
+
+}  // namespace sgrt::cpu

@@ -1,0 +1,62 @@
+// CPU GEMMs with FP32 accumulation, row-major storage.
+//
+//   C[M,N] = alpha * op(A) @ op(B) + beta * C        (C is f32; beta == 0: C not read)
+//
+// op(A) is [M,K] (A stored [K,M] when trans), op(B) is [K,N] (B stored [N,K] when
+// trans). Inputs may be f32, bf16, e4m3, e5m2 or e2m1 (two codes per byte, low
+// nibble first, element i of the stored matrix at index row * ld + col), any mix.
+//
+// How it runs: operands are decoded while being packed into cache-sized panels, so
+// FP8/FP4 cost no extra pass. When neither operand is f32 and the CPU has
+// AVX512_BF16, panels hold BF16 (E4M3/E5M2/E2M1 and their products with E8M0 or
+// E4M3 scales are exact in BF16) and the inner loop is vdpbf16ps; otherwise panels
+// hold f32 and the inner loop is FMA (AVX-512, AVX2 or portable, by CPUID; see
+// cpu_features.h). Both cores are used; each C element's K-reduction stays on one
+// thread in a fixed order, so results do not depend on the thread count.
+// vdpbf16ps treats BF16 subnormals (|v| < 2^-126) as zero: keep scaled inputs normal.
+#pragma once
+#include <cstdint>
+
+#include "sgrt/dtype.h"
+
+namespace sgrt::cpu {
+
+// Plain f32 GEMM (the CPU backend's matmul).
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc);
+
+// Where an operand's dequantization scales apply. "outer" is the M index for A and
+// the N index for B; "inner" is K. real value = decode(code) * scale.
+enum class ScaleMode : uint8_t {
+  none,    // scale unused
+  tensor,  // scale[0] for the whole operand                      (epilogue)
+  outer,   // scale[i], one per row of op(A) / column of op(B)    (epilogue)
+  inner,   // scale[k], one per K index (e.g. FP4 weights per input channel; packing)
+  block,   // scale[i * scale_ld + k / block]: `block` consecutive K elements of one
+           // outer index share a scale (MXFP8/MXFP4: 32 + E8M0; NVFP4: 16 + E4M3)
+};
+
+struct GemmOperand {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  bool trans = false;
+  int64_t ld = 0;  // leading dimension of the stored matrix, in elements
+
+  ScaleMode scale_mode = ScaleMode::none;
+  const void* scale = nullptr;
+  // f32: multipliers; i32: exponents e meaning 2^-e (the quantizer's `exp`, see
+  // quantize.h); e8m0 / e4m3: encoded multipliers (block scales).
+  DType scale_dtype = DType::f32;
+  int64_t block = 0;     // block mode: K elements per scale
+  int64_t scale_ld = 0;  // block mode: scales per outer index; 0 = ceil(K / block)
+  float tensor_scale = 1.0f;  // extra multiplier, epilogue (NVFP4's FP32 second level)
+};
+
+// Returns nullptr on success, otherwise why the arguments were rejected (C untouched).
+// inner / block scales multiply codes while packing; on the BF16 path the products
+// must be exact in BF16 (powers of two, E8M0, or E4M3 scales on 4-bit data).
+const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
+                 const GemmOperand& b, float beta, float* C, int64_t ldc);
+
+}  // namespace sgrt::cpu

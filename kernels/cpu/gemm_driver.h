@@ -1,0 +1,189 @@
+// Internal: the blocked GEMM driver (BLIS-style loops, packing with on-the-fly decode,
+// a register-tiled micro-kernel), templated on a SIMD traits type.
+//
+// Included only by the gemm_<isa>.cpp files. Everything here has internal linkage on
+// purpose: each file compiles its own copy with its own ISA flags, so no
+// AVX-512-compiled function can be picked by the linker for the AVX2 path.
+//
+// A traits type V provides: `Elem` (packed element: float, or uint16_t BF16),
+// `KU` (K values per packed step: 1, or 2 for BF16 pairs), `W` (lanes), `NV`
+// (vectors per micro-tile row), `MR`, `KC`, `MC`, `NC`, and the ops `reg`,
+// zero(), loadb(const Elem*), bcast(const Elem*), dot(acc, a, b), load(const
+// float*), store(float*, reg), mul, fma(a, b, c) = a * b + c, set1(float),
+// convert(float) -> Elem.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/gemm_problem.h"
+#include "cpu/parallel.h"
+
+namespace sgrt::cpu::gemm_impl {
+namespace {
+
+inline int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline float f32_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <DType D>
+inline float load_elem(const Source& s, int64_t i) {
+  if constexpr (D == DType::f32) {
+    return static_cast<const float*>(s.data)[i];
+  } else if constexpr (D == DType::bf16) {
+    return f32_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(s.data)[i]) << 16);
+  } else if constexpr (D == DType::e2m1) {
+    const uint8_t byte = static_cast<const uint8_t*>(s.data)[i >> 1];
+    return s.lut[(byte >> ((i & 1) * 4)) & 0xF];
+  } else {
+    return s.lut[static_cast<const uint8_t*>(s.data)[i]];
+  }
+}
+
+// Packs op(X)[o0 .. o0+rows) x [k0 .. k0+kc) into an R-wide panel: K step kk/KU, then
+// row r, then kk%KU. Rows past `rows` and the odd K tail are zero.
+template <class V, int R, DType D>
+void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc,
+                typename V::Elem* dst) {
+  constexpr int KU = V::KU;
+  if (rows < R || kc % KU) std::memset(dst, 0, sizeof(*dst) * cdiv(kc, KU) * KU * R);
+  auto at = [](int64_t kk, int64_t r) { return (kk / KU) * R * KU + r * KU + kk % KU; };
+  for (int64_t kb = k0, ke; kb < k0 + kc; kb = ke) {
+    // Runs of K sharing one inner/block scale.
+    ke = s.kscale ? mn(k0 + kc, (kb / s.kblock + 1) * s.kblock) : k0 + kc;
+    auto scale = [&](int64_t o) { return s.kscale ? s.kscale[o * s.kscale_ld + kb / s.kblock] : 1.0f; };
+    if (s.s_k == 1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float sc = scale(o0 + r);
+        const int64_t base = (o0 + r) * s.s_outer;
+        for (int64_t k = kb; k < ke; ++k) dst[at(k - k0, r)] = V::convert(load_elem<D>(s, base + k) * sc);
+      }
+    } else {
+      float sc[R];
+      for (int64_t r = 0; r < rows; ++r) sc[r] = scale(o0 + r);
+      for (int64_t k = kb; k < ke; ++k) {
+        const int64_t base = o0 * s.s_outer + k * s.s_k;
+        for (int64_t r = 0; r < rows; ++r)
+          dst[at(k - k0, r)] = V::convert(load_elem<D>(s, base + r * s.s_outer) * sc[r]);
+      }
+    }
+  }
+}
+
+template <class V, int R>
+void pack(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc, typename V::Elem* dst) {
+  switch (s.dtype) {
+    case DType::f32: return pack_typed<V, R, DType::f32>(s, o0, rows, k0, kc, dst);
+    case DType::bf16: return pack_typed<V, R, DType::bf16>(s, o0, rows, k0, kc, dst);
+    case DType::e2m1: return pack_typed<V, R, DType::e2m1>(s, o0, rows, k0, kc, dst);
+    default: return pack_typed<V, R, DType::e4m3>(s, o0, rows, k0, kc, dst);  // any 8-bit LUT
+  }
+}
+
+// C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps.
+// beta == 0 never reads C.
+template <class V>
+void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
+           int64_t ldc, const float* rs, const float* cs, float beta) {
+  constexpr int MR = V::MR, NV = V::NV, KU = V::KU, NR = NV * V::W;
+  typename V::reg acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
+  for (int64_t k = 0; k < kp; ++k, a += MR * KU, b += NR * KU) {
+    decltype(V::loadb(b)) bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = V::loadb(b + j * V::W * KU);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const auto av = V::bcast(a + i * KU);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = V::dot(acc[i][j], av, bv[j]);
+    }
+  }
+  typename V::reg csv[NV];
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) csv[j] = V::load(cs + j * V::W);
+  const typename V::reg bt = V::set1(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const typename V::reg r = V::set1(rs[i]);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      float* p = c + i * ldc + j * V::W;
+      const typename V::reg v = V::mul(V::mul(acc[i][j], csv[j]), r);
+      V::store(p, beta == 0.0f ? v : V::fma(V::load(p), bt, v));
+    }
+  }
+}
+
+// A tile cut by the matrix edge: compute the full tile into a buffer, then merge
+// with the same arithmetic as micro().
+template <class V>
+void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
+                int64_t ldc, int64_t mr, int64_t nr, const float* rs, const float* cs, float beta) {
+  constexpr int MR = V::MR, NR = V::NV * V::W;
+  alignas(64) float t[MR * NR];
+  alignas(64) float one[NR > MR ? NR : MR];
+  for (float& x : one) x = 1.0f;
+  micro<V>(kp, a, b, t, NR, one, one, 0.0f);
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j) {
+      const float v = (t[i * NR + j] * cs[j]) * rs[i];
+      float& y = c[i * ldc + j];
+      y = beta == 0.0f ? v : y * beta + v;
+    }
+}
+
+template <class V>
+void run(const Problem& p) {
+  using E = typename V::Elem;
+  constexpr int MR = V::MR, NR = V::NV * V::W, KU = V::KU;
+  const int threads = num_threads();
+  for (int64_t jc = 0; jc < p.N; jc += V::NC) {
+    const int64_t nc = mn(V::NC, p.N - jc), npanels = cdiv(nc, NR);
+    for (int64_t pc = 0; pc < p.K; pc += V::KC) {
+      const int64_t kc = mn(V::KC, p.K - pc), kp = cdiv(kc, KU);
+      const int64_t bsz = kp * KU * NR, asz = kp * KU * MR;
+      E* bt = static_cast<E*>(thread_scratch(1, sizeof(E) * bsz * npanels));
+      parallel_for(npanels, 4, [&](int64_t b0, int64_t b1) {
+        for (int64_t j = b0; j < b1; ++j)
+          pack<V, NR>(p.b, jc + j * NR, mn(NR, nc - j * NR), pc, kc, bt + j * bsz);
+      });
+      const float beta = pc == 0 ? p.beta : 1.0f;
+      // Tasks: row blocks (each packs its own A block), split further by column
+      // panels when there are too few rows to feed every thread.
+      const int64_t mc = mn(V::MC, cdiv(cdiv(p.M, threads), MR) * MR);
+      const int64_t n_ic = cdiv(p.M, mc);
+      const int64_t n_jn = n_ic >= threads ? 1 : mn(npanels, cdiv(threads, n_ic));
+      parallel_for(n_ic * n_jn, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i0 = (t / n_jn) * mc, mrows = mn(mc, p.M - i0), jn = t % n_jn;
+          E* at = static_cast<E*>(thread_scratch(0, sizeof(E) * asz * cdiv(mrows, MR)));
+          for (int64_t ir = 0; ir < mrows; ir += MR)
+            pack<V, MR>(p.a, i0 + ir, mn(MR, mrows - ir), pc, kc, at + (ir / MR) * asz);
+          for (int64_t j = jn * npanels / n_jn; j < (jn + 1) * npanels / n_jn; ++j) {
+            const int64_t n0 = jc + j * NR, nr = mn(NR, p.N - n0);
+            for (int64_t ir = 0; ir < mrows; ir += MR) {
+              const int64_t m0 = i0 + ir, mr = mn(MR, p.M - m0);
+              float* c = p.C + m0 * p.ldc + n0;
+              const E* a = at + (ir / MR) * asz;
+              if (mr == MR && nr == NR)
+                micro<V>(kp, a, bt + j * bsz, c, p.ldc, p.rs + m0, p.cs + n0, beta);
+              else
+                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sgrt::cpu::gemm_impl

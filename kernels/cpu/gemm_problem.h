@@ -1,0 +1,36 @@
+// Internal: a GEMM after argument checking, as handed to the per-ISA drivers
+// (gemm_<isa>.cpp). Plain data so every ISA translation unit can share it.
+#pragma once
+#include <cstdint>
+
+#include "sgrt/dtype.h"
+
+namespace sgrt::cpu::gemm_impl {
+
+// op(X)[o][k] lives at data[o * s_outer + k * s_k] (element units; E2M1 nibbles).
+struct Source {
+  const void* data;
+  DType dtype;
+  int64_t s_outer, s_k;
+  const float* lut;     // e4m3 / e5m2: 256 entries; e2m1: 16; else null
+  const float* kscale;  // multiplier kscale[o * kscale_ld + k / kblock], or null
+  int64_t kscale_ld, kblock;
+};
+
+struct Problem {
+  int64_t M, N, K;
+  Source a, b;        // a: outer = M; b: outer = N
+  const float* rs;    // [M] row multipliers (alpha and A's tensor/outer scales)
+  const float* cs;    // [N] column multipliers (B's outer scales)
+  float beta;
+  float* C;
+  int64_t ldc;
+};
+
+// One driver per kernel; each is compiled with its own ISA flags.
+void run_generic(const Problem& p);
+void run_avx2(const Problem& p);
+void run_avx512(const Problem& p);
+void run_avx512_bf16(const Problem& p);
+
+}  // namespace sgrt::cpu::gemm_impl

@@ -1,0 +1,132 @@
+#include "cpu/parallel.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sgrt::cpu {
+namespace {
+
+thread_local bool t_in_pool_work = false;
+
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  // Runs a job on up to `threads` threads; false if the pool is busy (caller runs it).
+  bool run(int64_t chunks, int threads, ChunkFn fn, void* ctx, int64_t n, int64_t grain) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    grow(threads - 1);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fn_ = fn; ctx_ = ctx; n_ = n; grain_ = grain; chunks_ = chunks;
+      next_.store(0);
+      helpers_ = threads - 1;
+      pending_ = helpers_;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lk(mu_);
+    done_.wait(lk, [&] { return pending_ == 0; });
+    return true;
+  }
+
+ private:
+  void grow(int n) {
+    while (static_cast<int>(workers_.size()) < n)
+      workers_.emplace_back([this, id = static_cast<int>(workers_.size())] { loop(id); });
+  }
+
+  void work() {
+    t_in_pool_work = true;
+    for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) {
+      const int64_t b = c * grain_, e = b + grain_ < n_ ? b + grain_ : n_;
+      fn_(ctx_, b, e);
+    }
+    t_in_pool_work = false;
+  }
+
+  void loop(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        wake_.wait(lk, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+        if (id >= helpers_) continue;  // this job wants fewer threads
+      }
+      work();
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex busy_, mu_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  bool quit_ = false;
+  uint64_t generation_ = 0;
+  int helpers_ = 0, pending_ = 0;
+  ChunkFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0, grain_ = 1, chunks_ = 0;
+  std::atomic<int64_t> next_{0};
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+int default_threads() {
+  if (const char* s = std::getenv("SGRT_NUM_THREADS"); s && std::atoi(s) > 0) return std::atoi(s);
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+std::atomic<int> g_threads{0};
+
+}  // namespace
+
+int num_threads() {
+  const int n = g_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : default_threads();
+}
+
+void set_num_threads(int n) { g_threads.store(n, std::memory_order_relaxed); }
+
+void parallel_run(int64_t n, int64_t grain, ChunkFn fn, void* ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t chunks = (n + grain - 1) / grain;
+  const int threads = static_cast<int>(chunks < num_threads() ? chunks : num_threads());
+  if (threads > 1 && !t_in_pool_work && pool().run(chunks, threads, fn, ctx, n, grain)) return;
+  for (int64_t b = 0; b < n; b += grain) fn(ctx, b, b + grain < n ? b + grain : n);
+}
+
+void* thread_scratch(int slot, size_t bytes) {
+  struct Free { void operator()(void* p) const { std::free(p); } };
+  thread_local std::unique_ptr<void, Free> buf[4];
+  thread_local size_t cap[4] = {};
+  if (bytes > cap[slot]) {
+    cap[slot] = (bytes + 4095) & ~size_t{4095};
+    buf[slot].reset(std::aligned_alloc(64, cap[slot]));
+  }
+  return buf[slot].get();
+}
+
+}  // namespace sgrt::cpu

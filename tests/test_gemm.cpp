@@ -1,0 +1,275 @@
+// Every GEMM against an FP64 GEMM of the dequantized inputs, within an
+// accumulation-order tolerance: odd sizes, every transpose, every dtype mix and
+// scale mode, on every ISA path this CPU has (forced through set_isa_limit).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "cpu/gemm.h"
+#include "cpu/parallel.h"
+#include "formats/formats.h"
+
+using namespace sgrt;
+using namespace sgrt::cpu;
+
+namespace {
+
+// A stored matrix of `rows x cols` with leading dimension cols + pad, random codes.
+struct Mat {
+  DType dt;
+  int64_t rows, cols, ld;
+  std::vector<uint8_t> bytes;
+
+  Mat(DType t, int64_t r, int64_t c, std::mt19937& rng) : dt(t), rows(r), cols(c), ld(c + 3) {
+    const int64_t n = rows * ld;
+    bytes.assign(dtype_bytes(t, n) + 4, 0);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t code = rng();
+      switch (t) {
+        case DType::f32: { float v = u(rng); std::memcpy(&bytes[4 * i], &v, 4); break; }
+        case DType::bf16: { uint16_t v = fmt::bf16_encode(u(rng)); std::memcpy(&bytes[2 * i], &v, 2); break; }
+        case DType::e4m3: bytes[i] = (code & 0x7F) == 0x7F ? 0x3C : code & 0xFF; break;
+        case DType::e5m2: bytes[i] = (code & 0x7C) == 0x7C ? 0x3C : code & 0xFF; break;
+        case DType::e2m1: bytes[i / 2] |= (code & 0xF) << (4 * (i & 1)); break;
+        default: break;
+      }
+    }
+  }
+  double at(int64_t r, int64_t c) const {
+    const int64_t i = r * ld + c;
+    switch (dt) {
+      case DType::f32: { float v; std::memcpy(&v, &bytes[4 * i], 4); return v; }
+      case DType::bf16: { uint16_t v; std::memcpy(&v, &bytes[2 * i], 2); return fmt::bf16_decode(v); }
+      case DType::e4m3: return fmt::e4m3_decode(bytes[i]);
+      case DType::e5m2: return fmt::e5m2_decode(bytes[i]);
+      default: return fmt::e2m1_decode(bytes[i / 2] >> (4 * (i & 1)));
+    }
+  }
+};
+
+// An operand of logical shape op(X) = [outer, K], with its scales.
+struct Operand {
+  Mat m;
+  GemmOperand g;
+  std::vector<float> f32_scale;
+  std::vector<int32_t> exps;
+  std::vector<uint8_t> codes;
+
+  Operand(DType t, bool trans, bool is_b, int64_t outer, int64_t K, std::mt19937& rng)
+      // A stored [M,K] or [K,M] (trans); B stored [K,N] or [N,K] (trans).
+      : m(t, (trans != is_b) ? K : outer, (trans != is_b) ? outer : K, rng) {
+    g.data = m.bytes.data();
+    g.dtype = t;
+    g.trans = trans;
+    g.ld = m.ld;
+    stored_outer_major = (trans == is_b);
+    this->K = K;
+  }
+  bool stored_outer_major;
+  int64_t K;
+
+  double value(int64_t o, int64_t k) const {
+    const double v = stored_outer_major ? m.at(o, k) : m.at(k, o);
+    return v * scale(o, k);
+  }
+  double scale(int64_t o, int64_t k) const {
+    double s = g.tensor_scale;
+    switch (g.scale_mode) {
+      case ScaleMode::none: return s;
+      case ScaleMode::tensor: return s * f32_scale[0];
+      case ScaleMode::outer: return s * std::ldexp(1.0, -exps[o]);
+      case ScaleMode::inner: return s * f32_scale[k];
+      case ScaleMode::block: {
+        const uint8_t c = codes[o * g.scale_ld + k / g.block];
+        return s * (g.scale_dtype == DType::e8m0 ? fmt::e8m0_decode(c) : fmt::e4m3_decode(c));
+      }
+    }
+    return s;
+  }
+};
+
+enum class Scales { none, tensor, outer, inner, mx, nvfp4 };
+
+void set_scales(Operand& op, Scales s, int64_t outer, int64_t K, std::mt19937& rng) {
+  GemmOperand& g = op.g;
+  switch (s) {
+    case Scales::none: break;
+    case Scales::tensor:
+      op.f32_scale = {0.37f};
+      g.scale_mode = ScaleMode::tensor; g.scale = op.f32_scale.data();
+      break;
+    case Scales::outer:  // the quantizer's exponents: multiplier 2^-e
+      for (int64_t i = 0; i < outer; ++i) op.exps.push_back(static_cast<int32_t>(rng() % 9) - 4);
+      g.scale_mode = ScaleMode::outer; g.scale = op.exps.data(); g.scale_dtype = DType::i32;
+      break;
+    case Scales::inner:  // powers of two, exact on the BF16 path
+      for (int64_t k = 0; k < K; ++k) op.f32_scale.push_back(std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3));
+      g.scale_mode = ScaleMode::inner; g.scale = op.f32_scale.data();
+      break;
+    case Scales::mx:
+    case Scales::nvfp4: {
+      const bool mx = s == Scales::mx;
+      g.scale_mode = ScaleMode::block;
+      g.block = mx ? 32 : 16;
+      g.scale_ld = (K + g.block - 1) / g.block + 1;  // padded rows of scales
+      g.scale_dtype = mx ? DType::e8m0 : DType::e4m3;
+      for (int64_t i = 0; i < outer * g.scale_ld; ++i)
+        op.codes.push_back(static_cast<uint8_t>(mx ? 123 + rng() % 9 : 0x20 + rng() % 0x30));
+      g.scale = op.codes.data();
+      if (!mx) g.tensor_scale = 0.011f;
+      break;
+    }
+  }
+}
+
+struct Case {
+  DType ta, tb;
+  Scales sa, sb;
+};
+
+// Runs one GEMM and compares with FP64; returns the number of elements off.
+int64_t check_gemm(const Case& cs, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                   float beta, std::mt19937& rng) {
+  Operand a(cs.ta, trans_a, false, M, K, rng), b(cs.tb, trans_b, true, N, K, rng);
+  set_scales(a, cs.sa, M, K, rng);
+  set_scales(b, cs.sb, N, K, rng);
+  const int64_t ldc = N + 2;
+  std::vector<float> C(M * ldc), C0;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& c : C) c = beta == 0.0f ? NAN : u(rng);  // beta == 0 must not read C
+  C0 = C;
+  const float alpha = 0.75f;
+  REQUIRE(gemm(M, N, K, alpha, a.g, b.g, beta, C.data(), ldc) == nullptr);
+  int64_t bad = 0;
+  std::vector<double> av(M * K), bv(N * K);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) av[i * K + k] = a.value(i, k);
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k) bv[j * K + k] = b.value(j, k);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = av[i * K + k] * bv[j * K + k];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double c0 = beta == 0.0f ? 0.0 : beta * double(C0[i * ldc + j]);
+      ref = alpha * ref + c0;
+      // FP32 accumulation of K products plus the epilogue's few roundings.
+      const double tol = (K + 4) * std::ldexp(1.0, -24) * (std::fabs(alpha) * mag + std::fabs(c0)) + 1e-30;
+      bad += !(std::fabs(C[i * ldc + j] - ref) <= tol);
+    }
+  }
+  return bad;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    if (i <= detected_isa()) v.push_back(i);
+  return v;
+}
+
+const int64_t kShapes[][3] = {{1, 1, 1},   {7, 33, 65}, {33, 7, 129}, {65, 129, 33}, {129, 65, 7},
+                              {1, 129, 65}, {129, 1, 33}, {65, 65, 1}, {33, 40, 1601}, {3, 3100, 5}};
+
+void run_cases(const std::vector<Case>& cases) {
+  std::mt19937 rng(42);
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    for (const Case& c : cases)
+      for (const auto& s : kShapes)
+        for (int t = 0; t < 4; ++t) {
+          const float beta = (t + s[0]) % 2 ? 0.0f : 0.5f;
+          CAPTURE(std::string(isa_name(isa)));
+          CAPTURE(int(c.ta));
+          CAPTURE(int(c.tb));
+          CAPTURE(int(c.sa));
+          CAPTURE(int(c.sb));
+          CAPTURE(s[0]); CAPTURE(s[1]); CAPTURE(s[2]); CAPTURE(t);
+          CHECK(check_gemm(c, s[0], s[1], s[2], t & 1, t & 2, beta, rng) == 0);
+        }
+  }
+  set_isa_limit(Isa::avx512_bf16);
+}
+
+}  // namespace
+
+TEST_CASE("f32 and bf16 GEMMs match FP64") {
+  run_cases({{DType::f32, DType::f32, Scales::none, Scales::none},
+             {DType::bf16, DType::bf16, Scales::none, Scales::none},
+             {DType::f32, DType::e4m3, Scales::none, Scales::tensor}});
+}
+
+TEST_CASE("FP8 GEMMs (any E4M3/E5M2 mix, per-tensor / per-row / MX block scales) match FP64") {
+  run_cases({{DType::e4m3, DType::e4m3, Scales::tensor, Scales::tensor},
+             {DType::e4m3, DType::e5m2, Scales::outer, Scales::outer},
+             {DType::e5m2, DType::e4m3, Scales::mx, Scales::mx},
+             {DType::e5m2, DType::e5m2, Scales::none, Scales::outer}});
+}
+
+TEST_CASE("FP4 GEMMs (per-row x per-input-channel, MXFP4, NVFP4) match FP64") {
+  run_cases({{DType::e2m1, DType::e2m1, Scales::outer, Scales::inner},
+             {DType::e2m1, DType::e2m1, Scales::mx, Scales::mx},
+             {DType::e2m1, DType::e2m1, Scales::nvfp4, Scales::nvfp4},
+             {DType::bf16, DType::e2m1, Scales::none, Scales::outer}});
+}
+
+TEST_CASE("gemm_f32 covers every transpose and equals gemm()") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t M = 37, N = 45, K = 29;
+  std::vector<float> A(K * M), B(K * N);
+  for (float& x : A) x = u(rng);
+  for (float& x : B) x = u(rng);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    std::vector<float> C(M * N, NAN);
+    gemm_f32(ta, tb, M, N, K, 2.0f, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0f, C.data(), N);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) ref += double(A[ta ? k * M + i : i * K + k]) * B[tb ? j * K + k : k * N + j];
+        CHECK(std::fabs(C[i * N + j] - 2 * ref) < 1e-4);
+      }
+  }
+}
+
+TEST_CASE("results do not depend on the thread count") {
+  std::mt19937 rng(3);
+  for (DType t : {DType::f32, DType::e4m3}) {
+    Operand a(t, false, false, 300, 900, rng), b(t, true, true, 200, 900, rng);
+    std::vector<float> c1(300 * 200), c2(300 * 200);
+    set_num_threads(1);
+    REQUIRE(gemm(300, 200, 900, 1.0f, a.g, b.g, 0.0f, c1.data(), 200) == nullptr);
+    set_num_threads(2);
+    REQUIRE(gemm(300, 200, 900, 1.0f, a.g, b.g, 0.0f, c2.data(), 200) == nullptr);
+    set_num_threads(0);
+    CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("bad arguments are rejected, not crashed on") {
+  float c = 1.0f, x = 1.0f;
+  GemmOperand a, b;
+  a.data = b.data = &x;
+  a.ld = b.ld = 1;
+  CHECK(gemm(1, 1, 1, 1.0f, a, b, 0.0f, &c, 1) == nullptr);
+  CHECK(c == 1.0f);
+  a.ld = 0;
+  CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);
+  a.ld = 2;
+  a.dtype = DType::i32;
+  CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);
+  a.dtype = DType::e4m3;
+  a.scale_mode = ScaleMode::block;
+  a.scale = &x;
+  CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);  // block == 0
+}
