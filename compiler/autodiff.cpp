@@ -1,0 +1,192 @@
+#include "autodiff.h"
+
+#include <map>
+
+namespace sgrt::compiler {
+namespace {
+
+class Differ {
+ public:
+  Differ(Graph& g, Backward* out) : g_(g), out_(out) {}
+
+  Status run() {
+    if (g_.loss < 0) return Status::Invalid("no loss declared (call sg.loss)");
+    if (!g_.t(g_.loss).type.shape.empty())
+      return Status::Invalid(g_.t(g_.loss).loc.str() + ": the loss must be a scalar, got " + type_str(g_.t(g_.loss).type));
+    mark_requires();
+    if (!requires_[g_.loss]) return Status::Invalid("the loss does not depend on any parameter");
+    loc_ = g_.t(g_.loss).loc;
+    Attrs one;
+    one.set_f("value", 1.0).set_ints("shape", {});
+    int seed = emit(OpCode::Fill, {}, one);
+    if (seed < 0) return st_;
+    grads_[g_.loss] = seed;
+    for (auto it = g_.forward.rbegin(); it != g_.forward.rend(); ++it) {
+      const Op op = *it;  // copy: emitting may grow g_.forward's neighbours
+      if (!grads_.count(op.out[0])) continue;
+      loc_ = op.loc;
+      SG_TRY(differentiate(op, grads_[op.out[0]]));
+    }
+    for (size_t id = 0; id < g_.tensors.size(); ++id) {
+      if (g_.tensors[id].role != sg::Role::param || !grads_.count(id)) continue;
+      int gid = grads_[id];
+      g_.tensors[gid].name = g_.tensors[id].name + ".grad";
+      g_.tensors[gid].grad_of = static_cast<int>(id);
+      out_->param_grads.push_back({static_cast<int>(id), gid});
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void mark_requires() {
+    requires_.assign(g_.tensors.size(), false);
+    for (size_t i = 0; i < g_.tensors.size(); ++i) requires_[i] = g_.tensors[i].role == sg::Role::param;
+    for (const Op& op : g_.forward) {
+      if (op.code == OpCode::Accuracy) continue;
+      bool any = false;
+      for (int in : op.in) any = any || requires_[in];
+      for (int o : op.out) requires_[o] = any;
+    }
+  }
+
+  int emit(OpCode code, std::vector<int> in, Attrs attrs = {}) {
+    std::vector<int> out;
+    st_ = g_.add_op_to(&out_->ops, code, std::move(in), std::move(attrs), loc_, &out, sg::Role::grad);
+    if (requires_.size() < g_.tensors.size()) requires_.resize(g_.tensors.size(), false);
+    return st_.ok() ? out[0] : -1;
+  }
+
+  // Reshapes a gradient whose element count matches but whose shape does not
+  // (the 2-D views of matmul).
+  int fit(int grad, const Shape& shape) {
+    if (grad < 0 || g_.t(grad).type.shape == shape) return grad;
+    Attrs a;
+    a.set_ints("shape", shape);
+    return emit(OpCode::Reshape, {grad}, a);
+  }
+
+  // Adds a contribution to x's gradient.
+  Status accumulate(int x, int grad) {
+    if (grad < 0) return st_;
+    if (!requires_[x]) return Status::Ok();
+    grad = fit(grad, g_.t(x).type.shape);
+    if (grad < 0) return st_;
+    auto it = grads_.find(x);
+    if (it == grads_.end()) {
+      grads_[x] = grad;
+      return Status::Ok();
+    }
+    int sum = emit(OpCode::Add, {it->second, grad});
+    if (sum < 0) return st_;
+    it->second = sum;
+    return Status::Ok();
+  }
+
+  static Attrs mm(bool ta, bool tb) {
+    Attrs a;
+    a.set_i("trans_a", ta).set_i("trans_b", tb);
+    return a;
+  }
+
+  Status differentiate(const Op& op, int dy) {
+    const std::vector<int>& in = op.in;
+    int y = op.out[0];
+    auto need = [&](size_t i) { return requires_[in[i]]; };
+    switch (op.code) {
+      case OpCode::MatMul: {
+        bool ta = op.attrs.i("trans_a"), tb = op.attrs.i("trans_b");
+        int a = in[0], b = in[1];
+        if (need(0)) {
+          int da = !ta ? emit(OpCode::MatMul, {dy, b}, mm(false, !tb))
+                       : emit(OpCode::MatMul, {b, dy}, mm(tb, true));
+          SG_TRY(accumulate(a, da));
+        }
+        if (need(1)) {
+          int db = !tb ? emit(OpCode::MatMul, {a, dy}, mm(!ta, false))
+                       : emit(OpCode::MatMul, {dy, a}, mm(true, ta));
+          SG_TRY(accumulate(b, db));
+        }
+        return Status::Ok();
+      }
+      case OpCode::Add:
+        SG_TRY(accumulate(in[0], dy));
+        return accumulate(in[1], dy);
+      case OpCode::Sub:
+        SG_TRY(accumulate(in[0], dy));
+        return need(1) ? accumulate(in[1], emit(OpCode::Neg, {dy})) : Status::Ok();
+      case OpCode::Mul:
+        if (need(0)) SG_TRY(accumulate(in[0], emit(OpCode::Mul, {dy, in[1]})));
+        return need(1) ? accumulate(in[1], emit(OpCode::Mul, {dy, in[0]})) : Status::Ok();
+      case OpCode::Div: {
+        int da = emit(OpCode::Div, {dy, in[1]});  // dy / b; also d/db = -(dy / b) * y
+        if (need(0)) SG_TRY(accumulate(in[0], da));
+        if (!need(1)) return Status::Ok();
+        int t = da < 0 ? -1 : emit(OpCode::Mul, {da, y});
+        return accumulate(in[1], t < 0 ? -1 : emit(OpCode::Neg, {t}));
+      }
+      case OpCode::Neg: return accumulate(in[0], emit(OpCode::Neg, {dy}));
+      case OpCode::Scale: return accumulate(in[0], emit(OpCode::Scale, {dy}, op.attrs));
+      case OpCode::Relu: return accumulate(in[0], emit(OpCode::ReluGrad, {in[0], dy}));
+      case OpCode::Gelu: return accumulate(in[0], emit(OpCode::GeluGrad, {in[0], dy}));
+      case OpCode::Tanh: return accumulate(in[0], emit(OpCode::TanhGrad, {y, dy}));
+      case OpCode::Sigmoid: return accumulate(in[0], emit(OpCode::SigmoidGrad, {y, dy}));
+      case OpCode::Exp: return accumulate(in[0], emit(OpCode::Mul, {dy, y}));
+      case OpCode::Log: return accumulate(in[0], emit(OpCode::Div, {dy, in[0]}));
+      case OpCode::Reshape: return accumulate(in[0], fit(dy, g_.t(in[0]).type.shape));
+      case OpCode::Transpose: {
+        const std::vector<int64_t>& perm = op.attrs.ints("perm");
+        std::vector<int64_t> inv(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+        Attrs a;
+        a.set_ints("perm", inv);
+        return accumulate(in[0], emit(OpCode::Transpose, {dy}, a));
+      }
+      case OpCode::BroadcastTo: case OpCode::SumTo: {
+        Attrs a;
+        a.set_ints("shape", g_.t(in[0]).type.shape);
+        return accumulate(in[0], emit(op.code == OpCode::BroadcastTo ? OpCode::SumTo : OpCode::BroadcastTo, {dy}, a));
+      }
+      case OpCode::ReduceSum: case OpCode::ReduceMean: {
+        const Shape& xs = g_.t(in[0]).type.shape;
+        int64_t axis;
+        normalize_axis(op.attrs.i("axis"), xs.size(), &axis);
+        Shape kept = xs;
+        kept[axis] = 1;
+        int g = fit(dy, kept);
+        if (op.code == OpCode::ReduceMean && g >= 0) {
+          Attrs s;
+          s.set_f("alpha", 1.0 / static_cast<double>(xs[axis]));
+          g = emit(OpCode::Scale, {g}, s);
+        }
+        Attrs b;
+        b.set_ints("shape", xs);
+        return accumulate(in[0], g < 0 ? -1 : emit(OpCode::BroadcastTo, {g}, b));
+      }
+      case OpCode::ReduceMax: return accumulate(in[0], emit(OpCode::ReduceMaxGrad, {in[0], y, dy}, op.attrs));
+      case OpCode::Softmax: return accumulate(in[0], emit(OpCode::SoftmaxGrad, {y, dy}, op.attrs));
+      case OpCode::LogSoftmax: return accumulate(in[0], emit(OpCode::LogSoftmaxGrad, {y, dy}, op.attrs));
+      case OpCode::SoftmaxXent: return accumulate(in[0], emit(OpCode::SoftmaxXentGrad, {in[0], in[1], dy}));
+      case OpCode::Accuracy: case OpCode::Fill: return Status::Ok();
+      // Gradient and optimizer ops never appear in the forward graph.
+      case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
+      case OpCode::ReduceMaxGrad: case OpCode::SoftmaxGrad: case OpCode::LogSoftmaxGrad:
+      case OpCode::SoftmaxXentGrad: case OpCode::LrSchedule: case OpCode::SgdUpdate:
+      case OpCode::AdamwUpdate: case OpCode::StepIncrement: case OpCode::kCount:
+        break;
+    }
+    return Status::Invalid(op.loc.str() + ": no gradient rule for " + std::string(op_info(op.code).name));
+  }
+
+  Graph& g_;
+  Backward* out_;
+  std::vector<bool> requires_;
+  std::map<int, int> grads_;
+  Loc loc_;
+  Status st_;
+};
+
+}  // namespace
+
+Status build_backward(Graph& g, Backward* out) { return Differ(g, out).run(); }
+
+}  // namespace sgrt::compiler

@@ -1,0 +1,116 @@
+// The compiler's graph: tensors and ops as the DSL builds them, then the
+// programs, optimizer and memory plan the passes add. Serialized by
+// serialize.cpp into the scaled-graph IR (runtime/schema/sg.fbs).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sg_generated.h"
+#include "sgrt/attrs.h"
+#include "sgrt/ops.h"
+#include "sgrt/shape.h"
+#include "sgrt/status.h"
+
+namespace sgrt::compiler {
+
+struct Loc {
+  std::string file;
+  int line = 0;
+  std::string str() const { return file.empty() ? "<builtin>" : file + ":" + std::to_string(line); }
+};
+
+struct Init {
+  sg::InitKind kind = sg::InitKind::zeros;
+  float a = 0, b = 0;
+  uint64_t seed = 0;
+};
+
+struct ScaleSpec {
+  sg::ScaleMode mode = sg::ScaleMode::none;
+  sg::Granularity granularity = sg::Granularity::tensor;
+  int block_size = 0;
+  int static_log2 = 0;
+  int history_len = 0;
+  int margin = 0;
+  std::string rule;
+};
+
+struct Tensor {
+  std::string name;
+  TensorType type;
+  sg::Role role = sg::Role::activation;
+  Loc loc;
+  Init init;
+  ScaleSpec scale;
+  int grad_of = -1;
+  bool persistent = false;  // lives across steps: params, optimizer state, inputs
+  // Filled by the memory plan.
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct Op {
+  OpCode code;
+  std::vector<int> in, out;
+  Attrs attrs;
+  Loc loc;
+};
+
+struct Program {
+  std::string name;
+  std::vector<Op> ops;
+  uint64_t peak_bytes = 0;
+};
+
+struct OptimizerConfig {
+  sg::OptimizerKind kind = sg::OptimizerKind::none;
+  float lr = 1e-3f, momentum = 0.9f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+  sg::ScheduleKind schedule = sg::ScheduleKind::constant;
+  int64_t warmup_steps = 0;
+  float min_lr_ratio = 0.f;
+};
+
+struct DataConfig {
+  std::string dataset, path;
+  std::vector<std::pair<std::string, int>> fields;  // data field -> input tensor
+  bool shuffle = true;
+  int64_t batch = 0;
+};
+
+struct TrainConfig {
+  int64_t epochs = 1, steps = 0, log_every = 50;
+  uint64_t seed = 1;
+};
+
+struct Graph {
+  std::string name, source, recipe = "fp32";
+  std::vector<Tensor> tensors;
+  std::vector<Op> forward;            // as the DSL built it
+  std::vector<Program> programs;      // filled by build_programs()
+  int loss = -1;
+  std::vector<std::pair<std::string, int>> metrics, outputs;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  TrainConfig train;
+  int train_state = -1, lr = -1;      // i32[2] {step, total steps}; f32[] learning rate
+  uint64_t arena_bytes = 0, persistent_bytes = 0, naive_bytes = 0;
+
+  int add_tensor(Tensor t);
+  // Appends an op, inferring its outputs' types; errors cite `loc`.
+  Status add_op(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, std::vector<int>* out);
+  // Single-output convenience; returns -1 and sets *st on error.
+  int op1(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, Status* st);
+  // Appends to `ops` instead of the forward list (autodiff, optimizer).
+  Status add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc,
+                   std::vector<int>* out, sg::Role out_role);
+  // Appends an op that writes existing tensors in place (optimizer updates);
+  // their types must be what the op infers.
+  Status add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc,
+                           std::vector<int> out);
+  const Tensor& t(int id) const { return tensors[id]; }
+  int find_tensor(const std::string& name) const;
+  int find_program(const std::string& name) const;
+};
+
+}  // namespace sgrt::compiler

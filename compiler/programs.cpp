@@ -1,0 +1,49 @@
+#include "programs.h"
+
+#include "autodiff.h"
+#include "optimizer.h"
+
+namespace sgrt::compiler {
+namespace {
+
+// The forward ops that `targets` depend on, in their original order.
+std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
+  std::vector<bool> needed(g.tensors.size(), false);
+  for (int t : targets) needed[t] = true;
+  std::vector<bool> keep(g.forward.size(), false);
+  for (size_t i = g.forward.size(); i-- > 0;) {
+    const Op& op = g.forward[i];
+    for (int o : op.out) keep[i] = keep[i] || needed[o];
+    if (keep[i])
+      for (int in : op.in) needed[in] = true;
+  }
+  std::vector<Op> ops;
+  for (size_t i = 0; i < g.forward.size(); ++i)
+    if (keep[i]) ops.push_back(g.forward[i]);
+  return ops;
+}
+
+}  // namespace
+
+Status build_programs(Graph& g) {
+  std::vector<int> eval_targets{g.loss};
+  for (auto& [name, id] : g.metrics) eval_targets.push_back(id);
+
+  Backward bw;
+  SG_TRY(build_backward(g, &bw));
+  std::vector<Op> updates;
+  SG_TRY(lower_optimizer(g, bw, &updates));
+
+  Program train{"train_step", ops_for(g, eval_targets)};
+  train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
+  train.ops.insert(train.ops.end(), updates.begin(), updates.end());
+  g.programs.push_back(std::move(train));
+  g.programs.push_back(Program{"eval", ops_for(g, eval_targets)});
+
+  std::vector<int> infer_targets;
+  for (auto& [name, id] : g.outputs) infer_targets.push_back(id);
+  if (!infer_targets.empty()) g.programs.push_back(Program{"infer", ops_for(g, infer_targets)});
+  return Status::Ok();
+}
+
+}  // namespace sgrt::compiler

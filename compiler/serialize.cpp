@@ -1,0 +1,78 @@
+#include "serialize.h"
+
+#include "memory_plan.h"
+#include "sgrt/file_io.h"
+#include "sgrt/model_file.h"
+
+namespace sgrt::compiler {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+Offset<sg::SourceLoc> write_loc(FlatBufferBuilder& b, const Loc& loc) {
+  return sg::CreateSourceLocDirect(b, loc.file.c_str(), loc.line);
+}
+
+Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
+  auto shape = b.CreateVector(t.type.shape);
+  auto scale = sg::CreateScaleSpecDirect(b, t.scale.mode, t.scale.granularity, t.scale.block_size, sg::DType::e8m0,
+                                         t.scale.static_log2, t.scale.history_len, t.scale.margin, sg::RescaleNorm::max,
+                                         false, -1, t.scale.rule.c_str());
+  auto init = sg::CreateInit(b, t.init.kind, t.init.a, t.init.b, t.init.seed);
+  auto loc = write_loc(b, t.loc);
+  auto name = b.CreateString(t.name);
+  return sg::CreateTensor(b, name, shape, static_cast<sg::DType>(t.type.dtype), t.role, scale, t.offset, t.bytes, loc,
+                          init, t.persistent ? sg::Lifetime::persistent : sg::Lifetime::transient, t.grad_of);
+}
+
+Offset<sg::Op> write_op(FlatBufferBuilder& b, const Op& op) {
+  std::vector<Offset<sg::Attr>> attrs;
+  for (const Attr& a : op.attrs.all()) attrs.push_back(sg::CreateAttrDirect(b, a.name.c_str(), a.i, a.f, &a.ints));
+  return sg::CreateOpDirect(b, static_cast<int32_t>(op.code), &op.in, &op.out, &attrs, write_loc(b, op.loc));
+}
+
+std::vector<Offset<sg::NamedTensor>> write_named(FlatBufferBuilder& b, const std::vector<std::pair<std::string, int>>& v) {
+  std::vector<Offset<sg::NamedTensor>> out;
+  for (auto& [name, id] : v) out.push_back(sg::CreateNamedTensorDirect(b, name.c_str(), id));
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> serialize(const Graph& g) {
+  FlatBufferBuilder b(1 << 16);
+  std::vector<Offset<sg::Tensor>> tensors;
+  for (const Tensor& t : g.tensors) tensors.push_back(write_tensor(b, t));
+  std::vector<Offset<sg::Program>> programs;
+  for (const Program& p : g.programs) {
+    std::vector<Offset<sg::Op>> ops;
+    for (const Op& op : p.ops) ops.push_back(write_op(b, op));
+    programs.push_back(sg::CreateProgramDirect(b, p.name.c_str(), &ops, p.peak_bytes));
+  }
+  auto memory = sg::CreateMemoryPlan(b, g.arena_bytes, g.persistent_bytes, kArenaAlignment, g.naive_bytes);
+  const OptimizerConfig& o = g.optimizer;
+  auto opt = sg::CreateOptimizer(b, o.kind, o.lr, o.momentum, o.beta1, o.beta2, o.eps, o.weight_decay, o.schedule,
+                                 o.warmup_steps, o.min_lr_ratio);
+  std::vector<Offset<sg::DataField>> fields;
+  for (auto& [field, id] : g.data.fields) fields.push_back(sg::CreateDataFieldDirect(b, field.c_str(), id));
+  auto data = sg::CreateDataBindingDirect(b, g.data.dataset.c_str(), g.data.path.c_str(), &fields, g.data.shuffle,
+                                          g.data.batch);
+  auto metrics = write_named(b, g.metrics);
+  auto outputs = write_named(b, g.outputs);
+  auto train = sg::CreateTrainConfig(b, g.train.epochs, g.train.steps, g.train.seed, g.train.log_every);
+  auto model = sg::CreateModelDirect(b, kSchemaVersion, g.name.c_str(), g.source.c_str(), g.recipe.c_str(), &tensors,
+                                     &programs, nullptr, memory, opt, data, g.loss, &metrics, &outputs, train,
+                                     g.train_state, g.lr);
+  sg::FinishModelBuffer(b, model);
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  append_footer(&bytes);
+  return bytes;
+}
+
+Status write_model(const Graph& g, const std::string& path) {
+  std::vector<uint8_t> bytes = serialize(g);
+  return write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+}  // namespace sgrt::compiler

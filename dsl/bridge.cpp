@@ -1,0 +1,386 @@
+// The `_sg` C module the Lua side (dsl/lua/*.lua) is built on. Tensors cross
+// the boundary as integer ids into compiler::Graph::tensors.
+#include <lua.hpp>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "dsl.h"
+#include "embedded_lua.h"
+
+namespace sgrt::dsl {
+namespace {
+
+using compiler::Graph;
+using compiler::Loc;
+
+struct State {
+  Graph* g;
+  const ScriptOptions* opts;
+  std::set<std::string> config_keys;
+  uint64_t param_count = 0;
+};
+
+State& state(lua_State* L) { return *static_cast<State*>(lua_touserdata(L, lua_upvalueindex(1))); }
+
+// The innermost frame that belongs to a user file (chunk names "@path"); the
+// embedded library's chunks are named "=sg..." and skipped.
+Loc user_loc(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.source && ar.source[0] == '@') return Loc{ar.source + 1, ar.currentline};
+  }
+  return Loc{};
+}
+
+[[noreturn]] void raise(lua_State* L, const std::string& msg) {
+  lua_pushstring(L, msg.c_str());
+  lua_error(L);
+  __builtin_unreachable();
+}
+[[noreturn]] void raise_at(lua_State* L, const std::string& msg) { raise(L, user_loc(L).str() + ": " + msg); }
+
+int tensor_id(lua_State* L, int idx) {
+  State& s = state(L);
+  lua_Integer id = luaL_checkinteger(L, idx);
+  if (id < 0 || id >= static_cast<lua_Integer>(s.g->tensors.size())) raise_at(L, "invalid tensor handle");
+  return static_cast<int>(id);
+}
+
+Shape read_shape(lua_State* L, int idx) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  Shape s;
+  lua_Integer n = luaL_len(L, idx);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, idx, i);
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0) raise_at(L, "shape entries must be positive integers");
+    s.push_back(lua_tointeger(L, -1));
+    lua_pop(L, 1);
+  }
+  return s;
+}
+
+void push_shape(lua_State* L, const Shape& s) {
+  lua_createtable(L, static_cast<int>(s.size()), 0);
+  for (size_t i = 0; i < s.size(); ++i) {
+    lua_pushinteger(L, s[i]);
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+std::string field_string(lua_State* L, int idx, const char* key, const char* def) {
+  lua_getfield(L, idx, key);
+  std::string r = lua_isstring(L, -1) ? lua_tostring(L, -1) : def;
+  lua_pop(L, 1);
+  return r;
+}
+double field_number(lua_State* L, int idx, const char* key, double def) {
+  lua_getfield(L, idx, key);
+  double r = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : def;
+  lua_pop(L, 1);
+  return r;
+}
+bool field_bool(lua_State* L, int idx, const char* key, bool def) {
+  lua_getfield(L, idx, key);
+  bool r = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+bool name_taken(const Graph& g, const std::string& name) { return g.find_tensor(name) >= 0; }
+
+// _sg.input(name, shape, dtype) -> id
+int l_input(lua_State* L) {
+  State& s = state(L);
+  std::string name = luaL_checkstring(L, 1);
+  if (name_taken(*s.g, name)) raise_at(L, "a tensor named '" + name + "' already exists");
+  compiler::Tensor t;
+  t.name = name;
+  t.type.shape = read_shape(L, 2);
+  const char* dt = luaL_optstring(L, 3, "f32");
+  if (!dtype_from_name(dt, &t.type.dtype) || (t.type.dtype != DType::f32 && t.type.dtype != DType::i32))
+    raise_at(L, std::string("input '") + name + "': dtype must be f32 or i32, got '" + dt + "'");
+  t.role = sg::Role::input;
+  t.persistent = true;
+  t.loc = user_loc(L);
+  lua_pushinteger(L, s.g->add_tensor(std::move(t)));
+  return 1;
+}
+
+// _sg.param(name, shape, init, a, b) -> id; init in zeros|ones|uniform|normal
+int l_param(lua_State* L) {
+  State& s = state(L);
+  std::string name = luaL_checkstring(L, 1);
+  if (name_taken(*s.g, name)) raise_at(L, "a parameter named '" + name + "' already exists (give layers distinct names)");
+  compiler::Tensor t;
+  t.name = name;
+  t.type.shape = read_shape(L, 2);
+  std::string init = luaL_optstring(L, 3, "zeros");
+  static const char* const kinds[] = {"zeros", "ones", "uniform", "normal"};
+  int k = -1;
+  for (int i = 0; i < 4; ++i) if (init == kinds[i]) k = i;
+  if (k < 0) raise_at(L, "param '" + name + "': unknown initializer '" + init + "' (zeros, ones, uniform, normal)");
+  t.init.kind = static_cast<sg::InitKind>(k);
+  t.init.a = static_cast<float>(luaL_optnumber(L, 4, 0));
+  t.init.b = static_cast<float>(luaL_optnumber(L, 5, 0));
+  t.init.seed = ++s.param_count;  // mixed with the run's seed by the runtime
+  t.role = sg::Role::param;
+  t.persistent = true;
+  t.loc = user_loc(L);
+  lua_pushinteger(L, s.g->add_tensor(std::move(t)));
+  return 1;
+}
+
+Attrs read_attrs(lua_State* L, int idx) {
+  Attrs a;
+  if (lua_isnoneornil(L, idx)) return a;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING) raise_at(L, "attribute names must be strings");
+    std::string key = lua_tostring(L, -2);
+    if (lua_isboolean(L, -1)) a.set_i(key, lua_toboolean(L, -1));
+    else if (lua_isinteger(L, -1)) a.set_i(key, lua_tointeger(L, -1)).set_f(key, static_cast<double>(lua_tointeger(L, -1)));
+    else if (lua_isnumber(L, -1)) a.set_f(key, lua_tonumber(L, -1));
+    else if (lua_istable(L, -1)) {
+      std::vector<int64_t> v;
+      lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, -1, i);
+        if (!lua_isinteger(L, -1)) raise_at(L, "attribute '" + key + "' must list integers");
+        v.push_back(lua_tointeger(L, -1));
+        lua_pop(L, 1);
+      }
+      a.set_ints(key, std::move(v));
+    } else raise_at(L, "attribute '" + key + "' has an unsupported type");
+    lua_pop(L, 1);
+  }
+  return a;
+}
+
+// _sg.op(name, {ids}, {attrs}) -> ids...
+int l_op(lua_State* L) {
+  State& s = state(L);
+  std::string name = luaL_checkstring(L, 1);
+  OpCode code;
+  if (!op_from_name(name, &code)) raise_at(L, "unknown op '" + name + "'");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<int> in;
+  lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, 2, i);
+    in.push_back(tensor_id(L, -1));
+    lua_pop(L, 1);
+  }
+  Attrs attrs = read_attrs(L, 3);
+  std::vector<int> out;
+  Status st = s.g->add_op(code, std::move(in), std::move(attrs), user_loc(L), &out);
+  if (!st.ok()) raise(L, st.message());
+  for (int id : out) lua_pushinteger(L, id);
+  return static_cast<int>(out.size());
+}
+
+int l_shape(lua_State* L) {
+  push_shape(L, state(L).g->t(tensor_id(L, 1)).type.shape);
+  return 1;
+}
+int l_dtype(lua_State* L) {
+  lua_pushstring(L, dtype_name(state(L).g->t(tensor_id(L, 1)).type.dtype));
+  return 1;
+}
+
+int l_loss(lua_State* L) {
+  State& s = state(L);
+  if (s.g->loss >= 0) raise_at(L, "the loss is already declared");
+  s.g->loss = tensor_id(L, 1);
+  return 0;
+}
+
+void add_named(lua_State* L, std::vector<std::pair<std::string, int>>* v, const char* what) {
+  std::string name = luaL_checkstring(L, 1);
+  for (auto& [n, id] : *v) if (n == name) raise_at(L, std::string(what) + " '" + name + "' declared twice");
+  v->push_back({name, tensor_id(L, 2)});
+}
+int l_metric(lua_State* L) { add_named(L, &state(L).g->metrics, "metric"); return 0; }
+int l_output(lua_State* L) { add_named(L, &state(L).g->outputs, "output"); return 0; }
+
+// _sg.optimizer(kind, {lr=, momentum=, beta1=, beta2=, eps=, weight_decay=, schedule=, warmup=, min_lr_ratio=})
+int l_optimizer(lua_State* L) {
+  compiler::OptimizerConfig& o = state(L).g->optimizer;
+  std::string kind = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (kind == "sgd") o.kind = sg::OptimizerKind::sgd;
+  else if (kind == "adamw") o.kind = sg::OptimizerKind::adamw;
+  else raise_at(L, "unknown optimizer '" + kind + "' (sgd, adamw)");
+  o.lr = static_cast<float>(field_number(L, 2, "lr", o.lr));
+  o.momentum = static_cast<float>(field_number(L, 2, "momentum", kind == "sgd" ? 0.9 : 0.0));
+  o.beta1 = static_cast<float>(field_number(L, 2, "beta1", o.beta1));
+  o.beta2 = static_cast<float>(field_number(L, 2, "beta2", o.beta2));
+  o.eps = static_cast<float>(field_number(L, 2, "eps", o.eps));
+  o.weight_decay = static_cast<float>(field_number(L, 2, "weight_decay", kind == "adamw" ? 0.01 : 0.0));
+  std::string sched = field_string(L, 2, "schedule", "constant");
+  if (sched == "constant") o.schedule = sg::ScheduleKind::constant;
+  else if (sched == "cosine") o.schedule = sg::ScheduleKind::cosine;
+  else raise_at(L, "unknown schedule '" + sched + "' (constant, cosine)");
+  o.warmup_steps = static_cast<int64_t>(field_number(L, 2, "warmup", 0));
+  o.min_lr_ratio = static_cast<float>(field_number(L, 2, "min_lr_ratio", 0.0));
+  if (!(o.lr > 0)) raise_at(L, "the learning rate must be positive");
+  return 0;
+}
+
+// _sg.data(dataset, {field = id, ...}, {shuffle=, path=})
+int l_data(lua_State* L) {
+  State& s = state(L);
+  compiler::DataConfig& d = s.g->data;
+  d.dataset = luaL_checkstring(L, 1);
+  if (d.dataset != "fashion_mnist") raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist)");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  d.fields.clear();
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    std::string field = luaL_checkstring(L, -2);
+    if (field != "image" && field != "label") raise_at(L, "fashion_mnist has no field '" + field + "' (image, label)");
+    int id = tensor_id(L, -1);
+    if (s.g->t(id).role != sg::Role::input) raise_at(L, "data field '" + field + "' must be bound to an sg.input");
+    d.fields.push_back({field, id});
+    lua_pop(L, 1);
+  }
+  if (d.fields.empty()) raise_at(L, "data set binds no inputs");
+  d.batch = s.g->t(d.fields[0].second).type.shape[0];
+  for (auto& [f, id] : d.fields)
+    if (s.g->t(id).type.shape[0] != d.batch) raise_at(L, "data inputs disagree on the batch size (first dimension)");
+  d.shuffle = field_bool(L, 3, "shuffle", true);
+  d.path = field_string(L, 3, "path", "");
+  return 0;
+}
+
+// _sg.train{epochs=, steps=, log_every=, seed=}
+int l_train(lua_State* L) {
+  compiler::TrainConfig& t = state(L).g->train;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  t.epochs = static_cast<int64_t>(field_number(L, 1, "epochs", static_cast<double>(t.epochs)));
+  t.steps = static_cast<int64_t>(field_number(L, 1, "steps", static_cast<double>(t.steps)));
+  t.log_every = static_cast<int64_t>(field_number(L, 1, "log_every", static_cast<double>(t.log_every)));
+  t.seed = static_cast<uint64_t>(field_number(L, 1, "seed", static_cast<double>(t.seed)));
+  return 0;
+}
+
+int l_recipe(lua_State* L) {
+  state(L).g->recipe = luaL_checkstring(L, 1);
+  return 0;
+}
+
+// _sg.config(defaults) -> defaults with --set values applied, typed like the defaults.
+int l_config(lua_State* L) {
+  State& s = state(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    std::string key = lua_tostring(L, -1);
+    s.config_keys.insert(key);
+    auto it = s.opts->set.find(key);
+    if (it == s.opts->set.end()) continue;
+    const std::string& v = it->second;
+    lua_getfield(L, 1, key.c_str());
+    int type = lua_type(L, -1);
+    bool is_int = lua_isinteger(L, -1);
+    lua_pop(L, 1);
+    if (type == LUA_TNUMBER) {
+      char* end = nullptr;
+      if (is_int) {
+        long long x = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end) raise(L, "--set " + key + "=" + v + ": expected an integer");
+        lua_pushinteger(L, x);
+      } else {
+        double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end) raise(L, "--set " + key + "=" + v + ": expected a number");
+        lua_pushnumber(L, x);
+      }
+    } else if (type == LUA_TBOOLEAN) {
+      if (v != "true" && v != "false") raise(L, "--set " + key + "=" + v + ": expected true or false");
+      lua_pushboolean(L, v == "true");
+    } else {
+      lua_pushstring(L, v.c_str());
+    }
+    lua_setfield(L, 1, key.c_str());
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
+int l_fail(lua_State* L) { raise_at(L, luaL_checkstring(L, 1)); }
+
+const luaL_Reg kFunctions[] = {
+    {"input", l_input},   {"param", l_param},       {"op", l_op},       {"shape", l_shape},
+    {"dtype", l_dtype},   {"loss", l_loss},         {"metric", l_metric}, {"output", l_output},
+    {"optimizer", l_optimizer}, {"data", l_data},   {"train", l_train}, {"recipe", l_recipe},
+    {"config", l_config}, {"fail", l_fail},         {nullptr, nullptr}};
+
+// package.searchers entry for the embedded library: require "sg", "sg.nn", ...
+int embedded_searcher(lua_State* L) {
+  std::string name = luaL_checkstring(L, 1);
+  for (const EmbeddedLua& m : kEmbeddedLua) {
+    if (name != m.module) continue;
+    std::string chunk = "=" + name;
+    if (luaL_loadbuffer(L, m.source, std::strlen(m.source), chunk.c_str()) != LUA_OK) return lua_error(L);
+    lua_pushstring(L, chunk.c_str());
+    return 2;
+  }
+  lua_pushfstring(L, "\n\tno embedded module '%s'", name.c_str());
+  return 1;
+}
+
+int open_sg_core(lua_State* L) {
+  luaL_newlibtable(L, kFunctions);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  luaL_setfuncs(L, kFunctions, 1);
+  return 1;
+}
+
+}  // namespace
+
+Status load_script(const std::string& path, const ScriptOptions& opts, compiler::Graph* g) {
+  lua_State* L = luaL_newstate();
+  if (!L) return Status::Runtime("cannot create a Lua state");
+  luaL_openlibs(L);
+  State st{g, &opts, {}, 0};
+  g->source = path;
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  g->name = base.substr(0, base.rfind('.'));
+
+  // require "_sg" yields the C module; the embedded searcher finds "sg", "sg.nn".
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushlightuserdata(L, &st);
+  lua_pushcclosure(L, open_sg_core, 1);
+  lua_setfield(L, -2, "_sg");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "searchers");
+  lua_pushcfunction(L, embedded_searcher);
+  lua_seti(L, -2, 2);  // ahead of the file-system searchers
+  lua_pop(L, 2);
+
+  Status result;
+  if (luaL_loadfile(L, path.c_str()) != LUA_OK || lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    const char* msg = lua_tostring(L, -1);
+    std::string m = msg ? msg : "unknown Lua error";
+    if (m.rfind("cannot open", 0) == 0) m = path + ": " + m.substr(m.find(' ') + 1);
+    result = Status::Invalid(m);
+  }
+  lua_close(L);
+  if (!result.ok()) return result;
+  for (auto& [k, v] : opts.set)
+    if (!st.config_keys.count(k)) {
+      std::string known;
+      for (const std::string& c : st.config_keys) known += (known.empty() ? "" : ", ") + c;
+      return Status::Invalid("--set " + k + ": " + path + " has no such config key (known: " + known + ")");
+    }
+  if (g->loss < 0) return Status::Invalid(path + ": no loss declared (call sg.loss)");
+  return Status::Ok();
+}
+
+}  // namespace sgrt::dsl

@@ -1,0 +1,69 @@
+// Softmax cross-entropy (mean over the batch), its gradient, and accuracy.
+// logits [N, C] f32, labels [N] i32.
+#include <cmath>
+#include <string>
+
+#include "cpu/op_args.h"
+
+namespace sgrt::cpu {
+namespace {
+
+Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
+  const int32_t* lab = a.in[1].i32();
+  for (int64_t r = 0; r < n; ++r)
+    if (lab[r] < 0 || lab[r] >= c)
+      return Status::Runtime(std::string(op_info(a.code).name) + ": label " + std::to_string(lab[r]) + " at row " +
+                             std::to_string(r) + " is outside [0, " + std::to_string(c) + ")");
+  return Status::Ok();
+}
+
+float row_logsumexp(const float* z, int64_t c) {
+  float m = z[0];
+  for (int64_t j = 1; j < c; ++j) m = std::fmax(m, z[j]);
+  float s = 0.f;
+  for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
+  return m + std::log(s);
+}
+
+}  // namespace
+
+Status k_classifier(const OpArgs& a) {
+  int64_t n = a.in[0].shape()[0], c = a.in[0].shape()[1];
+  SG_TRY(check_labels(a, n, c));
+  const float* z = a.in[0].f();
+  const int32_t* lab = a.in[1].i32();
+  switch (a.code) {
+    case OpCode::SoftmaxXent: {
+      double total = 0;
+      for (int64_t r = 0; r < n; ++r) total += row_logsumexp(z + r * c, c) - z[r * c + lab[r]];
+      a.out[0].f()[0] = static_cast<float>(total / static_cast<double>(n));
+      return Status::Ok();
+    }
+    case OpCode::SoftmaxXentGrad: {
+      // d/dz mean_r(lse(z_r) - z_r[label]) = (softmax(z_r) - onehot) / N, times dloss.
+      float g = a.in[2].f()[0] / static_cast<float>(n);
+      float* dz = a.out[0].f();
+      for (int64_t r = 0; r < n; ++r) {
+        const float* zr = z + r * c;
+        float lse = row_logsumexp(zr, c);
+        for (int64_t j = 0; j < c; ++j) dz[r * c + j] = g * (std::exp(zr[j] - lse) - (j == lab[r] ? 1.f : 0.f));
+      }
+      return Status::Ok();
+    }
+    case OpCode::Accuracy: {
+      int64_t hits = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        const float* zr = z + r * c;
+        int64_t best = 0;
+        for (int64_t j = 1; j < c; ++j) if (zr[j] > zr[best]) best = j;
+        hits += best == lab[r];
+      }
+      a.out[0].f()[0] = static_cast<float>(hits) / static_cast<float>(n);
+      return Status::Ok();
+    }
+    default:
+      return Status::Runtime("classifier kernel given " + std::string(op_info(a.code).name));
+  }
+}
+
+}  // namespace sgrt::cpu

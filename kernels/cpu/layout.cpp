@@ -1,0 +1,79 @@
+// Data movement: reshape, transpose, broadcast_to and its inverse sum_to.
+#include <cstring>
+
+#include "cpu/op_args.h"
+#include "cpu/parallel.h"
+
+namespace sgrt::cpu {
+namespace {
+
+// Strides of `in` (row-major), seen through an output of rank `rank`: leading
+// missing axes and size-1 axes that broadcast get stride 0.
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t s = 1;
+  for (size_t k = in.size(); k-- > 0;) {
+    size_t o = out.size() - in.size() + k;
+    st[o] = in[k] == 1 && out[o] != 1 ? 0 : s;
+    s *= in[k];
+  }
+  return st;
+}
+
+// Calls fn(out_index, in_offset) for every element of `out` in row-major order,
+// rows of the last axis handed out across threads.
+template <class F>
+void for_each_strided(const Shape& out, const std::vector<int64_t>& in_strides, bool parallel, F fn) {
+  int64_t rank = static_cast<int64_t>(out.size());
+  if (rank == 0) { fn(0, 0); return; }
+  int64_t inner = out.back(), rows = numel(out) / inner, sl = in_strides.back();
+  auto run = [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      int64_t rem = r, off = 0;
+      for (int64_t k = rank - 2; k >= 0; --k) {
+        off += (rem % out[k]) * in_strides[k];
+        rem /= out[k];
+      }
+      for (int64_t j = 0; j < inner; ++j) fn(r * inner + j, off + j * sl);
+    }
+  };
+  if (parallel) parallel_for(rows, std::max<int64_t>(1, 16384 / inner), run);
+  else run(0, rows);
+}
+
+}  // namespace
+
+Status k_layout(const OpArgs& a) {
+  const float* x = a.in[0].f();
+  float* y = a.out[0].f();
+  switch (a.code) {
+    case OpCode::Reshape:
+      std::memcpy(y, x, dtype_bytes(a.in[0].type->dtype, a.in[0].n));
+      return Status::Ok();
+    case OpCode::Transpose: {
+      const std::vector<int64_t>& perm = a.attrs->ints("perm");
+      const Shape& xs = a.in[0].shape();
+      std::vector<int64_t> xstride(xs.size()), st(perm.size());
+      int64_t s = 1;
+      for (size_t k = xs.size(); k-- > 0;) { xstride[k] = s; s *= xs[k]; }
+      for (size_t k = 0; k < perm.size(); ++k) st[k] = xstride[perm[k]];
+      for_each_strided(a.out[0].shape(), st, true, [&](int64_t i, int64_t o) { y[i] = x[o]; });
+      return Status::Ok();
+    }
+    case OpCode::BroadcastTo:
+      for_each_strided(a.out[0].shape(), broadcast_strides(a.in[0].shape(), a.out[0].shape()), true,
+                       [&](int64_t i, int64_t o) { y[i] = x[o]; });
+      return Status::Ok();
+    case OpCode::SumTo: {
+      // Serial and in input order: the sum's rounding does not depend on threads.
+      std::memset(y, 0, sizeof(float) * a.out[0].n);
+      for_each_strided(a.in[0].shape(), broadcast_strides(a.out[0].shape(), a.in[0].shape()), false,
+                       [&](int64_t i, int64_t o) { y[o] += x[i]; });
+      return Status::Ok();
+    }
+    default:
+      return Status::Runtime("layout kernel given " + std::string(op_info(a.code).name));
+  }
+}
+
+}  // namespace sgrt::cpu

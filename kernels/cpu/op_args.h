@@ -1,0 +1,43 @@
+// How the CPU backend hands an op to its kernel: resolved pointers into the
+// arena, bound once at load, so a step allocates nothing.
+#pragma once
+#include <vector>
+
+#include "sgrt/attrs.h"
+#include "sgrt/ops.h"
+#include "sgrt/shape.h"
+#include "sgrt/status.h"
+
+namespace sgrt::cpu {
+
+struct TensorArg {
+  void* data = nullptr;
+  const TensorType* type = nullptr;
+  int64_t n = 0;  // element count
+  float* f() const { return static_cast<float*>(data); }
+  int32_t* i32() const { return static_cast<int32_t*>(data); }
+  const Shape& shape() const { return type->shape; }
+};
+
+struct OpArgs {
+  OpCode code;
+  const Attrs* attrs = nullptr;
+  std::vector<TensorArg> in, out;
+};
+
+// Kernels fail only on data they cannot trust (a label out of range).
+using CpuKernel = Status (*)(const OpArgs&);
+
+// The kernel for (op, input dtypes, output dtypes), or nullptr.
+CpuKernel find_cpu_kernel(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out);
+
+// Kernel families, one file each; the registry (registry.cpp) maps op codes to them.
+Status k_elementwise(const OpArgs& a);  // elementwise.cpp
+Status k_layout(const OpArgs& a);       // layout.cpp: reshape, transpose, broadcast_to, sum_to
+Status k_reduce(const OpArgs& a);       // reduce.cpp: reductions, softmax and their gradients
+Status k_classifier(const OpArgs& a);   // classifier.cpp: cross-entropy, its gradient, accuracy
+Status k_optimizer(const OpArgs& a);    // optimizer.cpp: lr schedule, SGD, AdamW, step counter
+Status k_matmul_f32(const OpArgs& a);   // matmul.cpp
+Status k_fill(const OpArgs& a);         // elementwise.cpp
+
+}  // namespace sgrt::cpu

@@ -1,0 +1,46 @@
+// Named, typed op attributes, shared by the compiler and the runtime.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sgrt {
+
+struct Attr {
+  std::string name;
+  int64_t i = 0;
+  double f = 0.0;
+  std::vector<int64_t> ints;
+};
+
+class Attrs {
+ public:
+  Attrs& set_i(std::string_view name, int64_t v) { slot(name).i = v; return *this; }
+  Attrs& set_f(std::string_view name, double v) { slot(name).f = v; return *this; }
+  Attrs& set_ints(std::string_view name, std::vector<int64_t> v) { slot(name).ints = std::move(v); return *this; }
+
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  int64_t i(std::string_view name, int64_t def = 0) const { const Attr* a = find(name); return a ? a->i : def; }
+  double f(std::string_view name, double def = 0.0) const { const Attr* a = find(name); return a ? a->f : def; }
+  const std::vector<int64_t>& ints(std::string_view name) const {
+    static const std::vector<int64_t> empty;
+    const Attr* a = find(name);
+    return a ? a->ints : empty;
+  }
+  const std::vector<Attr>& all() const { return attrs_; }
+
+ private:
+  const Attr* find(std::string_view name) const {
+    for (const Attr& a : attrs_) if (a.name == name) return &a;
+    return nullptr;
+  }
+  Attr& slot(std::string_view name) {
+    for (Attr& a : attrs_) if (a.name == name) return a;
+    attrs_.push_back(Attr{std::string(name)});
+    return attrs_.back();
+  }
+  std::vector<Attr> attrs_;
+};
+
+}  // namespace sgrt

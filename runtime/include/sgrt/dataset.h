@@ -1,0 +1,31 @@
+// Training and evaluation data, gathered into a model's input tensors.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "sgrt/model.h"
+
+namespace sgrt {
+
+enum class Split { train, test };
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size(Split s) const = 0;
+  // Writes examples indices[0..n) of `field` into dst, laid out as tensor t
+  // (t's first dimension is the batch).
+  virtual Status gather(Split s, const int64_t* indices, int64_t n, const std::string& field, const TensorInfo& t,
+                        void* dst) const = 0;
+  // Fails when the tensor cannot hold this field (wrong dtype or example size).
+  virtual Status check_field(const std::string& field, const TensorInfo& t) const = 0;
+};
+
+// The data set a model's DataBinding names; `path` overrides its location.
+Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out);
+
+// Fashion-MNIST from IDX files (gzip or plain): train-* and t10k-* in `dir`.
+Status open_fashion_mnist(const std::string& dir, std::unique_ptr<Dataset>* out);
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace sgrt

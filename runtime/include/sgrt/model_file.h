@@ -1,0 +1,20 @@
+// sgrt's files (.sg models, checkpoints) end in an 8-byte footer: the CRC-32
+// of everything before it (little endian) and the magic "SGCK". The footer
+// catches bit flips and truncation before any field is trusted. A .sg file is
+// a FlatBuffer (identifier "SGIR") followed by the footer.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "sgrt/status.h"
+
+namespace sgrt {
+
+constexpr uint32_t kSchemaVersion = 1;
+constexpr size_t kFooterBytes = 8;
+
+void append_footer(std::vector<uint8_t>* bytes);
+// On success *payload is the file's size without its footer.
+Status check_footer(const uint8_t* data, size_t size, size_t* payload);
+
+}  // namespace sgrt

@@ -1,0 +1,40 @@
+// A model on a backend: initializes parameters, moves tensors in and out, runs
+// programs. One Session owns one arena.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sgrt/backend.h"
+#include "sgrt/model.h"
+
+namespace sgrt {
+
+class Session {
+ public:
+  static Status create(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+                       std::unique_ptr<Session>* out);
+
+  // Parameters from their initializers mixed with `seed`; optimizer state zero;
+  // the train state {0, total_steps}.
+  Status init(uint64_t seed, int64_t total_steps);
+
+  Status write(int tensor, const void* src, size_t bytes);
+  Status read(int tensor, void* dst, size_t bytes) const;
+  Status read_scalar(int tensor, float* out) const;
+  Status run(int program);
+  Status find_program(const std::string& name, int* out) const;
+
+  const Model& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+
+ private:
+  Session(std::shared_ptr<const Model> m, std::unique_ptr<Backend> b) : model_(std::move(m)), backend_(std::move(b)) {}
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Backend> backend_;
+};
+
+// The initial values of a parameter (f32), exactly as Session::init writes them.
+std::vector<float> initial_values(const TensorInfo& t, uint64_t seed);
+
+}  // namespace sgrt

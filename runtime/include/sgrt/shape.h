@@ -1,0 +1,30 @@
+// Shapes and tensor types as the compiler and runtime both see them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sgrt/dtype.h"
+
+namespace sgrt {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+struct TensorType {
+  Shape shape;
+  DType dtype = DType::f32;
+  bool operator==(const TensorType& o) const { return shape == o.shape && dtype == o.dtype; }
+};
+std::string type_str(const TensorType& t);  // "f32[2, 3]"
+
+// Normalizes a possibly negative axis; false when out of range.
+bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
+
+// Splits a shape around an axis into (outer, n, inner) with outer*n*inner = numel.
+struct AxisSplit { int64_t outer, n, inner; };
+AxisSplit split_at_axis(const Shape& s, int64_t axis);
+
+}  // namespace sgrt

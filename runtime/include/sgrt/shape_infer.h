@@ -1,0 +1,19 @@
+// Output types of every op from its input types and attributes. The compiler
+// runs it as the DSL builds the graph; the runtime runs it again on a loaded
+// file, so a file whose shapes disagree with its ops is rejected at load.
+#pragma once
+#include <vector>
+
+#include "sgrt/attrs.h"
+#include "sgrt/ops.h"
+#include "sgrt/shape.h"
+#include "sgrt/status.h"
+
+namespace sgrt {
+
+// Fills *outs (op_info(code).num_outputs entries). The message names the op
+// and the offending shapes; callers add the source location.
+Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
+                   std::vector<TensorType>* outs);
+
+}  // namespace sgrt

@@ -1,0 +1,47 @@
+// The training loop: seeded shuffling, batching, train_step, periodic eval,
+// JSON-lines log. Library code: progress goes to callbacks, not to stderr.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sgrt/dataset.h"
+#include "sgrt/session.h"
+
+namespace sgrt {
+
+struct StepReport {
+  int64_t step = 0, total = 0, epoch = 0;
+  float loss = 0, lr = 0;
+  double samples_per_s = 0;
+  int64_t overflows = 0;
+};
+
+struct EvalReport {
+  int64_t epoch = 0, samples = 0;
+  float loss = 0;
+  std::vector<std::pair<std::string, float>> metrics;
+};
+
+struct TrainOptions {
+  int64_t steps = 0;       // total steps; 0: the model's steps, else epochs x batches per epoch
+  uint64_t seed = 0;
+  int64_t log_every = 0;   // 0: the model's log_every
+  std::string log_path;    // JSON lines; empty: no log file
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(const EvalReport&)> on_eval;
+};
+
+struct TrainResult {
+  std::vector<std::pair<int64_t, float>> losses;  // (step, loss) at each logged step
+  EvalReport final_eval;
+  double samples_per_s = 0;
+};
+
+Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out);
+
+// Mean loss and metrics over all full batches of a split (eval program).
+Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out);
+
+}  // namespace sgrt

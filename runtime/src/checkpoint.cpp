@@ -1,0 +1,117 @@
+#include "sgrt/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sgrt/file_io.h"
+#include "sgrt/model_file.h"
+
+namespace sgrt {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '1'};
+
+bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.bytes > 0; }
+
+std::string file_in(const std::string& dir) { return dir + "/checkpoint.sgck"; }
+
+template <class T>
+void put(std::vector<uint8_t>* b, T v) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&v);
+  b->insert(b->end(), p, p + sizeof v);
+}
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  template <class T>
+  bool get(T* v) { return take(v, sizeof *v); }
+  bool take(void* dst, size_t n) {
+    if (n > n_ - pos_) return false;
+    std::memcpy(dst, p_ + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  const uint8_t* here() const { return p_ + pos_; }
+  bool skip(size_t n) { if (n > n_ - pos_) return false; pos_ += n; return true; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, pos_ = 0;
+};
+
+}  // namespace
+
+uint64_t model_identity(const Model& m) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  };
+  for (const TensorInfo& t : m.tensors()) {
+    if (!saved(t)) continue;
+    mix(t.name.data(), t.name.size());
+    mix(&t.type.dtype, 1);
+    mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
+  }
+  return h;
+}
+
+Status save_checkpoint(const Session& s, const std::string& dir, int64_t step) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create: " + std::strerror(errno));
+  const Model& m = s.model();
+  std::vector<uint8_t> b(kMagic, kMagic + 8);
+  put(&b, model_identity(m));
+  put(&b, step);
+  uint32_t count = 0;
+  for (const TensorInfo& t : m.tensors()) count += saved(t);
+  put(&b, count);
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    const TensorInfo& t = m.tensors()[id];
+    if (!saved(t)) continue;
+    put(&b, static_cast<uint32_t>(t.name.size()));
+    b.insert(b.end(), t.name.begin(), t.name.end());
+    put(&b, static_cast<uint64_t>(t.bytes));
+    size_t at = b.size();
+    b.resize(at + t.bytes);
+    SG_TRY(s.read(static_cast<int>(id), b.data() + at, t.bytes));
+  }
+  append_footer(&b);
+  return write_file_atomic(file_in(dir), b.data(), b.size());
+}
+
+Status load_checkpoint(Session& s, const std::string& dir, int64_t* step) {
+  std::string path = file_in(dir);
+  std::vector<uint8_t> b;
+  SG_TRY(read_file(path, &b));
+  size_t n = 0;
+  SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
+  Reader r(b.data(), n);
+  char magic[8];
+  uint64_t id = 0;
+  uint32_t count = 0;
+  if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
+  if (!r.get(&id) || !r.get(step) || !r.get(&count)) return Status::Invalid(path + ": truncated header");
+  const Model& m = s.model();
+  if (id != model_identity(m))
+    return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
+  std::vector<std::pair<int, const uint8_t*>> found;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t len = 0;
+    uint64_t bytes = 0;
+    std::string name;
+    if (!r.get(&len) || len > 4096) return Status::Invalid(path + ": corrupt tensor record");
+    name.resize(len);
+    if (!r.take(name.data(), len) || !r.get(&bytes)) return Status::Invalid(path + ": corrupt tensor record");
+    int t = m.find_tensor(name);
+    if (t < 0 || !saved(m.tensors()[t]) || m.tensors()[t].bytes != bytes)
+      return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
+    found.push_back({t, r.here()});
+    if (!r.skip(bytes)) return Status::Invalid(path + ": truncated tensor '" + name + "'");
+  }
+  for (auto [t, data] : found) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
+  return Status::Ok();
+}
+
+}  // namespace sgrt

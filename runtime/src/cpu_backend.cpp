@@ -1,0 +1,96 @@
+// The CPU backend: host memory arena and the kernels of kernels/cpu.
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/op_args.h"
+#include "sgrt/backend.h"
+
+namespace sgrt {
+namespace {
+
+struct BoundOp {
+  cpu::CpuKernel fn;
+  cpu::OpArgs args;
+  const OpInfoLoaded* op;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  ~CpuBackend() override { std::free(arena_); }
+  const char* name() const override { return "cpu"; }
+
+  Status prepare(const Model& model) override {
+    if (arena_) return Status::Runtime("cpu backend: prepare called twice");
+    size_t bytes = (model.arena_bytes() + 63) / 64 * 64;
+    arena_ = static_cast<uint8_t*>(std::aligned_alloc(64, bytes ? bytes : 64));
+    if (!arena_) return Status::Runtime("cpu backend: cannot allocate the " + std::to_string(bytes) + "-byte arena");
+    std::memset(arena_, 0, bytes);
+    size_ = bytes;
+    const std::vector<TensorInfo>& ts = model.tensors();
+    for (const ProgramInfo& p : model.programs()) {
+      std::vector<BoundOp> ops;
+      for (const OpInfoLoaded& op : p.ops) {
+        BoundOp b{nullptr, cpu::OpArgs{op.code, &op.attrs, {}, {}}, &op};
+        std::vector<DType> in, out;
+        for (int id : op.in) {
+          b.args.in.push_back(cpu::TensorArg{arena_ + ts[id].offset, &ts[id].type, numel(ts[id].type.shape)});
+          in.push_back(ts[id].type.dtype);
+        }
+        for (int id : op.out) {
+          b.args.out.push_back(cpu::TensorArg{arena_ + ts[id].offset, &ts[id].type, numel(ts[id].type.shape)});
+          out.push_back(ts[id].type.dtype);
+        }
+        b.fn = cpu::find_cpu_kernel(op.code, in, out);
+        if (!b.fn) {
+          std::string sig;
+          for (DType d : in) sig += std::string(sig.empty() ? "" : ", ") + dtype_name(d);
+          return Status::Unsupported(op.loc + ": the cpu backend has no kernel for " + std::string(op_info(op.code).name) +
+                                     "(" + sig + ")");
+        }
+        ops.push_back(std::move(b));
+      }
+      programs_.push_back(std::move(ops));
+    }
+    return Status::Ok();
+  }
+
+  Status write(uint64_t offset, const void* src, size_t bytes) override {
+    if (offset > size_ || bytes > size_ - offset) return Status::Runtime("cpu backend: write outside the arena");
+    std::memcpy(arena_ + offset, src, bytes);
+    return Status::Ok();
+  }
+
+  Status read(uint64_t offset, void* dst, size_t bytes) override {
+    if (offset > size_ || bytes > size_ - offset) return Status::Runtime("cpu backend: read outside the arena");
+    std::memcpy(dst, arena_ + offset, bytes);
+    return Status::Ok();
+  }
+
+  Status run(int program) override {
+    if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cpu backend: no such program");
+    for (const BoundOp& b : programs_[program]) {
+      Status st = b.fn(b.args);
+      if (!st.ok()) return st.with_context(b.op->loc);
+    }
+    return Status::Ok();
+  }
+
+  Status sync() override { return Status::Ok(); }
+
+ private:
+  uint8_t* arena_ = nullptr;
+  size_t size_ = 0;
+  std::vector<std::vector<BoundOp>> programs_;
+};
+
+}  // namespace
+
+Status make_backend(const std::string& name, std::unique_ptr<Backend>* out) {
+  if (name == "cpu") {
+    *out = std::make_unique<CpuBackend>();
+    return Status::Ok();
+  }
+  return Status::Invalid("backend '" + name + "' is not built into this sgrt (available: cpu)");
+}
+
+}  // namespace sgrt

@@ -1,0 +1,20 @@
+#include "sg_generated.h"
+#include "sgrt/dataset.h"
+
+namespace sgrt {
+
+Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out) {
+  const sg::DataBinding* d = model.root().data();
+  if (!d || !d->dataset() || d->dataset()->str().empty())
+    return Status::Invalid(model.label() + ": declares no data set (sg.data...)");
+  std::string name = d->dataset()->str();
+  std::string where = !path.empty() ? path : (d->path() && d->path()->size() ? d->path()->str() : "");
+  if (name == "fashion_mnist") SG_TRY(open_fashion_mnist(where.empty() ? kFashionMnistDir : where, out));
+  else return Status::Invalid(model.label() + ": unknown data set '" + name + "'");
+  if (d->fields())
+    for (const sg::DataField* f : *d->fields())
+      SG_TRY((*out)->check_field(f->field()->str(), model.tensors()[f->tensor()]).with_context(model.label()));
+  return Status::Ok();
+}
+
+}  // namespace sgrt

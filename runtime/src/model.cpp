@@ -1,0 +1,170 @@
+#include "sgrt/model.h"
+
+#include "sg_generated.h"
+#include "sgrt/file_io.h"
+#include "sgrt/model_file.h"
+#include "sgrt/shape_infer.h"
+
+namespace sgrt {
+
+static_assert(static_cast<int>(sg::DType::i32) == static_cast<int>(DType::i32) && kNumDTypes == 8,
+              "sg.fbs DType and sgrt::DType disagree");
+static_assert(static_cast<int>(sg::Role::scale_state) == static_cast<int>(Role::scale_state));
+static_assert(static_cast<int>(sg::InitKind::buffer) == static_cast<int>(InitKind::buffer));
+
+Status Model::load_file(const std::string& path, std::unique_ptr<Model>* out) {
+  std::vector<uint8_t> bytes;
+  SG_TRY(read_file(path, &bytes).with_context("cannot load model"));
+  return load_bytes(std::move(bytes), path, out);
+}
+
+Status Model::load_bytes(std::vector<uint8_t> bytes, const std::string& label, std::unique_ptr<Model>* out) {
+  auto m = std::unique_ptr<Model>(new Model());
+  m->bytes_ = std::move(bytes);
+  m->label_ = label;
+  size_t payload = 0;
+  SG_TRY(check_footer(m->bytes_.data(), m->bytes_.size(), &payload).with_context(label));
+  if (!sg::ModelBufferHasIdentifier(m->bytes_.data()))
+    return Status::Invalid(label + ": not a scaled-graph file (identifier is not SGIR)");
+  flatbuffers::Verifier verifier(m->bytes_.data(), payload);
+  if (!sg::VerifyModelBuffer(verifier)) return Status::Invalid(label + ": the FlatBuffer does not verify");
+  m->root_ = sg::GetModel(m->bytes_.data());
+  if (m->root_->schema_version() != kSchemaVersion)
+    return Status::Invalid(label + ": schema version " + std::to_string(m->root_->schema_version()) +
+                           ", this runtime reads version " + std::to_string(kSchemaVersion) + " (recompile the model)");
+  SG_TRY(m->decode().with_context(label));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+int Model::find_program(const std::string& name) const {
+  for (size_t i = 0; i < programs_.size(); ++i) if (programs_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int Model::find_tensor(const std::string& name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i) if (tensors_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+std::string loc_str(const sg::SourceLoc* loc) {
+  if (!loc || !loc->file()) return "<builtin>";
+  return loc->file()->str() + ":" + std::to_string(loc->line());
+}
+
+template <class T>
+std::vector<T> vec(const flatbuffers::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>{};
+}
+
+}  // namespace
+
+// Decodes every table and checks what the Verifier cannot: indices in range,
+// types that agree with each op's shape rule, tensors inside the arena.
+Status Model::decode() {
+  const sg::Model& r = *root_;
+  const sg::MemoryPlan* mem = r.memory();
+  if (!mem) return Status::Invalid("no memory plan");
+  arena_bytes_ = mem->arena_bytes();
+  if (!r.tensors()) return Status::Invalid("no tensors");
+  for (const sg::Tensor* t : *r.tensors()) {
+    TensorInfo ti;
+    ti.name = t->name()->str();
+    ti.type.shape = vec(t->shape());
+    int dt = static_cast<int>(t->dtype());
+    if (dt < 0 || dt >= kNumDTypes) return Status::Invalid("tensor " + ti.name + ": invalid dtype " + std::to_string(dt));
+    ti.type.dtype = static_cast<DType>(dt);
+    for (int64_t d : ti.type.shape)
+      if (d <= 0 || d > (int64_t(1) << 40)) return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
+    int role = static_cast<int>(t->role());
+    if (role < 0 || role > static_cast<int>(Role::scale_state)) return Status::Invalid("tensor " + ti.name + ": invalid role");
+    ti.role = static_cast<Role>(role);
+    ti.offset = t->offset();
+    ti.bytes = t->bytes();
+    ti.persistent = t->lifetime() == sg::Lifetime::persistent;
+    if (ti.bytes != 0 && ti.bytes != dtype_bytes(ti.type.dtype, numel(ti.type.shape)))
+      return Status::Invalid("tensor " + ti.name + ": " + std::to_string(ti.bytes) + " bytes do not fit " + type_str(ti.type));
+    if (ti.offset > arena_bytes_ || ti.bytes > arena_bytes_ - ti.offset)
+      return Status::Invalid("tensor " + ti.name + " lies outside the arena");
+    if (const sg::Init* in = t->init()) {
+      int k = static_cast<int>(in->kind());
+      if (k < 0 || k >= static_cast<int>(InitKind::buffer)) return Status::Invalid("tensor " + ti.name + ": invalid initializer");
+      ti.init = static_cast<InitKind>(k);
+      ti.init_a = in->a();
+      ti.init_b = in->b();
+      ti.init_seed = in->seed();
+    }
+    ti.loc = loc_str(t->loc());
+    tensors_.push_back(std::move(ti));
+  }
+  const int nt = static_cast<int>(tensors_.size());
+  auto valid = [nt](int id) { return id >= 0 && id < nt; };
+
+  if (!r.programs()) return Status::Invalid("no programs");
+  for (const sg::Program* p : *r.programs()) {
+    ProgramInfo pi;
+    pi.name = p->name()->str();
+    pi.peak_bytes = p->peak_bytes();
+    if (p->ops()) {
+      for (const sg::Op* o : *p->ops()) {
+        OpInfoLoaded op;
+        op.loc = loc_str(o->loc());
+        if (!op_code_valid(o->code()))
+          return Status::Invalid(op.loc + ": unknown op code " + std::to_string(o->code()) + " in program " + pi.name);
+        op.code = static_cast<OpCode>(o->code());
+        op.in = vec(o->inputs());
+        op.out = vec(o->outputs());
+        if (o->attrs())
+          for (const sg::Attr* a : *o->attrs()) {
+            op.attrs.set_i(a->name()->str(), a->i()).set_f(a->name()->str(), a->f());
+            if (a->ints()) op.attrs.set_ints(a->name()->str(), vec(a->ints()));
+          }
+        std::vector<TensorType> ins, outs;
+        for (int id : op.in) {
+          if (!valid(id)) return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " has an invalid input index");
+          if (tensors_[id].bytes == 0) return Status::Invalid(op.loc + ": input " + tensors_[id].name + " has no storage");
+          ins.push_back(tensors_[id].type);
+        }
+        Status st = infer_types(op.code, ins, op.attrs, &outs);
+        if (!st.ok()) return st.with_context(op.loc);
+        if (outs.size() != op.out.size())
+          return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " has the wrong number of outputs");
+        for (size_t i = 0; i < op.out.size(); ++i) {
+          int id = op.out[i];
+          if (!valid(id) || !(tensors_[id].type == outs[i]) || tensors_[id].bytes == 0)
+            return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " output " + std::to_string(i) +
+                                   " does not match its inferred type " + type_str(outs[i]));
+        }
+        pi.ops.push_back(std::move(op));
+      }
+    }
+    programs_.push_back(std::move(pi));
+  }
+
+  auto named = [&](const flatbuffers::Vector<flatbuffers::Offset<sg::NamedTensor>>* v,
+                   std::vector<std::pair<std::string, int>>* out) -> Status {
+    if (!v) return Status::Ok();
+    for (const sg::NamedTensor* n : *v) {
+      if (!valid(n->tensor())) return Status::Invalid("metric or output '" + n->name()->str() + "' has an invalid tensor");
+      out->push_back({n->name()->str(), n->tensor()});
+    }
+    return Status::Ok();
+  };
+  SG_TRY(named(r.metrics(), &metrics_));
+  SG_TRY(named(r.outputs(), &outputs_));
+  loss_ = r.loss();
+  train_state_ = r.step_tensor();
+  lr_ = r.lr_tensor();
+  for (int id : {loss_, train_state_, lr_})
+    if (id != -1 && !valid(id)) return Status::Invalid("loss, step or lr refers to an invalid tensor");
+  if (train_state_ >= 0 && !(tensors_[train_state_].type == TensorType{{2}, DType::i32}))
+    return Status::Invalid("the train state is not i32[2]");
+  if (const sg::DataBinding* d = r.data(); d && d->fields())
+    for (const sg::DataField* f : *d->fields())
+      if (!valid(f->tensor())) return Status::Invalid("data field '" + f->field()->str() + "' has an invalid tensor");
+  return Status::Ok();
+}
+
+}  // namespace sgrt

@@ -1,0 +1,65 @@
+#include "sgrt/session.h"
+
+#include "sgrt/rng.h"
+
+namespace sgrt {
+
+std::vector<float> initial_values(const TensorInfo& t, uint64_t seed) {
+  int64_t n = numel(t.type.shape);
+  std::vector<float> v(static_cast<size_t>(n), 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.init) {
+      case InitKind::zeros: case InitKind::buffer: break;
+      case InitKind::ones: v[i] = 1.f; break;
+      case InitKind::uniform: v[i] = t.init_a + (t.init_b - t.init_a) * rng_uniform(seed, t.init_seed, i); break;
+      case InitKind::normal: v[i] = t.init_a + t.init_b * rng_normal(seed, t.init_seed, i); break;
+    }
+  }
+  return v;
+}
+
+Status Session::create(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+                       std::unique_ptr<Session>* out) {
+  SG_TRY(backend->prepare(*model).with_context(model->label()));
+  out->reset(new Session(std::move(model), std::move(backend)));
+  return Status::Ok();
+}
+
+Status Session::init(uint64_t seed, int64_t total_steps) {
+  const std::vector<TensorInfo>& ts = model_->tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    const TensorInfo& t = ts[id];
+    if (!t.persistent || t.bytes == 0 || t.type.dtype != DType::f32) continue;
+    std::vector<float> v = t.role == Role::param ? initial_values(t, seed) : std::vector<float>(numel(t.type.shape), 0.f);
+    SG_TRY(write(static_cast<int>(id), v.data(), v.size() * sizeof(float)));
+  }
+  if (model_->train_state() >= 0) {
+    int32_t state[2] = {0, static_cast<int32_t>(total_steps)};
+    SG_TRY(write(model_->train_state(), state, sizeof state));
+  }
+  return Status::Ok();
+}
+
+Status Session::write(int tensor, const void* src, size_t bytes) {
+  const TensorInfo& t = model_->tensors().at(tensor);
+  if (bytes != t.bytes) return Status::Invalid("tensor " + t.name + ": writing " + std::to_string(bytes) + " bytes, it holds " + std::to_string(t.bytes));
+  return backend_->write(t.offset, src, bytes);
+}
+
+Status Session::read(int tensor, void* dst, size_t bytes) const {
+  const TensorInfo& t = model_->tensors().at(tensor);
+  if (bytes != t.bytes) return Status::Invalid("tensor " + t.name + ": reading " + std::to_string(bytes) + " bytes, it holds " + std::to_string(t.bytes));
+  return backend_->read(t.offset, dst, bytes);
+}
+
+Status Session::read_scalar(int tensor, float* out) const { return read(tensor, out, sizeof(float)); }
+
+Status Session::run(int program) { return backend_->run(program); }
+
+Status Session::find_program(const std::string& name, int* out) const {
+  *out = model_->find_program(name);
+  if (*out < 0) return Status::Invalid(model_->label() + ": has no program '" + name + "'");
+  return Status::Ok();
+}
+
+}  // namespace sgrt

@@ -1,0 +1,190 @@
+#include "sgrt/shape_infer.h"
+
+#include <algorithm>
+#include <string>
+
+namespace sgrt {
+namespace {
+
+bool is_float(DType t) { return t != DType::i32; }
+
+Status fail(OpCode code, const std::string& what) {
+  return Status::Invalid(std::string(op_info(code).name) + ": " + what);
+}
+
+Status expect_float(OpCode code, const std::vector<TensorType>& ins, size_t i) {
+  if (!is_float(ins[i].dtype)) return fail(code, "input " + std::to_string(i) + " is " + type_str(ins[i]) + ", expected a float type");
+  return Status::Ok();
+}
+
+Status same_shapes(OpCode code, const TensorType& a, const TensorType& b) {
+  if (a.shape != b.shape) return fail(code, "shape mismatch: " + type_str(a) + " vs " + type_str(b));
+  return Status::Ok();
+}
+
+// Numpy broadcasting from the right: can `from` be broadcast to `to`?
+bool broadcastable(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  return true;
+}
+
+Status check_dims(OpCode code, const Shape& s) {
+  for (int64_t d : s)
+    if (d <= 0) return fail(code, "shape " + shape_str(s) + " has a non-positive dimension");
+  return Status::Ok();
+}
+
+Status infer_matmul(OpCode code, const TensorType& a, const TensorType& b, const Attrs& attrs, TensorType* out) {
+  // Both operands are seen as 2-D: [product of leading dims, last dim].
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return fail(code, "expects operands of rank >= 2, got " + type_str(a) + " @ " + type_str(b));
+  int64_t rows = numel(a.shape) / a.shape.back(), cols = a.shape.back();
+  int64_t brows = numel(b.shape) / b.shape.back(), bcols = b.shape.back();
+  bool ta = attrs.i("trans_a"), tb = attrs.i("trans_b");
+  int64_t m = ta ? cols : rows, ka = ta ? rows : cols;
+  int64_t kb = tb ? bcols : brows, n = tb ? brows : bcols;
+  if (ka != kb)
+    return fail(code, "contracting dimensions differ: " + type_str(a) + (ta ? "^T" : "") + " @ " + type_str(b) +
+                          (tb ? "^T" : "") + " (" + std::to_string(ka) + " vs " + std::to_string(kb) + ")");
+  out->dtype = DType::f32;
+  if (ta) out->shape = {m, n};
+  else { out->shape = a.shape; out->shape.back() = n; }
+  return Status::Ok();
+}
+
+Status infer_reduce(OpCode code, const TensorType& x, const Attrs& attrs, TensorType* out) {
+  int64_t axis;
+  if (!normalize_axis(attrs.i("axis"), x.shape.size(), &axis))
+    return fail(code, "axis " + std::to_string(attrs.i("axis")) + " out of range for " + type_str(x));
+  out->dtype = x.dtype;
+  out->shape = x.shape;
+  if (attrs.i("keepdims")) out->shape[axis] = 1;
+  else out->shape.erase(out->shape.begin() + axis);
+  return Status::Ok();
+}
+
+Status infer_classifier(OpCode code, const TensorType& logits, const TensorType& labels, TensorType* out) {
+  if (logits.shape.size() != 2 || !is_float(logits.dtype))
+    return fail(code, "logits must be float [N, C], got " + type_str(logits));
+  if (labels.dtype != DType::i32 || labels.shape != Shape{logits.shape[0]})
+    return fail(code, "labels must be i32[" + std::to_string(logits.shape[0]) + "], got " + type_str(labels));
+  *out = TensorType{{}, DType::f32};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  const OpInfo& info = op_info(code);
+  if (info.num_inputs >= 0 && static_cast<int>(ins.size()) != info.num_inputs)
+    return fail(code, "takes " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(ins.size()));
+  outs->assign(info.num_outputs, TensorType{});
+  TensorType& out = (*outs)[0];
+  switch (code) {
+    case OpCode::MatMul:
+      SG_TRY(expect_float(code, ins, 0));
+      SG_TRY(expect_float(code, ins, 1));
+      return infer_matmul(code, ins[0], ins[1], attrs, &out);
+    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+    case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
+    case OpCode::SoftmaxGrad: case OpCode::LogSoftmaxGrad:
+      SG_TRY(expect_float(code, ins, 0));
+      SG_TRY(expect_float(code, ins, 1));
+      SG_TRY(same_shapes(code, ins[0], ins[1]));
+      out = ins[0];
+      return Status::Ok();
+    case OpCode::Neg: case OpCode::Scale: case OpCode::Relu: case OpCode::Gelu: case OpCode::Tanh:
+    case OpCode::Sigmoid: case OpCode::Exp: case OpCode::Log:
+      SG_TRY(expect_float(code, ins, 0));
+      out = ins[0];
+      return Status::Ok();
+    case OpCode::Softmax: case OpCode::LogSoftmax: {
+      SG_TRY(expect_float(code, ins, 0));
+      int64_t axis;
+      if (!normalize_axis(attrs.i("axis", -1), ins[0].shape.size(), &axis))
+        return fail(code, "axis out of range for " + type_str(ins[0]));
+      out = ins[0];
+      return Status::Ok();
+    }
+    case OpCode::Reshape: {
+      const Shape& s = attrs.ints("shape");
+      SG_TRY(check_dims(code, s));
+      if (numel(s) != numel(ins[0].shape))
+        return fail(code, "cannot reshape " + type_str(ins[0]) + " to " + shape_str(s) + " (element counts differ)");
+      out = TensorType{s, ins[0].dtype};
+      return Status::Ok();
+    }
+    case OpCode::Transpose: {
+      const std::vector<int64_t>& perm = attrs.ints("perm");
+      const Shape& x = ins[0].shape;
+      std::vector<int64_t> sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      bool ok = perm.size() == x.size();
+      for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int64_t>(i);
+      if (!ok) return fail(code, "perm " + shape_str(perm) + " is not a permutation of the axes of " + type_str(ins[0]));
+      out.dtype = ins[0].dtype;
+      for (int64_t p : perm) out.shape.push_back(x[p]);
+      return Status::Ok();
+    }
+    case OpCode::BroadcastTo: case OpCode::SumTo: {
+      const Shape& s = attrs.ints("shape");
+      SG_TRY(check_dims(code, s));
+      bool ok = code == OpCode::BroadcastTo ? broadcastable(ins[0].shape, s) : broadcastable(s, ins[0].shape);
+      if (!ok) return fail(code, "shapes " + type_str(ins[0]) + " and " + shape_str(s) + " are not broadcast-compatible");
+      out = TensorType{s, ins[0].dtype};
+      return Status::Ok();
+    }
+    case OpCode::ReduceSum: case OpCode::ReduceMean: case OpCode::ReduceMax:
+      SG_TRY(expect_float(code, ins, 0));
+      return infer_reduce(code, ins[0], attrs, &out);
+    case OpCode::SoftmaxXent: case OpCode::Accuracy:
+      return infer_classifier(code, ins[0], ins[1], &out);
+    case OpCode::Fill: {
+      const Shape& s = attrs.ints("shape");
+      SG_TRY(check_dims(code, s));
+      out = TensorType{s, DType::f32};
+      return Status::Ok();
+    }
+    case OpCode::ReduceMaxGrad: {
+      TensorType reduced;
+      SG_TRY(infer_reduce(code, ins[0], attrs, &reduced));
+      if (numel(ins[1].shape) != numel(reduced.shape) || ins[1].shape != ins[2].shape)
+        return fail(code, "y " + type_str(ins[1]) + " and dy " + type_str(ins[2]) + " do not match the reduction of " + type_str(ins[0]));
+      out = ins[0];
+      return Status::Ok();
+    }
+    case OpCode::SoftmaxXentGrad: {
+      TensorType loss;
+      SG_TRY(infer_classifier(code, ins[0], ins[1], &loss));
+      if (!ins[2].shape.empty()) return fail(code, "dloss must be a scalar, got " + type_str(ins[2]));
+      out = ins[0];
+      return Status::Ok();
+    }
+    case OpCode::LrSchedule:
+      if (ins[0].dtype != DType::i32 || ins[0].shape != Shape{2})
+        return fail(code, "train_state must be i32[2], got " + type_str(ins[0]));
+      out = TensorType{{}, DType::f32};
+      return Status::Ok();
+    case OpCode::StepIncrement:
+      if (ins[0].dtype != DType::i32 || ins[0].shape != Shape{2})
+        return fail(code, "train_state must be i32[2], got " + type_str(ins[0]));
+      out = ins[0];
+      return Status::Ok();
+    case OpCode::SgdUpdate: case OpCode::AdamwUpdate: {
+      // (param, grad, state..., lr[, train_state]): param, grad and state agree.
+      int nstate = code == OpCode::SgdUpdate ? 1 : 2;
+      for (int i = 1; i <= nstate + 1; ++i) SG_TRY(same_shapes(code, ins[0], ins[i]));
+      if (!ins[nstate + 2].shape.empty()) return fail(code, "lr must be a scalar, got " + type_str(ins[nstate + 2]));
+      (*outs)[0] = ins[0];
+      for (int i = 0; i < nstate; ++i) (*outs)[1 + i] = ins[2 + i];
+      return Status::Ok();
+    }
+    case OpCode::kCount: break;
+  }
+  return fail(code, "unknown op");
+}
+
+}  // namespace sgrt

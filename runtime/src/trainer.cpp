@@ -1,0 +1,186 @@
+#include "sgrt/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include "sg_generated.h"
+#include "sgrt/rng.h"
+
+namespace sgrt {
+namespace {
+
+struct Binding {
+  std::string field;
+  int tensor;
+  std::vector<uint8_t> staging;
+};
+
+class Batcher {
+ public:
+  Status init(const Session& s) {
+    const sg::DataBinding* d = s.model().root().data();
+    if (!d || !d->fields() || d->fields()->size() == 0) return Status::Invalid(s.model().label() + ": binds no data to its inputs");
+    batch_ = d->batch();
+    for (const sg::DataField* f : *d->fields()) {
+      const TensorInfo& t = s.model().tensors()[f->tensor()];
+      if (t.type.shape.empty() || t.type.shape[0] != batch_) return Status::Invalid(t.name + ": first dimension is not the batch");
+      bindings_.push_back(Binding{f->field()->str(), f->tensor(), std::vector<uint8_t>(t.bytes)});
+    }
+    return Status::Ok();
+  }
+  int64_t batch() const { return batch_; }
+
+  // Gathers examples idx[0..batch) into every bound input.
+  Status load(Session& s, const Dataset& data, Split split, const int64_t* idx) {
+    for (Binding& b : bindings_) {
+      const TensorInfo& t = s.model().tensors()[b.tensor];
+      SG_TRY(data.gather(split, idx, batch_, b.field, t, b.staging.data()));
+      SG_TRY(s.write(b.tensor, b.staging.data(), b.staging.size()));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t batch_ = 0;
+  std::vector<Binding> bindings_;
+};
+
+// A seeded permutation of 0..n-1 for one epoch (Fisher-Yates).
+void shuffle(std::vector<int64_t>* order, uint64_t seed, int64_t epoch) {
+  std::iota(order->begin(), order->end(), 0);
+  for (int64_t i = static_cast<int64_t>(order->size()) - 1; i > 0; --i) {
+    int64_t j = static_cast<int64_t>(rng_u64(seed, 0x5EED0000ull + epoch, i) % static_cast<uint64_t>(i + 1));
+    std::swap((*order)[i], (*order)[j]);
+  }
+}
+
+class Log {
+ public:
+  Status open(const std::string& path) {
+    if (path.empty()) return Status::Ok();
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) return Status::Io(path + ": cannot open the log for writing");
+    return Status::Ok();
+  }
+  ~Log() { if (f_) std::fclose(f_); }
+  void line(const std::string& json) {
+    if (!f_) return;
+    std::fputs(json.c_str(), f_);
+    std::fputc('\n', f_);
+    std::fflush(f_);
+  }
+
+ private:
+  FILE* f_ = nullptr;
+};
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string eval_json(const char* event, const EvalReport& e, int64_t step) {
+  std::string j = std::string("{\"event\":\"") + event + "\",\"step\":" + std::to_string(step) + ",\"epoch\":" +
+                  std::to_string(e.epoch) + ",\"eval_samples\":" + std::to_string(e.samples) + ",\"loss\":" + num(e.loss);
+  for (auto& [n, v] : e.metrics) j += ",\"" + n + "\":" + num(v);
+  return j + "}";
+}
+
+}  // namespace
+
+Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
+  int prog;
+  SG_TRY(s.find_program("eval", &prog));
+  Batcher b;
+  SG_TRY(b.init(s));
+  int64_t n = data.size(split) / b.batch();
+  if (n == 0) return Status::Invalid("the evaluation split has fewer examples than one batch");
+  const Model& m = s.model();
+  double loss = 0;
+  std::vector<double> metrics(m.metrics().size(), 0.0);
+  std::vector<int64_t> idx(b.batch());
+  for (int64_t k = 0; k < n; ++k) {
+    std::iota(idx.begin(), idx.end(), k * b.batch());
+    SG_TRY(b.load(s, data, split, idx.data()));
+    SG_TRY(s.run(prog));
+    float v;
+    SG_TRY(s.read_scalar(m.loss(), &v));
+    loss += v;
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      SG_TRY(s.read_scalar(m.metrics()[i].second, &v));
+      metrics[i] += v;
+    }
+  }
+  out->samples = n * b.batch();
+  out->loss = static_cast<float>(loss / n);
+  out->metrics.clear();
+  for (size_t i = 0; i < metrics.size(); ++i) out->metrics.push_back({m.metrics()[i].first, static_cast<float>(metrics[i] / n)});
+  return Status::Ok();
+}
+
+Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out) {
+  const Model& m = s.model();
+  const sg::TrainConfig* cfg = m.root().train();
+  int prog;
+  SG_TRY(s.find_program("train_step", &prog));
+  Batcher b;
+  SG_TRY(b.init(s));
+  int64_t per_epoch = data.size(Split::train) / b.batch();
+  if (per_epoch == 0) return Status::Invalid("the training split has fewer examples than one batch");
+  int64_t total = opts.steps > 0 ? opts.steps
+                  : (cfg && cfg->steps() > 0) ? cfg->steps()
+                                               : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
+  int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
+  SG_TRY(s.init(opts.seed, total));
+
+  Log log;
+  SG_TRY(log.open(opts.log_path));
+  std::vector<int64_t> order(data.size(Split::train));
+  auto t0 = std::chrono::steady_clock::now();
+  auto window_start = t0;
+  int64_t window_steps = 0;
+  for (int64_t step = 0; step < total; ++step) {
+    int64_t epoch = step / per_epoch, pos = step % per_epoch;
+    if (pos == 0) shuffle(&order, opts.seed, epoch);
+    SG_TRY(b.load(s, data, Split::train, order.data() + pos * b.batch()));
+    SG_TRY(s.run(prog));
+    ++window_steps;
+    bool last = step + 1 == total;
+    if ((step + 1) % log_every == 0 || last) {
+      StepReport r;
+      r.step = step + 1;
+      r.total = total;
+      r.epoch = epoch;
+      SG_TRY(s.read_scalar(m.loss(), &r.loss));
+      if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));
+      auto now = std::chrono::steady_clock::now();
+      double secs = std::chrono::duration<double>(now - window_start).count();
+      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * b.batch()) / secs : 0;
+      window_start = now;
+      window_steps = 0;
+      out->losses.push_back({r.step, r.loss});
+      log.line("{\"step\":" + std::to_string(r.step) + ",\"epoch\":" + std::to_string(epoch) + ",\"loss\":" +
+               num(r.loss) + ",\"lr\":" + num(r.lr) + ",\"samples_per_s\":" + num(r.samples_per_s) +
+               ",\"overflows\":" + std::to_string(r.overflows) + "}");
+      if (opts.on_step) opts.on_step(r);
+    }
+    if (pos + 1 == per_epoch && !last) {
+      EvalReport e;
+      SG_TRY(evaluate(s, data, Split::test, &e));
+      e.epoch = epoch;
+      log.line(eval_json("eval", e, step + 1));
+      if (opts.on_eval) opts.on_eval(e);
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out->samples_per_s = secs > 0 ? static_cast<double>(total * b.batch()) / secs : 0;
+  SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
+  out->final_eval.epoch = (total - 1) / per_epoch;
+  log.line(eval_json("done", out->final_eval, total));
+  if (opts.on_eval) opts.on_eval(out->final_eval);
+  return Status::Ok();
+}
+
+}  // namespace sgrt

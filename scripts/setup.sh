@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what sgrt's build, tests and default training need, from Debian's
+# packages. Idempotent: returns at once when everything is already present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  liblua5.4-dev              # the DSL front end (compiler side only)
+  libflatbuffers-dev flatbuffers-compiler   # the scaled-graph IR
+  doctest-dev                # unit tests
+  zlib1g-dev                 # gzip'd IDX data, checkpoints
+  dataset-fashion-mnist      # the default data set
+  libopenblas-dev            # baseline for bench/gemm only
+  libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

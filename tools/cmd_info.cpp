@@ -1,0 +1,101 @@
+// `sgrt info`: tensors, dtypes, scales, memory plan and programs of a model.
+#include <cstdio>
+
+#include "commands.h"
+#include "json.h"
+#include "model_source.h"
+#include "sg_generated.h"
+
+namespace sgrt::tool {
+namespace {
+
+const char* role_name(Role r) {
+  static const char* const names[] = {"input", "param", "grad", "opt_state", "activation", "scratch", "constant", "scale_state"};
+  return names[static_cast<int>(r)];
+}
+
+std::string mib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  return buf;
+}
+
+void print_human(const Model& m) {
+  const sg::Model& r = m.root();
+  const sg::MemoryPlan& mem = *r.memory();
+  std::printf("model %s (from %s), recipe %s, schema v%u\n", r.name() ? r.name()->c_str() : "?",
+              r.source() ? r.source()->c_str() : "?", r.recipe() ? r.recipe()->c_str() : "?", r.schema_version());
+  std::printf("memory: arena %s = persistent %s + transient %s; all tensors unplanned would take %s (%.1fx)\n",
+              mib(mem.arena_bytes()).c_str(), mib(mem.persistent_bytes()).c_str(),
+              mib(mem.arena_bytes() - mem.persistent_bytes()).c_str(), mib(mem.naive_bytes()).c_str(),
+              mem.arena_bytes() ? static_cast<double>(mem.naive_bytes()) / mem.arena_bytes() : 0.0);
+  uint64_t params = 0;
+  for (const TensorInfo& t : m.tensors()) if (t.role == Role::param) params += numel(t.type.shape);
+  std::printf("parameters: %llu\n", static_cast<unsigned long long>(params));
+  for (const ProgramInfo& p : m.programs())
+    std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
+  std::printf("\n%-4s %-28s %-11s %-5s %-16s %12s %12s  %-12s %s\n", "id", "tensor", "role", "dtype", "shape", "bytes",
+              "offset", "scale", "source");
+  const auto* fts = r.tensors();
+  for (size_t i = 0; i < m.tensors().size(); ++i) {
+    const TensorInfo& t = m.tensors()[i];
+    if (t.bytes == 0) continue;
+    const sg::ScaleSpec* sc = fts->Get(static_cast<flatbuffers::uoffset_t>(i))->scale();
+    std::string scale = sc ? sg::EnumNameScaleMode(sc->mode()) : "none";
+    std::printf("%-4zu %-28s %-11s %-5s %-16s %12llu %12llu  %-12s %s\n", i, t.name.c_str(), role_name(t.role),
+                dtype_name(t.type.dtype), shape_str(t.type.shape).c_str(), static_cast<unsigned long long>(t.bytes),
+                static_cast<unsigned long long>(t.offset), scale.c_str(), t.loc.c_str());
+  }
+}
+
+void print_json(const Model& m) {
+  const sg::Model& r = m.root();
+  const sg::MemoryPlan& mem = *r.memory();
+  std::string j = "{\"name\":" + json_str(r.name() ? r.name()->str() : "") + ",\"recipe\":" +
+                  json_str(r.recipe() ? r.recipe()->str() : "") + ",\"schema_version\":" + std::to_string(r.schema_version()) +
+                  ",\"memory\":{\"arena_bytes\":" + std::to_string(mem.arena_bytes()) + ",\"persistent_bytes\":" +
+                  std::to_string(mem.persistent_bytes()) + ",\"naive_bytes\":" + std::to_string(mem.naive_bytes()) +
+                  "},\"programs\":[";
+  for (size_t i = 0; i < m.programs().size(); ++i) {
+    const ProgramInfo& p = m.programs()[i];
+    j += std::string(i ? "," : "") + "{\"name\":" + json_str(p.name) + ",\"peak_bytes\":" + std::to_string(p.peak_bytes) + ",\"ops\":[";
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const OpInfoLoaded& op = p.ops[k];
+      j += std::string(k ? "," : "") + "{\"op\":" + json_str(std::string(op_info(op.code).name)) + ",\"inputs\":[";
+      for (size_t q = 0; q < op.in.size(); ++q) j += (q ? "," : "") + std::to_string(op.in[q]);
+      j += "],\"outputs\":[";
+      for (size_t q = 0; q < op.out.size(); ++q) j += (q ? "," : "") + std::to_string(op.out[q]);
+      j += "],\"source\":" + json_str(op.loc) + "}";
+    }
+    j += "]}";
+  }
+  j += "],\"tensors\":[";
+  for (size_t i = 0; i < m.tensors().size(); ++i) {
+    const TensorInfo& t = m.tensors()[i];
+    const sg::ScaleSpec* sc = r.tensors()->Get(static_cast<flatbuffers::uoffset_t>(i))->scale();
+    j += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"name\":" + json_str(t.name) + ",\"role\":" +
+         json_str(role_name(t.role)) + ",\"dtype\":" + json_str(dtype_name(t.type.dtype)) + ",\"shape\":[";
+    for (size_t q = 0; q < t.type.shape.size(); ++q) j += (q ? "," : "") + std::to_string(t.type.shape[q]);
+    j += "],\"bytes\":" + std::to_string(t.bytes) + ",\"offset\":" + std::to_string(t.offset) + ",\"persistent\":" +
+         (t.persistent ? "true" : "false") + ",\"scale\":{\"mode\":" + json_str(sc ? sg::EnumNameScaleMode(sc->mode()) : "none") +
+         ",\"static_log2\":" + std::to_string(sc ? sc->static_log2() : 0) + ",\"rule\":" +
+         json_str(sc && sc->rule() ? sc->rule()->str() : "") + "},\"source\":" + json_str(t.loc) + "}";
+  }
+  j += "]}";
+  std::puts(j.c_str());
+}
+
+}  // namespace
+
+Status cmd_info(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2, {"--recipe", "--set"}, {"--json"}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua)");
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_model(a, a.positional[0], &m));
+  if (a.has("--json")) print_json(*m);
+  else print_human(*m);
+  return Status::Ok();
+}
+
+}  // namespace sgrt::tool

@@ -1,0 +1,93 @@
+// `sgrt train` and `sgrt eval`.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "model_source.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/trainer.h"
+
+namespace sgrt::tool {
+namespace {
+
+Status open_session(const Args& a, const std::string& path, std::unique_ptr<Session>* s,
+                    std::unique_ptr<Dataset>* data) {
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_model(a, path, &m));
+  SG_TRY(open_dataset(*m, a.get("--data"), data));
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
+  return Session::create(std::move(m), std::move(be), s);
+}
+
+void print_eval(const char* what, const EvalReport& e) {
+  std::fprintf(stderr, "%s epoch %lld: loss %.4f", what, static_cast<long long>(e.epoch), e.loss);
+  for (auto& [n, v] : e.metrics) std::fprintf(stderr, ", %s %.4f", n.c_str(), v);
+  std::fprintf(stderr, " (%lld test examples)\n", static_cast<long long>(e.samples));
+}
+
+}  // namespace
+
+Status cmd_train(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2,
+                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set"},
+                    {"--quiet"}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
+  TrainOptions opts;
+  int64_t seed;
+  SG_TRY(a.get_int("--steps", 0, &opts.steps));
+  SG_TRY(a.get_int("--log-every", 0, &opts.log_every));
+  SG_TRY(a.get_int("--seed", 1, &seed));
+  opts.seed = static_cast<uint64_t>(seed);
+  opts.log_path = a.get("--log");
+  std::unique_ptr<Session> s;
+  std::unique_ptr<Dataset> data;
+  SG_TRY(open_session(a, a.positional[0], &s, &data));
+
+  bool quiet = a.has("--quiet"), tty = isatty(2);
+  if (!quiet) {
+    opts.on_step = [tty](const StepReport& r) {
+      std::fprintf(stderr, "%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %.0f samples/s%s", tty ? "\r" : "",
+                   static_cast<long long>(r.step), static_cast<long long>(r.total), static_cast<long long>(r.epoch),
+                   r.loss, r.lr, r.samples_per_s, tty ? "   " : "\n");
+      std::fflush(stderr);
+    };
+    opts.on_eval = [tty](const EvalReport& e) {
+      if (tty) std::fputc('\n', stderr);
+      print_eval("eval", e);
+    };
+  }
+  TrainResult result;
+  SG_TRY(train(*s, *data, opts, &result));
+  std::printf("test loss %.4f", result.final_eval.loss);
+  for (auto& [n, v] : result.final_eval.metrics) std::printf(", %s %.4f", n.c_str(), v);
+  std::printf(" (%.0f samples/s)\n", result.samples_per_s);
+  if (a.has("--checkpoint")) {
+    SG_TRY(save_checkpoint(*s, a.get("--checkpoint"), result.losses.empty() ? 0 : result.losses.back().first));
+    if (!quiet) std::fprintf(stderr, "checkpoint saved to %s\n", a.get("--checkpoint").c_str());
+  }
+  return Status::Ok();
+}
+
+Status cmd_eval(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set"}, {}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
+  if (!a.has("--checkpoint")) return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
+  std::unique_ptr<Session> s;
+  std::unique_ptr<Dataset> data;
+  SG_TRY(open_session(a, a.positional[0], &s, &data));
+  SG_TRY(s->init(0, 0));
+  int64_t step = 0;
+  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  EvalReport e;
+  SG_TRY(evaluate(*s, *data, Split::test, &e));
+  std::printf("step %lld: test loss %.4f", static_cast<long long>(step), e.loss);
+  for (auto& [n, v] : e.metrics) std::printf(", %s %.4f", n.c_str(), v);
+  std::printf(" (%lld examples)\n", static_cast<long long>(e.samples));
+  return Status::Ok();
+}
+
+}  // namespace sgrt::tool

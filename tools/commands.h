@@ -1,0 +1,13 @@
+// The sgrt subcommands; each returns a Status the entry point turns into one
+// line on stderr and an exit code (2 bad input, 1 runtime failure).
+#pragma once
+#include "args.h"
+
+namespace sgrt::tool {
+
+Status cmd_compile(int argc, char** argv);
+Status cmd_info(int argc, char** argv);
+Status cmd_train(int argc, char** argv);
+Status cmd_eval(int argc, char** argv);
+
+}  // namespace sgrt::tool

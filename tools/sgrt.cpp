@@ -1,0 +1,38 @@
+// sgrt: compile, inspect, train and evaluate scaled-graph models.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: sgrt COMMAND ...\n"
+    "  compile MODEL.lua [-o MODEL.sg] [--recipe fp32] [--set k=v]...\n"
+    "  info    MODEL.sg|MODEL.lua [--json]\n"
+    "  train   MODEL.lua|MODEL.sg [--backend cpu] [--steps N] [--data PATH] [--checkpoint DIR]\n"
+    "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--set k=v]... [--quiet]\n"
+    "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend cpu]\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sgrt::tool;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  sgrt::Status st;
+  if (cmd == "compile") st = cmd_compile(argc, argv);
+  else if (cmd == "info") st = cmd_info(argc, argv);
+  else if (cmd == "train") st = cmd_train(argc, argv);
+  else if (cmd == "eval") st = cmd_eval(argc, argv);
+  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval; see sgrt --help)");
+  if (!st.ok()) {
+    std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
+    return st.exit_code();
+  }
+  return 0;
+}
