@@ -1,0 +1,205 @@
+// GEMM throughput per dtype at square sizes, side by side with OpenBLAS sgemm, as
+// JSON lines: one "peak" line saying how the FP32 peak was derived, then one line
+// per (size, dtype) with the median GFLOP/s, the ratio to OpenBLAS and % of peak.
+//
+//   bench_gemm [--sizes 256,512,1024,2048,4096] [--reps N] [--threads N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cpu/cpu_features.h"
+#include "cpu/gemm.h"
+#include "cpu/parallel.h"
+#include "formats/formats.h"
+
+#ifdef SGRT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+using namespace sgrt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double cpuinfo_mhz() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("cpu MHz", 0) == 0) return std::atof(line.substr(line.find(':') + 1).c_str());
+  return 0;
+}
+
+// A chain of dependent integer adds runs at one per cycle: time 2^28 of them.
+double measured_mhz() {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    uint64_t x = 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < (1 << 22); ++i) {
+#if defined(__x86_64__)
+#define ADD4 "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+      asm volatile(ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 : "+r"(x));
+#undef ADD4
+#endif
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(x) / s / 1e6);
+  }
+  return best;
+}
+
+// FP32 FLOP per cycle of one core: independent FMA chains (enough to cover latency
+// x pipes) for the widest vectors the CPU has, timed against the measured clock.
+#if defined(__x86_64__)
+volatile float g_fma_operand = 0.999f;  // unknown to the compiler: nothing folds
+#define SGRT_FMA_RATE(NAME, TARGET, V, SET1, FMA, LANES)                    \
+  __attribute__((target(TARGET))) double NAME() {                          \
+    const V m = SET1(g_fma_operand);                                        \
+    V acc[16];                                                              \
+    for (V& a : acc) a = m;                                                 \
+    const int64_t iters = 1 << 22;                                          \
+    const auto t0 = Clock::now();                                           \
+    for (int64_t i = 0; i < iters; ++i) {                                   \
+      _Pragma("GCC unroll 16") for (int j = 0; j < 16; ++j) acc[j] = FMA(acc[j], m, m); \
+    }                                                                       \
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count(); \
+    for (int j = 1; j < 16; ++j) acc[0] = FMA(acc[0], m, acc[j]);           \
+    float out[LANES];                                                       \
+    std::memcpy(out, &acc[0], sizeof(out));                                 \
+    g_fma_operand = out[0] > 1e30f ? out[0] : g_fma_operand;                \
+    return 2.0 * LANES * 16 * iters / s;                                    \
+  }
+SGRT_FMA_RATE(fma_rate_512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 16)
+SGRT_FMA_RATE(fma_rate_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 8)
+#undef SGRT_FMA_RATE
+#endif
+
+int measured_flop_per_cycle(double mhz) {
+  double rate = 0;
+#if defined(__x86_64__)
+  if (cpu::detected_isa() >= cpu::Isa::avx512) rate = fma_rate_512();
+  else if (cpu::detected_isa() >= cpu::Isa::avx2) rate = fma_rate_256();
+#endif
+  int f = 1;  // round to the nearest power of two: the hardware's FLOP/cycle is one
+  while (f < 256 && rate / (mhz * 1e6) > f * 1.41) f *= 2;
+  return f;
+}
+
+template <class F>
+double median_seconds(int reps, F&& f) {
+  f();  // warm-up: page faults, pool start, caches
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// An n x n operand quantized to `dt` with a per-tensor power-of-two scale.
+struct Operand {
+  std::vector<uint8_t> bytes;
+  float scale = 1.0f;
+  cpu::GemmOperand g;
+  Operand(const std::vector<float>& x, int64_t n, DType dt) {
+    const float fmax = dt == DType::e5m2 ? fmt::kE5M2Max : dt == DType::e2m1 ? fmt::kE2M1Max : fmt::kE4M3Max;
+    const float s = dt == DType::f32 || dt == DType::bf16 ? 1.0f : fmax / 4.0f;  // |x| <= 4
+    bytes.assign(dtype_bytes(dt, n * n), 0);
+    for (int64_t i = 0; i < n * n; ++i) {
+      const float v = x[i] * s;
+      switch (dt) {
+        case DType::f32: std::memcpy(&bytes[4 * i], &x[i], 4); break;
+        case DType::bf16: { const uint16_t b = fmt::bf16_encode(v); std::memcpy(&bytes[2 * i], &b, 2); break; }
+        case DType::e4m3: bytes[i] = fmt::e4m3_encode(v); break;
+        case DType::e5m2: bytes[i] = fmt::e5m2_encode(v); break;
+        default: bytes[i / 2] |= fmt::e2m1_encode(v) << (4 * (i & 1)); break;
+      }
+    }
+    scale = 1.0f / s;
+    g.data = bytes.data();
+    g.dtype = dt;
+    g.ld = n;
+    g.scale_mode = cpu::ScaleMode::tensor;
+    g.scale = &scale;
+  }
+};
+
+std::vector<int64_t> parse_sizes(const char* s) {
+  std::vector<int64_t> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::atoll(p));
+    p = std::strchr(p, ',');
+    if (!p) break;
+    ++p;
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> sizes = {256, 512, 1024, 2048, 4096};
+  int reps = 0;  // 0: by size
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--sizes")) sizes = parse_sizes(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) cpu::set_num_threads(std::atoi(argv[i + 1]));
+    else { std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,..] [--reps N] [--threads N]\n"); return 2; }
+  }
+  const int cores = cpu::num_threads();
+#ifdef SGRT_HAVE_OPENBLAS
+  openblas_set_num_threads(cores);
+#endif
+  const double mhz_info = cpuinfo_mhz(), mhz = measured_mhz();
+  const int fpc = measured_flop_per_cycle(mhz);
+  const double peak = cores * mhz * 1e-3 * fpc;
+  std::printf("{\"event\":\"peak\",\"cores\":%d,\"cpuinfo_mhz\":%.0f,\"measured_mhz\":%.0f,\"flop_per_cycle\":%d,"
+              "\"peak_gflops\":%.1f,\"peak_gflops_at_32_flop_per_cycle\":%.1f,\"isa\":\"%s\",\"derivation\":\"peak = "
+              "cores x clock x FP32 FLOP/cycle; clock measured by a dependent integer add chain (1 add/cycle); "
+              "FLOP/cycle measured by 16 independent FMA chains of the widest vector, rounded to a power of two "
+              "(Zen 4: 32 = 2 x 256-bit FMA pipes; Zen 5: 64)\"}\n",
+              cores, mhz_info, mhz, fpc, peak, cores * mhz * 1e-3 * 32, cpu::isa_name(cpu::active_isa()));
+  std::fflush(stdout);
+
+  const struct { const char* name; DType a, b; } kinds[] = {
+      {"f32", DType::f32, DType::f32},     {"bf16", DType::bf16, DType::bf16},
+      {"e4m3", DType::e4m3, DType::e4m3},  {"e4m3xe5m2", DType::e4m3, DType::e5m2},
+      {"e2m1", DType::e2m1, DType::e2m1}};
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int64_t n : sizes) {
+    const int r = reps > 0 ? reps : n <= 1024 ? 7 : 3;
+    std::vector<float> x(n * n), y(n * n), c(n * n);
+    for (float& v : x) v = u(rng);
+    for (float& v : y) v = u(rng);
+    const double flop = 2.0 * n * n * n;
+    double blas = 0;
+#ifdef SGRT_HAVE_OPENBLAS
+    blas = flop / median_seconds(r, [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data(), n, y.data(), n, 0.0f, c.data(), n);
+    }) * 1e-9;
+#endif
+    for (const auto& k : kinds) {
+      const Operand a(x, n, k.a), b(y, n, k.b);
+      const double s = median_seconds(r, [&] { cpu::gemm(n, n, n, 1.0f, a.g, b.g, 0.0f, c.data(), n); });
+      const double gf = flop / s * 1e-9;
+      std::printf("{\"bench\":\"gemm\",\"n\":%lld,\"dtype\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
+                  "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"pct_fp32_peak\":%.1f}\n",
+                  static_cast<long long>(n), k.name, r, s * 1e3, gf, blas, blas > 0 ? gf / blas : 0.0, 100 * gf / peak);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
