@@ -1,0 +1,104 @@
+// Shared test helpers: compile a Lua model given as a string, open a session
+// on a backend, move float tensors in and out by name.
+#pragma once
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile.h"
+#include "dsl.h"
+#include "serialize.h"
+#include "sgrt/session.h"
+
+namespace sgrt::test {
+
+// A file under the system temp dir, removed when this goes out of scope.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& suffix, const std::string& content = "") {
+    char tmpl[] = "/tmp/sgrt_test_XXXXXX";
+    int fd = mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::remove(tmpl);
+    path = std::string(tmpl) + suffix;
+    if (!content.empty()) std::ofstream(path) << content;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+// Runs the DSL and the compiler on `lua`; errors come back as a Status.
+inline Status compile_graph(const std::string& lua, compiler::Graph* g, const std::map<std::string, std::string>& set = {}) {
+  TempFile f(".lua", lua);
+  dsl::ScriptOptions opts;
+  opts.set = set;
+  SG_TRY(dsl::load_script(f.path, opts, g));
+  return compiler::compile(*g);
+}
+
+inline Status compile_lua(const std::string& lua, std::shared_ptr<const Model>* out,
+                          const std::map<std::string, std::string>& set = {}) {
+  compiler::Graph g;
+  SG_TRY(compile_graph(lua, &g, set));
+  std::unique_ptr<Model> m;
+  SG_TRY(Model::load_bytes(compiler::serialize(g), "test.sg", &m));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+inline std::unique_ptr<Session> open_session(std::shared_ptr<const Model> m, const std::string& backend = "cpu",
+                                             uint64_t seed = 1) {
+  std::unique_ptr<Backend> be;
+  Status st = make_backend(backend, &be);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> s;
+  st = Session::create(std::move(m), std::move(be), &s);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = s->init(seed, 100);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return s;
+}
+
+inline int tensor_id(const Session& s, const std::string& name) {
+  int id = s.model().find_tensor(name);
+  REQUIRE_MESSAGE(id >= 0, "no tensor " << name);
+  return id;
+}
+
+inline std::vector<float> read_f32(const Session& s, const std::string& name) {
+  int id = tensor_id(s, name);
+  std::vector<float> v(numel(s.model().tensors()[id].type.shape));
+  Status st = s.read(id, v.data(), v.size() * sizeof(float));
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return v;
+}
+
+template <class T>
+inline void write_vec(Session& s, const std::string& name, const std::vector<T>& v) {
+  Status st = s.write(tensor_id(s, name), v.data(), v.size() * sizeof(T));
+  REQUIRE_MESSAGE(st.ok(), st.message());
+}
+
+inline void run(Session& s, const std::string& program) {
+  int p = -1;
+  Status st = s.find_program(program, &p);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = s.run(p);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+}
+
+inline float loss_of(Session& s, const std::string& program = "eval") {
+  run(s, program);
+  float v = 0;
+  Status st = s.read_scalar(s.model().loss(), &v);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return v;
+}
+
+}  // namespace sgrt::test
