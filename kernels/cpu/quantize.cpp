@@ -1,0 +1,217 @@
+#include "cpu/quantize.h"
+
+#include <cmath>
+#include <vector>
+
+#include "cpu/parallel.h"
+#include "formats/formats.h"
+
+namespace sgrt::cpu {
+namespace {
+
+const fmt::Spec* spec_for(DType t) {
+  switch (t) {
+    case DType::e4m3: return &fmt::kE4M3;
+    case DType::e5m2: return &fmt::kE5M2;
+    case DType::e2m1: return &fmt::kE2M1;
+    case DType::f16: return &fmt::kF16;
+    case DType::bf16: return &fmt::kBF16;
+    default: return nullptr;
+  }
+}
+
+// NaN-sticky max of |values|.
+float nan_max(float m, float a) { return (a > m || a != a) ? a : m; }
+
+float amax_span(const float* x, int64_t n) {
+  float m = 0;
+  for (int64_t i = 0; i < n; ++i) m = nan_max(m, std::fabs(x[i]));
+  return m;
+}
+
+void put(void* q, DType t, int64_t i, uint32_t code) {
+  if (t == DType::e2m1) {
+    uint8_t& b = static_cast<uint8_t*>(q)[i >> 1];
+    b = (i & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | code);
+  } else if (dtype_bits(t) == 8) {
+    static_cast<uint8_t*>(q)[i] = static_cast<uint8_t>(code);
+  } else {
+    static_cast<uint16_t*>(q)[i] = static_cast<uint16_t>(code);
+  }
+}
+
+// Encodes elements [i0, i0 + n) as x[i] * mult[(i - i0) * mstride]; returns how many
+// saturated.
+int64_t encode_span(const float* x, int64_t i0, int64_t n, const float* mult, int64_t mstride,
+                    const QuantParams& p, void* q) {
+  const fmt::Spec& S = *spec_for(p.fmt);
+  const float fmax = format_max(p.fmt);
+  int64_t sat = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = i0 + j;
+    const float v = x[i] * mult[j * mstride];
+    sat += std::fabs(v) > fmax;
+    put(q, p.fmt, i, fmt::encode(S, v, p.stochastic, p.stochastic ? fmt::sr_random(p.seed, i) : 0));
+  }
+  return sat;
+}
+
+void merge(QuantStats& into, const QuantStats& s) {
+  into.amax = nan_max(into.amax, s.amax);
+  into.saturated += s.saturated;
+  into.kept_scales += s.kept_scales;
+}
+
+// Runs fn(r0, r1, stats) over chunks of rows in parallel, then merges the per-chunk
+// stats in chunk order. Chunks start on even elements so E2M1 bytes are never shared.
+template <class F>
+QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
+  int64_t grain = cols > 0 ? (1 << 16) / cols + 1 : rows;
+  if (cols % 2) grain += grain % 2;
+  std::vector<QuantStats> part(rows > 0 ? (rows + grain - 1) / grain : 0);
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) { fn(r0, r1, part[r0 / grain]); });
+  QuantStats total;
+  for (const QuantStats& s : part) merge(total, s);
+  return total;
+}
+
+QuantStats invalid(const char* why) {
+  QuantStats s;
+  s.error = why;
+  return s;
+}
+
+}  // namespace
+
+float format_max(DType fmt) {
+  switch (fmt) {
+    case DType::e4m3: return fmt::kE4M3Max;
+    case DType::e5m2: return fmt::kE5M2Max;
+    case DType::e2m1: return fmt::kE2M1Max;
+    case DType::f16: return fmt::kF16Max;
+    case DType::bf16: return fmt::bits_float(0x7F7F0000u);
+    default: return 0;
+  }
+}
+
+int32_t scale_exponent(float amax, float fmt_max, int margin, int32_t prev, bool* kept) {
+  *kept = !(amax > 0) || std::isinf(amax);
+  if (*kept) return prev;
+  // fmt_max / amax = (mf / ma) * 2^(ef - ea) with mf, ma in [0.5, 1): the floor of its
+  // log2 is ef - ea, minus one when mf < ma. Exact, unlike log2 of a rounded quotient.
+  int ea, ef;
+  const float ma = std::frexp(amax, &ea), mf = std::frexp(fmt_max, &ef);
+  const int e = ef - ea - (mf < ma ? 1 : 0) - margin;
+  return e < -126 ? -126 : e > 127 ? 127 : e;
+}
+
+QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
+                    const QuantParams& p, bool update_scale, void* q, int32_t* exps) {
+  if (!spec_for(p.fmt)) return invalid("quantize: fmt must be e4m3, e5m2, e2m1, f16 or bf16");
+  const float fmax = format_max(p.fmt);
+  if (axis == QuantAxis::row) {
+    return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * cols;
+        const float a = amax_span(xr, cols);
+        s.amax = nan_max(s.amax, a);
+        if (update_scale) {
+          bool kept;
+          exps[r] = scale_exponent(a, fmax, p.margin, exps[r], &kept);
+          s.kept_scales += kept;
+        }
+        const float m = fmt::exp2i(exps[r]);
+        s.saturated += encode_span(x, r * cols, cols, &m, 0, p, q);
+      }
+    });
+  }
+  // Per tensor or per column: the scales need the amax of all rows first.
+  std::vector<float> mult(axis == QuantAxis::col ? cols : 1);
+  QuantStats head;
+  if (axis == QuantAxis::col) {
+    std::vector<float> a(cols, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) a[c] = nan_max(a[c], std::fabs(x[r * cols + c]));
+    for (int64_t c = 0; c < cols; ++c) {
+      head.amax = nan_max(head.amax, a[c]);
+      bool kept = false;
+      if (update_scale) exps[c] = scale_exponent(a[c], fmax, p.margin, exps[c], &kept);
+      head.kept_scales += kept;
+      mult[c] = fmt::exp2i(exps[c]);
+    }
+  } else if (update_scale) {
+    head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+      s.amax = amax_span(x + r0 * cols, (r1 - r0) * cols);
+    });
+    bool kept;
+    exps[0] = scale_exponent(head.amax, fmax, p.margin, exps[0], &kept);
+    head.kept_scales = kept;
+  }
+  if (axis == QuantAxis::tensor) mult[0] = fmt::exp2i(exps[0]);
+  // Delayed per-tensor scaling measures the amax in this same pass.
+  const bool measure = axis == QuantAxis::tensor && !update_scale;
+  const int64_t ms = axis == QuantAxis::col ? 1 : 0;
+  QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (measure) s.amax = nan_max(s.amax, amax_span(x + r * cols, cols));
+      s.saturated += encode_span(x, r * cols, cols, mult.data(), ms, p, q);
+    }
+  });
+  merge(body, head);
+  return body;
+}
+
+QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                       void* q, uint8_t* scales) {
+  if (p.fmt != DType::e4m3 && p.fmt != DType::e5m2 && p.fmt != DType::e2m1)
+    return invalid("quantize_mx: fmt must be e4m3, e5m2 or e2m1");
+  const float fmax = format_max(p.fmt);
+  const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
+  return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t c0 = b * kMxBlock, n = cols - c0 < kMxBlock ? cols - c0 : kMxBlock;
+        const float a = amax_span(x + r * cols + c0, n);
+        s.amax = nan_max(s.amax, a);
+        bool kept;
+        const int32_t e = scale_exponent(a, fmax, p.margin, 0, &kept);
+        s.kept_scales += kept;
+        scales[r * nb + b] = static_cast<uint8_t>(127 - e);  // E8M0 of 2^-e
+        const float m = fmt::exp2i(e);
+        s.saturated += encode_span(x, r * cols + c0, n, &m, 0, p, q);
+      }
+  });
+}
+
+QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                          void* q, uint8_t* block_scales, float* tensor_scale) {
+  QuantParams pe = p;
+  pe.fmt = DType::e2m1;
+  QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    s.amax = amax_span(x + r0 * cols, (r1 - r0) * cols);
+  });
+  if (!(head.amax > 0) || std::isinf(head.amax)) head.kept_scales = 1;
+  else *tensor_scale = head.amax / (fmt::kE2M1Max * fmt::kE4M3Max);
+  const float ts = *tensor_scale;
+  const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
+  QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
+        const float a = amax_span(x + r * cols + c0, n);
+        auto mult = [&](uint32_t c) {
+          const float d = fmt::e4m3_decode(c) * ts;
+          return d > 0 ? 1.0f / d : 0.0f;
+        };
+        uint32_t code = fmt::e4m3_encode(a / (fmt::kE2M1Max * ts));
+        float m = mult(code);
+        while (a * m > fmt::kE2M1Max && code < 0x7E) m = mult(++code);  // would saturate
+        block_scales[r * nb + b] = static_cast<uint8_t>(code);
+        s.saturated += encode_span(x, r * cols + c0, n, &m, 0, pe, q);
+      }
+  });
+  merge(body, head);
+  return body;
+}
+
+}  // namespace sgrt::cpu

@@ -1,0 +1,70 @@
+// Scaled quantization of f32 tensors to FP8 / FP4 / FP16 / BF16 (NUMERICS.md §2, §4).
+//
+// Convention: with scale exponent e, the stored code is q = cast(x * 2^e) and the
+// real value is x' = q * 2^-e. A power-of-two scale is exact and cheap; it comes from
+//   e = floor(log2(fmt_max / amax)) - margin        (computed exactly, clamped to [-126, 127])
+// and when amax is 0, inf or NaN the previous exponent is kept (and counted).
+// The cast is round-to-nearest-even with saturation (formats/formats.h), or
+// stochastic with noise fmt::sr_random(seed, element index): reproducible on any
+// thread count. Inputs are row-major [rows, cols], contiguous; E2M1 outputs pack two
+// codes per byte, low nibble first, element i = r * cols + c.
+//
+// The scales these functions produce plug into the GEMM (cpu/gemm.h) unchanged:
+//   quantize: exps as GemmOperand{scale_dtype = i32} (tensor: ScaleMode::tensor; rows
+//             of A / columns of B: outer; columns of a weight used as op(B)^T: inner)
+//   quantize_mx: scales as ScaleMode::block, block 32, scale_dtype e8m0
+//   quantize_nvfp4: ScaleMode::block, block 16, scale_dtype e4m3, tensor_scale
+#pragma once
+#include <cstdint>
+
+#include "sgrt/dtype.h"
+
+namespace sgrt::cpu {
+
+struct QuantParams {
+  DType fmt = DType::e4m3;  // e4m3, e5m2, e2m1, f16 or bf16
+  int margin = 0;
+  bool stochastic = false;  // stochastic rounding instead of nearest-even
+  uint32_t seed = 0;
+};
+
+struct QuantStats {
+  float amax = 0;           // max |x| over the whole input (NaN if any NaN)
+  int64_t saturated = 0;    // elements with |x * scale| > fmt_max (clamped to ±max)
+  int64_t kept_scales = 0;  // scale groups whose amax was 0/inf/NaN (previous scale kept)
+  const char* error = nullptr;  // set when the arguments were rejected (nothing written)
+};
+
+float format_max(DType fmt);  // largest finite value: 448, 57344, 6, 65504, ~3.39e38
+
+// e = floor(log2(fmt_max / amax)) - margin, clamped to [-126, 127]; returns `prev`
+// and sets *kept = true when amax is 0, inf or NaN.
+int32_t scale_exponent(float amax, float fmt_max, int margin, int32_t prev, bool* kept);
+
+enum class QuantAxis : uint8_t { tensor, row, col };  // one exponent per tensor / row / column
+
+// exps has 1, rows or cols entries: in, the previous exponents; out, the ones used.
+// update_scale = true: current scaling (this tensor's amax sets the exponents);
+// false: delayed scaling (the given exponents are used; stats.amax feeds the history).
+QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
+                    const QuantParams& p, bool update_scale, void* q, int32_t* exps);
+
+// MXFP8 / MXFP4: blocks of 32 consecutive elements of a row share an E8M0 scale,
+// the dequantization multiplier 2^-e with e from the block's amax (above; an all-zero
+// or non-finite block uses e = 0 and counts as kept). scales: [rows][ceil(cols / 32)].
+// Unlike OCP's floor(log2(amax)) - emax rule, this one never saturates.
+constexpr int64_t kMxBlock = 32;
+QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                       void* q, uint8_t* scales);
+
+// NVFP4: E2M1 codes, blocks of 16 along a row with an E4M3 block scale, times an FP32
+// tensor scale: x' = q * e4m3(block_scale) * tensor_scale.
+// tensor_scale = amax / (6 * 448) (in: previous, kept when amax is 0/inf/NaN);
+// block scale = amax_block / (6 * tensor_scale) rounded to E4M3, then raised one
+// code if the block would saturate, so no element saturates. p.fmt is ignored.
+// block_scales: [rows][ceil(cols / 16)].
+constexpr int64_t kNvfp4Block = 16;
+QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                          void* q, uint8_t* block_scales, float* tensor_scale);
+
+}  // namespace sgrt::cpu
