@@ -2,7 +2,7 @@
 -- sgrt train models/fashion_mlp.lua [--set hidden=256] [--set epochs=5]
 local sg = require "sg"
 local nn = sg.nn
-local cfg = sg.config{ batch = 100, hidden = 500, epochs = 8, lr = 1e-3 }
+local cfg = sg.config{ batch = 100, hidden = 500, epochs = 12, lr = 1e-3 }
 
 local x = sg.input("image", { cfg.batch, 784 })
 local y = sg.input("label", { cfg.batch }, "i32")
