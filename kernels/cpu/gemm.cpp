@@ -15,26 +15,24 @@ namespace {
 using gemm_impl::Problem;
 using gemm_impl::Source;
 
-struct Luts {
-  float e4m3[256], e5m2[256], e2m1[16];
-  Luts() {
+// Decode tables, as float and as BF16 bits.
+struct Lut {
+  float f[256];
+  uint16_t bf16[256];
+  Lut(float (*decode)(uint32_t), uint32_t codes) {
     for (uint32_t c = 0; c < 256; ++c) {
-      e4m3[c] = fmt::e4m3_decode(c);
-      e5m2[c] = fmt::e5m2_decode(c);
+      f[c] = c < codes ? decode(c) : 0.0f;
+      bf16[c] = fmt::bf16_encode(f[c]);
     }
-    for (uint32_t c = 0; c < 16; ++c) e2m1[c] = fmt::e2m1_decode(c);
   }
 };
-const Luts& luts() {
-  static const Luts l;
-  return l;
-}
 
-const float* lut_for(DType t) {
+const Lut* lut_for(DType t) {
+  static const Lut e4m3(fmt::e4m3_decode, 256), e5m2(fmt::e5m2_decode, 256), e2m1(fmt::e2m1_decode, 16);
   switch (t) {
-    case DType::e4m3: return luts().e4m3;
-    case DType::e5m2: return luts().e5m2;
-    case DType::e2m1: return luts().e2m1;
+    case DType::e4m3: return &e4m3;
+    case DType::e5m2: return &e5m2;
+    case DType::e2m1: return &e2m1;
     default: return nullptr;
   }
 }
@@ -76,7 +74,9 @@ const char* check(const GemmOperand& op, bool is_b, int64_t outer, int64_t K) {
 // Fills the operand's Source; K multipliers (inner / block modes) go to `kscale`.
 Source source(const GemmOperand& op, bool is_b, int64_t outer, int64_t K, std::vector<float>& kscale) {
   const bool om = outer_major(op, is_b);
-  Source s{op.data, op.dtype, om ? op.ld : 1, om ? 1 : op.ld, lut_for(op.dtype), nullptr, 0, 1};
+  const Lut* lut = lut_for(op.dtype);
+  Source s{op.data, op.dtype, om ? op.ld : 1, om ? 1 : op.ld, lut ? lut->f : nullptr,
+           lut ? lut->bf16 : nullptr, nullptr, 0, 1};
   if (op.scale_mode == ScaleMode::inner) {
     kscale.resize(K);
     for (int64_t k = 0; k < K; ++k) kscale[k] = scale_at(op, k);

@@ -31,6 +31,43 @@ struct BF16x16 {
     std::memcpy(&u, &v, 4);
     return static_cast<uint16_t>(u >> 16);
   }
+
+  // FP8 / FP4 codes -> BF16 bits, 32 at a time, by table permutes (vpermt2w / vpermw).
+  template <DType D>
+  static bool decode_fast(const Source& s, int64_t i0, int64_t n, uint16_t* out) {
+    if constexpr (D == DType::e4m3) {  // any 8-bit table: 128 magnitudes + the sign bit
+      const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0;
+      const __m512i t0 = _mm512_loadu_si512(s.lut_bf16), t1 = _mm512_loadu_si512(s.lut_bf16 + 32);
+      const __m512i t2 = _mm512_loadu_si512(s.lut_bf16 + 64), t3 = _mm512_loadu_si512(s.lut_bf16 + 96);
+      for (int64_t j = 0; j < n; j += 32) {
+        const __mmask32 m = n - j >= 32 ? ~__mmask32{0} : (__mmask32{1} << (n - j)) - 1;
+        const __m512i c = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, src + j));
+        const __m512i lo = _mm512_permutex2var_epi16(t0, c, t1), hi = _mm512_permutex2var_epi16(t2, c, t3);
+        const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, _mm512_set1_epi16(0x40)), lo, hi);
+        const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(c, _mm512_set1_epi16(0x80)), 8);
+        _mm512_mask_storeu_epi16(out + j, m, _mm512_or_si512(mag, sign));
+      }
+      return true;
+    } else if constexpr (D == DType::e2m1) {  // two codes per byte, low nibble first
+      if (i0 & 1) return false;
+      const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0 / 2;
+      const __m512i table = _mm512_loadu_si512(s.lut_bf16);  // codes 0..15 (32 entries read)
+      for (int64_t j = 0; j < n; j += 32) {
+        const int64_t left = n - j;
+        const __mmask16 mb = left >= 32 ? __mmask16(0xFFFF) : __mmask16((1u << ((left + 1) / 2)) - 1);
+        const __m256i b = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(mb, src + j / 2));
+        // u16 lanes (hi nibble << 8 | lo nibble) are the bytes lo0, hi0, lo1, hi1, ...
+        const __m256i nib = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0xF)),
+                                            _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
+        const __m512i c = _mm512_cvtepu8_epi16(nib);
+        const __mmask32 m = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+        _mm512_mask_storeu_epi16(out + j, m, _mm512_permutexvar_epi16(c, table));
+      }
+      return true;
+    } else {
+      return false;
+    }
+  }
 };
 
 }  // namespace

@@ -30,45 +30,82 @@ inline float f32_bits(uint32_t u) {
   return f;
 }
 
+// Reads op(X) elements by storage index, decoded to float.
 template <DType D>
-inline float load_elem(const Source& s, int64_t i) {
-  if constexpr (D == DType::f32) {
-    return static_cast<const float*>(s.data)[i];
-  } else if constexpr (D == DType::bf16) {
-    return f32_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(s.data)[i]) << 16);
-  } else if constexpr (D == DType::e2m1) {
-    const uint8_t byte = static_cast<const uint8_t*>(s.data)[i >> 1];
-    return s.lut[(byte >> ((i & 1) * 4)) & 0xF];
-  } else {
-    return s.lut[static_cast<const uint8_t*>(s.data)[i]];
+struct Reader {
+  const void* data;
+  const float* lut;
+  float operator()(int64_t i) const {
+    if constexpr (D == DType::f32) {
+      return static_cast<const float*>(data)[i];
+    } else if constexpr (D == DType::bf16) {
+      return f32_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(data)[i]) << 16);
+    } else if constexpr (D == DType::e2m1) {
+      const uint8_t byte = static_cast<const uint8_t*>(data)[i >> 1];
+      return lut[(byte >> ((i & 1) * 4)) & 0xF];
+    } else {
+      return lut[static_cast<const uint8_t*>(data)[i]];
+    }
   }
+};
+
+// Decodes n consecutive stored elements from index i0, times sc, into out. A traits
+// type may offer a SIMD decode_fast<D> for the unscaled case.
+template <class V, DType D>
+void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::Elem* out) {
+  if constexpr (requires { V::template decode_fast<D>(s, i0, n, out); })
+    if (sc == 1.0f && V::template decode_fast<D>(s, i0, n, out)) return;
+  const Reader<D> rd{s.data, s.lut};
+  for (int64_t j = 0; j < n; ++j) out[j] = V::convert(rd(i0 + j) * sc);
 }
 
 // Packs op(X)[o0 .. o0+rows) x [k0 .. k0+kc) into an R-wide panel: K step kk/KU, then
-// row r, then kk%KU. Rows past `rows` and the odd K tail are zero.
+// row r, then kk%KU. Rows past `rows` and the odd K tail are zero. Each contiguous
+// run of the source is decoded first, then placed.
 template <class V, int R, DType D>
 void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc,
                 typename V::Elem* dst) {
+  using E = typename V::Elem;
   constexpr int KU = V::KU;
-  if (rows < R || kc % KU) std::memset(dst, 0, sizeof(*dst) * cdiv(kc, KU) * KU * R);
-  auto at = [](int64_t kk, int64_t r) { return (kk / KU) * R * KU + r * KU + kk % KU; };
+  if (rows < R || kc % KU) std::memset(dst, 0, sizeof(E) * cdiv(kc, KU) * KU * R);
+  alignas(64) E tmp[2][(V::KC > R ? V::KC : R) + 64];
   for (int64_t kb = k0, ke; kb < k0 + kc; kb = ke) {
     // Runs of K sharing one inner/block scale.
     ke = s.kscale ? mn(k0 + kc, (kb / s.kblock + 1) * s.kblock) : k0 + kc;
     auto scale = [&](int64_t o) { return s.kscale ? s.kscale[o * s.kscale_ld + kb / s.kblock] : 1.0f; };
-    if (s.s_k == 1) {
+    const int64_t kk = kb - k0;
+    if (s.s_k == 1) {  // K contiguous: decode a row, then place its K pairs R apart
       for (int64_t r = 0; r < rows; ++r) {
-        const float sc = scale(o0 + r);
-        const int64_t base = (o0 + r) * s.s_outer;
-        for (int64_t k = kb; k < ke; ++k) dst[at(k - k0, r)] = V::convert(load_elem<D>(s, base + k) * sc);
+        int64_t n = ke - kb;
+        decode_run<V, D>(s, (o0 + r) * s.s_outer + kb, n, scale(o0 + r), tmp[0]);
+        const E* t = tmp[0];
+        E* d = dst + (kk / KU) * R * KU + r * KU + kk % KU;
+        if (KU == 2 && kk % 2) { *d = *t++; d += R * KU - 1; --n; }  // finish an open pair
+        for (; n >= KU; n -= KU, t += KU, d += R * KU) std::memcpy(d, t, sizeof(E) * KU);
+        if (n) *d = *t;
       }
-    } else {
-      float sc[R];
-      for (int64_t r = 0; r < rows; ++r) sc[r] = scale(o0 + r);
-      for (int64_t k = kb; k < ke; ++k) {
-        const int64_t base = o0 * s.s_outer + k * s.s_k;
-        for (int64_t r = 0; r < rows; ++r)
-          dst[at(k - k0, r)] = V::convert(load_elem<D>(s, base + r * s.s_outer) * sc[r]);
+    } else {  // rows contiguous (s_outer == 1): decode KU rows' worth of one K step
+      const bool uniform = !s.kscale || s.kscale_ld == 0;  // one scale for all rows
+      auto decode_k = [&](int64_t k, E* t) {
+        if (uniform) return decode_run<V, D>(s, o0 + k * s.s_k, rows, scale(o0), t);
+        for (int64_t r = 0; r < rows; ++r) decode_run<V, D>(s, o0 + r + k * s.s_k, 1, scale(o0 + r), t + r);
+      };
+      for (int64_t k = kb; k < ke;) {
+        const int64_t j = k - k0;
+        E* d = dst + (j / KU) * R * KU + j % KU;
+        if (KU == 2 && j % 2 == 0 && k + 1 < ke) {  // a whole pair: interleave two rows
+          decode_k(k, tmp[0]);
+          decode_k(k + 1, tmp[1]);
+          for (int64_t r = 0; r < rows; ++r) {
+            d[2 * r] = tmp[0][r];
+            d[2 * r + 1] = tmp[1][r];
+          }
+          k += 2;
+        } else {
+          decode_k(k, tmp[0]);
+          for (int64_t r = 0; r < rows; ++r) d[r * KU] = tmp[0][r];
+          k += 1;
+        }
       }
     }
   }

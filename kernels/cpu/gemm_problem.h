@@ -13,6 +13,7 @@ struct Source {
   DType dtype;
   int64_t s_outer, s_k;
   const float* lut;     // e4m3 / e5m2: 256 entries; e2m1: 16; else null
+  const uint16_t* lut_bf16;  // the same table as BF16 bits (values are exact in BF16)
   const float* kscale;  // multiplier kscale[o * kscale_ld + k / kblock], or null
   int64_t kscale_ld, kblock;
 };
