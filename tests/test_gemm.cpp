@@ -3,8 +3,10 @@
 // scale mode, on every ISA path this CPU has (forced through set_isa_limit).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -272,4 +274,33 @@ TEST_CASE("bad arguments are rejected, not crashed on") {
   a.scale_mode = ScaleMode::block;
   a.scale = &x;
   CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);  // block == 0
+}
+
+TEST_CASE("parallel_for: fixed chunks, each index once, nested calls run inline") {
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 5, 64, 1000}) {
+      for (int64_t grain : {1, 7, 64, 5000}) {
+        std::vector<int> hits(n, 0);
+        std::vector<int64_t> begins;
+        std::mutex mu;
+        parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            begins.push_back(b);
+          }
+          CHECK(b % grain == 0);
+          CHECK(e == std::min(n, b + grain));
+          for (int64_t i = b; i < e; ++i) ++hits[i];
+          int inner = 0;
+          parallel_for(4, 1, [&](int64_t, int64_t) { ++inner; });  // nested: serial, no race
+          CHECK(inner == 4);
+        });
+        CHECK(static_cast<int64_t>(begins.size()) == (n + grain - 1) / grain);
+        for (int h : hits) CHECK(h == 1);
+      }
+    }
+  }
+  set_num_threads(0);
+  CHECK(num_threads() >= 1);
 }

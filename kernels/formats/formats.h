@@ -48,11 +48,15 @@ struct Spec {
   bool saturate;      // finite overflow (and inf) -> max_code instead of inf
   bool nan_is_max;    // E4M3: the all-ones magnitude is NaN (no inf)
 };
-constexpr Spec kE4M3{4, 3, 7, 0x7E, 0x7F, 0, true, true};
-constexpr Spec kE5M2{5, 2, 15, 0x7B, 0x7F, 0x7C, true, false};
-constexpr Spec kE2M1{2, 1, 1, 0x7, 0x7, 0, true, false};
-constexpr Spec kF16{5, 10, 15, 0x7BFF, 0x7FFF, 0x7C00, false, false};
-constexpr Spec kBF16{8, 7, 127, 0x7F7F, 0x7FFF, 0x7F80, false, false};
+// Functions, not variables, so CUDA device code can use them too.
+SGRT_HD constexpr Spec spec_e4m3() { return {4, 3, 7, 0x7E, 0x7F, 0, true, true}; }
+SGRT_HD constexpr Spec spec_e5m2() { return {5, 2, 15, 0x7B, 0x7F, 0x7C, true, false}; }
+SGRT_HD constexpr Spec spec_e2m1() { return {2, 1, 1, 0x7, 0x7, 0, true, false}; }
+SGRT_HD constexpr Spec spec_f16() { return {5, 10, 15, 0x7BFF, 0x7FFF, 0x7C00, false, false}; }
+SGRT_HD constexpr Spec spec_bf16() { return {8, 7, 127, 0x7F7F, 0x7FFF, 0x7F80, false, false}; }
+// Host-side names for the same specs.
+inline constexpr Spec kE4M3 = spec_e4m3(), kE5M2 = spec_e5m2(), kE2M1 = spec_e2m1(),
+                      kF16 = spec_f16(), kBF16 = spec_bf16();
 
 // Largest finite values, for scale computation.
 constexpr float kE4M3Max = 448.0f;
@@ -110,23 +114,23 @@ SGRT_HD inline float decode(const Spec& S, uint32_t code) {
   return bits_float(sign | ((e - S.bias + 127) << 23) | (m << (23 - S.man_bits)));
 }
 
-SGRT_HD inline uint8_t e4m3_encode(float x) { return static_cast<uint8_t>(encode(kE4M3, x)); }
-SGRT_HD inline uint8_t e5m2_encode(float x) { return static_cast<uint8_t>(encode(kE5M2, x)); }
-SGRT_HD inline uint8_t e2m1_encode(float x) { return static_cast<uint8_t>(encode(kE2M1, x)); }
-SGRT_HD inline uint16_t f16_encode(float x) { return static_cast<uint16_t>(encode(kF16, x)); }
-SGRT_HD inline uint16_t bf16_encode(float x) { return static_cast<uint16_t>(encode(kBF16, x)); }
-SGRT_HD inline float e4m3_decode(uint32_t c) { return decode(kE4M3, c & 0xFFu); }
-SGRT_HD inline float e5m2_decode(uint32_t c) { return decode(kE5M2, c & 0xFFu); }
-SGRT_HD inline float e2m1_decode(uint32_t c) { return decode(kE2M1, c & 0xFu); }
-SGRT_HD inline float f16_decode(uint32_t c) { return decode(kF16, c & 0xFFFFu); }
+SGRT_HD inline uint8_t e4m3_encode(float x) { return static_cast<uint8_t>(encode(spec_e4m3(), x)); }
+SGRT_HD inline uint8_t e5m2_encode(float x) { return static_cast<uint8_t>(encode(spec_e5m2(), x)); }
+SGRT_HD inline uint8_t e2m1_encode(float x) { return static_cast<uint8_t>(encode(spec_e2m1(), x)); }
+SGRT_HD inline uint16_t f16_encode(float x) { return static_cast<uint16_t>(encode(spec_f16(), x)); }
+SGRT_HD inline uint16_t bf16_encode(float x) { return static_cast<uint16_t>(encode(spec_bf16(), x)); }
+SGRT_HD inline float e4m3_decode(uint32_t c) { return decode(spec_e4m3(), c & 0xFFu); }
+SGRT_HD inline float e5m2_decode(uint32_t c) { return decode(spec_e5m2(), c & 0xFFu); }
+SGRT_HD inline float e2m1_decode(uint32_t c) { return decode(spec_e2m1(), c & 0xFu); }
+SGRT_HD inline float f16_decode(uint32_t c) { return decode(spec_f16(), c & 0xFFFFu); }
 SGRT_HD inline float bf16_decode(uint32_t c) { return bits_float((c & 0xFFFFu) << 16); }
 
 // Stochastic rounding: `r` is a uniform random 32-bit word (use sr_random).
-SGRT_HD inline uint8_t e4m3_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(kE4M3, x, true, r)); }
-SGRT_HD inline uint8_t e5m2_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(kE5M2, x, true, r)); }
-SGRT_HD inline uint8_t e2m1_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(kE2M1, x, true, r)); }
-SGRT_HD inline uint16_t f16_encode_sr(float x, uint32_t r) { return static_cast<uint16_t>(encode(kF16, x, true, r)); }
-SGRT_HD inline uint16_t bf16_encode_sr(float x, uint32_t r) { return static_cast<uint16_t>(encode(kBF16, x, true, r)); }
+SGRT_HD inline uint8_t e4m3_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(spec_e4m3(), x, true, r)); }
+SGRT_HD inline uint8_t e5m2_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(spec_e5m2(), x, true, r)); }
+SGRT_HD inline uint8_t e2m1_encode_sr(float x, uint32_t r) { return static_cast<uint8_t>(encode(spec_e2m1(), x, true, r)); }
+SGRT_HD inline uint16_t f16_encode_sr(float x, uint32_t r) { return static_cast<uint16_t>(encode(spec_f16(), x, true, r)); }
+SGRT_HD inline uint16_t bf16_encode_sr(float x, uint32_t r) { return static_cast<uint16_t>(encode(spec_bf16(), x, true, r)); }
 
 // E8M0 (unsigned power of two 2^(code - 127), 0xFF = NaN): the MX block scale.
 enum class E8M0Round : uint8_t { down, up };  // CUDA's cudaRoundZero / cudaRoundPosInf
