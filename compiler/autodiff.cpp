@@ -21,10 +21,11 @@ class Differ {
     int seed = emit(OpCode::Fill, {}, one);
     if (seed < 0) return st_;
     grads_[g_.loss] = seed;
-    for (auto it = g_.forward.rbegin(); it != g_.forward.rend(); ++it) {
-      const Op op = *it;  // copy: emitting may grow g_.forward's neighbours
+    for (size_t i = g_.forward.size(); i-- > 0;) {
+      const Op& op = g_.forward[i];
       if (!grads_.count(op.out[0])) continue;
       loc_ = op.loc;
+      origin_ = static_cast<int>(i);
       SG_TRY(differentiate(op, grads_[op.out[0]]));
     }
     for (size_t id = 0; id < g_.tensors.size(); ++id) {
@@ -52,6 +53,7 @@ class Differ {
   int emit(OpCode code, std::vector<int> in, Attrs attrs = {}) {
     std::vector<int> out;
     st_ = g_.add_op_to(&out_->ops, code, std::move(in), std::move(attrs), loc_, &out, sg::Role::grad);
+    if (st_.ok()) out_->ops.back().origin = origin_;
     if (requires_.size() < g_.tensors.size()) requires_.resize(g_.tensors.size(), false);
     return st_.ok() ? out[0] : -1;
   }
@@ -182,6 +184,7 @@ class Differ {
   std::vector<bool> requires_;
   std::map<int, int> grads_;
   Loc loc_;
+  int origin_ = -1;
   Status st_;
 };
 

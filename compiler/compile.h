@@ -4,7 +4,7 @@
 
 namespace sgrt::compiler {
 
-// autodiff + optimizer lowering -> programs -> memory plan.
+// autodiff + optimizer lowering -> programs -> precision and scale plan -> memory plan.
 Status compile(Graph& g);
 
 }  // namespace sgrt::compiler

@@ -33,6 +33,7 @@ struct ScaleSpec {
   int static_log2 = 0;
   int history_len = 0;
   int margin = 0;
+  int state_tensor = -1;  // where the runtime scale lives
   std::string rule;
 };
 
@@ -55,6 +56,7 @@ struct Op {
   std::vector<int> in, out;
   Attrs attrs;
   Loc loc;
+  int origin = -1;  // backward ops: index in Graph::forward of the op they differentiate
 };
 
 struct Program {
@@ -85,6 +87,8 @@ struct TrainConfig {
 
 struct Graph {
   std::string name, source, recipe = "fp32";
+  std::vector<std::string> keep;      // layers / params kept in high precision
+  bool plan_scales = true;            // false: plain per-tensor current amax everywhere
   std::vector<Tensor> tensors;
   std::vector<Op> forward;            // as the DSL built it
   std::vector<Program> programs;      // filled by build_programs()

@@ -1,5 +1,7 @@
 #include "optimizer.h"
 
+#include "sgrt/quant.h"
+
 namespace sgrt::compiler {
 namespace {
 
@@ -19,7 +21,7 @@ Status lower_optimizer(Graph& g, const Backward& bw, std::vector<Op>* ops) {
   const OptimizerConfig& o = g.optimizer;
   if (o.kind == sg::OptimizerKind::none) return Status::Invalid("no optimizer declared (sg.optimizer.sgd or sg.optimizer.adamw)");
   Loc loc{g.source, 0};
-  g.train_state = add_state(g, "train_state", {{2}, DType::i32}, loc);
+  g.train_state = add_state(g, "train_state", {{kTrainStateLen}, DType::i32}, loc);
   Attrs sched;
   sched.set_f("lr", o.lr).set_i("schedule", static_cast<int64_t>(o.schedule))
       .set_i("warmup", o.warmup_steps).set_f("min_lr_ratio", o.min_lr_ratio);
@@ -28,6 +30,12 @@ Status lower_optimizer(Graph& g, const Backward& bw, std::vector<Op>* ops) {
   g.lr = out[0];
   g.tensors[g.lr].name = "lr";
   g.tensors[g.lr].persistent = true;
+
+  // A step whose gradients hold a NaN or inf updates nothing (the kernels read
+  // the flag check_finite leaves in the train state).
+  std::vector<int> check{g.train_state};
+  for (auto [param, grad] : bw.param_grads) check.push_back(grad);
+  SG_TRY(g.add_inplace_op_to(ops, OpCode::CheckFinite, check, {}, loc, {g.train_state}));
 
   for (auto [param, grad] : bw.param_grads) {
     const Tensor& p = g.t(param);
@@ -41,7 +49,7 @@ Status lower_optimizer(Graph& g, const Backward& bw, std::vector<Op>* ops) {
     if (o.kind == sg::OptimizerKind::sgd) {
       int mom = add_state(g, pname + ".momentum", ptype, ploc);
       a.set_f("momentum", o.momentum);
-      SG_TRY(g.add_inplace_op_to(ops, OpCode::SgdUpdate, {param, grad, mom, g.lr}, a, ploc, {param, mom}));
+      SG_TRY(g.add_inplace_op_to(ops, OpCode::SgdUpdate, {param, grad, mom, g.lr, g.train_state}, a, ploc, {param, mom}));
     } else {
       int m = add_state(g, pname + ".adam_m", ptype, ploc);
       int v = add_state(g, pname + ".adam_v", ptype, ploc);

@@ -18,7 +18,7 @@ Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
   auto shape = b.CreateVector(t.type.shape);
   auto scale = sg::CreateScaleSpecDirect(b, t.scale.mode, t.scale.granularity, t.scale.block_size, sg::DType::e8m0,
                                          t.scale.static_log2, t.scale.history_len, t.scale.margin, sg::RescaleNorm::max,
-                                         false, -1, t.scale.rule.c_str());
+                                         false, t.scale.state_tensor, t.scale.rule.c_str());
   auto init = sg::CreateInit(b, t.init.kind, t.init.a, t.init.b, t.init.seed);
   auto loc = write_loc(b, t.loc);
   auto name = b.CreateString(t.name);

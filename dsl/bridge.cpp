@@ -267,8 +267,26 @@ int l_train(lua_State* L) {
   return 0;
 }
 
+// _sg.recipe(name, {keep = {names...}, plan = bool})
 int l_recipe(lua_State* L) {
-  state(L).g->recipe = luaL_checkstring(L, 1);
+  Graph& g = *state(L).g;
+  g.recipe = luaL_checkstring(L, 1);
+  if (lua_isnoneornil(L, 2)) return 0;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  g.plan_scales = field_bool(L, 2, "plan", true);
+  lua_getfield(L, 2, "keep");
+  if (lua_istable(L, -1)) {
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, -1, i);
+      if (!lua_isstring(L, -1)) raise_at(L, "sg.recipe: keep lists layer or parameter names");
+      g.keep.push_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  } else if (!lua_isnil(L, -1)) {
+    raise_at(L, "sg.recipe: keep must be a list of names");
+  }
+  lua_pop(L, 1);
   return 0;
 }
 

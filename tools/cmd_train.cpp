@@ -33,7 +33,7 @@ Status cmd_train(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2,
                     {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set"},
-                    {"--quiet"}, &a));
+                    {"--quiet", "--no-plan"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   TrainOptions opts;
   int64_t seed;
@@ -73,7 +73,7 @@ Status cmd_train(int argc, char** argv) {
 
 Status cmd_eval(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set"}, {}, &a));
+  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set"}, {"--no-plan"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
   if (!a.has("--checkpoint")) return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   std::unique_ptr<Session> s;

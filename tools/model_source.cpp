@@ -14,6 +14,7 @@ Status compile_script(const Args& args, const std::string& path, std::vector<uin
   compiler::Graph g;
   SG_TRY(dsl::load_script(path, opts, &g));
   if (args.has("--recipe")) g.recipe = args.get("--recipe");
+  if (args.has("--no-plan")) g.plan_scales = false;
   SG_TRY(compiler::compile(g).with_context(path));
   *bytes = compiler::serialize(g);
   return Status::Ok();
@@ -26,8 +27,8 @@ Status load_model(const Args& args, const std::string& path, std::shared_ptr<con
     SG_TRY(compile_script(args, path, &bytes));
     SG_TRY(Model::load_bytes(std::move(bytes), path, &m));
   } else {
-    if (args.has("--recipe") || !args.sets.empty())
-      return Status::Invalid(path + ": --recipe and --set apply when compiling a .lua script, not to a compiled .sg");
+    if (args.has("--recipe") || args.has("--no-plan") || !args.sets.empty())
+      return Status::Invalid(path + ": --recipe, --no-plan and --set apply when compiling a .lua script, not to a compiled .sg");
     SG_TRY(Model::load_file(path, &m));
   }
   *out = std::move(m);

@@ -139,7 +139,9 @@ function sg.loss(t) core.loss(t.id); return t end
 function sg.metric(name, t) core.metric(name, t.id); return t end
 function sg.output(name, t) core.output(name, t.id); return t end
 function sg.config(defaults) return core.config(defaults) end
-function sg.recipe(name) core.recipe(name) end
+-- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
+-- that stay in f32; plan = false turns the static scale planner off.
+function sg.recipe(name, opts) core.recipe(name, opts) end
 function sg.train(opts) core.train(opts or {}) end
 
 sg.schedule = {

@@ -39,5 +39,9 @@ Status k_classifier(const OpArgs& a);   // classifier.cpp: cross-entropy, its gr
 Status k_optimizer(const OpArgs& a);    // optimizer.cpp: lr schedule, SGD, AdamW, step counter
 Status k_matmul_f32(const OpArgs& a);   // matmul.cpp
 Status k_fill(const OpArgs& a);         // elementwise.cpp
+Status k_quantize(const OpArgs& a);     // quant_ops.cpp: scaled quantization with amax state
+Status k_qmatmul(const OpArgs& a);      // quant_ops.cpp: GEMM of quantized operands
+Status k_dge_grad(const OpArgs& a);     // fp4_ops.cpp: FP4 differentiable gradient estimator
+Status k_clamp_outliers(const OpArgs& a);  // fp4_ops.cpp: per-row quantile clamp and residual
 
 }  // namespace sgrt::cpu

@@ -1,6 +1,9 @@
-// Optimizer ops: learning-rate schedule, SGD with momentum, AdamW (PyTorch's
-// update order), and the step counter. train_state is i32[2] = {steps done, total}.
+// Optimizer ops: learning-rate schedule, non-finite gradient check, SGD with
+// momentum, AdamW (PyTorch's update order), and the step counter. The train
+// state's slots are in sgrt/quant.h; updates skip a step check_finite flagged.
 #include <cmath>
+
+#include "sgrt/quant.h"
 
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -28,13 +31,27 @@ Status k_optimizer(const OpArgs& a) {
   switch (a.code) {
     case OpCode::LrSchedule: {
       const int32_t* ts = a.in[0].i32();
-      a.out[0].f()[0] = scheduled_lr(at, ts[0], ts[1]);
+      a.out[0].f()[0] = scheduled_lr(at, ts[kStep], ts[kTotalSteps]);
       return Status::Ok();
     }
     case OpCode::StepIncrement:
-      a.out[0].i32()[0] += 1;
+      a.out[0].i32()[kStep] += 1;
       return Status::Ok();
+    case OpCode::CheckFinite: {
+      bool finite = true;
+      for (size_t k = 1; k < a.in.size() && finite; ++k) {
+        const float* g = a.in[k].f();
+        for (int64_t i = 0; i < a.in[k].n; ++i)
+          if (!std::isfinite(g[i])) { finite = false; break; }
+      }
+      int32_t* ts = a.out[0].i32();
+      ts[kSkipStep] = !finite;
+      ts[kNonfiniteRun] = finite ? 0 : ts[kNonfiniteRun] + 1;
+      ts[kNonfiniteTotal] += !finite;
+      return Status::Ok();
+    }
     case OpCode::SgdUpdate: {
+      if (a.in[4].i32()[kSkipStep]) return Status::Ok();
       float* p = a.in[0].f();
       const float* g = a.in[1].f();
       float* mom = a.in[2].f();
@@ -50,12 +67,13 @@ Status k_optimizer(const OpArgs& a) {
       return Status::Ok();
     }
     case OpCode::AdamwUpdate: {
+      if (a.in[5].i32()[kSkipStep]) return Status::Ok();
       float* p = a.in[0].f();
       const float* g = a.in[1].f();
       float* m = a.in[2].f();
       float* v = a.in[3].f();
       float lr = a.in[4].f()[0];
-      int64_t t = a.in[5].i32()[0] + 1;
+      int64_t t = a.in[5].i32()[kStep] + 1;
       float b1 = static_cast<float>(at.f("beta1")), b2 = static_cast<float>(at.f("beta2"));
       float eps = static_cast<float>(at.f("eps")), wd = static_cast<float>(at.f("weight_decay"));
       float bc1 = 1.f - std::pow(b1, static_cast<float>(t)), bc2 = 1.f - std::pow(b2, static_cast<float>(t));

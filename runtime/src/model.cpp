@@ -3,6 +3,7 @@
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
+#include "sgrt/quant.h"
 #include "sgrt/shape_infer.h"
 
 namespace sgrt {
@@ -159,8 +160,8 @@ Status Model::decode() {
   lr_ = r.lr_tensor();
   for (int id : {loss_, train_state_, lr_})
     if (id != -1 && !valid(id)) return Status::Invalid("loss, step or lr refers to an invalid tensor");
-  if (train_state_ >= 0 && !(tensors_[train_state_].type == TensorType{{2}, DType::i32}))
-    return Status::Invalid("the train state is not i32[2]");
+  if (train_state_ >= 0 && !(tensors_[train_state_].type == TensorType{{kTrainStateLen}, DType::i32}))
+    return Status::Invalid("the train state is not i32[" + std::to_string(kTrainStateLen) + "]");
   if (const sg::DataBinding* d = r.data(); d && d->fields())
     for (const sg::DataField* f : *d->fields())
       if (!valid(f->tensor())) return Status::Invalid("data field '" + f->field()->str() + "' has an invalid tensor");

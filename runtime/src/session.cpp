@@ -1,5 +1,6 @@
 #include "sgrt/session.h"
 
+#include "sgrt/quant.h"
 #include "sgrt/rng.h"
 
 namespace sgrt {
@@ -34,7 +35,8 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
     SG_TRY(write(static_cast<int>(id), v.data(), v.size() * sizeof(float)));
   }
   if (model_->train_state() >= 0) {
-    int32_t state[2] = {0, static_cast<int32_t>(total_steps)};
+    int32_t state[kTrainStateLen] = {};
+    state[kTotalSteps] = static_cast<int32_t>(total_steps);
     SG_TRY(write(model_->train_state(), state, sizeof state));
   }
   return Status::Ok();

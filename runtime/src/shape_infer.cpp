@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "sgrt/quant.h"
+
 namespace sgrt {
 namespace {
 
@@ -72,6 +74,31 @@ Status infer_classifier(OpCode code, const TensorType& logits, const TensorType&
   if (labels.dtype != DType::i32 || labels.shape != Shape{logits.shape[0]})
     return fail(code, "labels must be i32[" + std::to_string(logits.shape[0]) + "], got " + type_str(labels));
   *out = TensorType{{}, DType::f32};
+  return Status::Ok();
+}
+
+Status check_train_state(OpCode code, const TensorType& t) {
+  if (t.dtype != DType::i32 || t.shape != Shape{kTrainStateLen})
+    return fail(code, "train_state must be i32[" + std::to_string(kTrainStateLen) + "], got " + type_str(t));
+  return Status::Ok();
+}
+
+bool is_lowp(DType t) { return t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1 || t == DType::f16 || t == DType::bf16; }
+
+Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  if (ins[0].dtype != DType::f32 || ins[0].shape.empty()) return fail(code, "expects an f32 tensor of rank >= 1, got " + type_str(ins[0]));
+  if (ins[1].dtype != DType::f32 || ins[1].shape.size() != 1 || ins[1].shape[0] < kStateHeader)
+    return fail(code, "state must be f32[>= 4], got " + type_str(ins[1]));
+  int64_t dt = attrs.i("dtype"), g = attrs.i("granularity");
+  if (dt < 0 || dt >= kNumDTypes || !is_lowp(static_cast<DType>(dt))) return fail(code, "invalid target dtype");
+  if (g < 0 || g > static_cast<int64_t>(QuantGranularity::nvfp4)) return fail(code, "invalid granularity");
+  if (g == static_cast<int64_t>(QuantGranularity::nvfp4) && dt != static_cast<int64_t>(DType::e2m1))
+    return fail(code, "nvfp4 granularity needs e2m1");
+  int64_t hist = attrs.i("history");
+  if (hist < 0 || ins[1].shape[0] != kStateHeader + hist) return fail(code, "state size does not match the amax history length");
+  (*outs)[0] = TensorType{ins[0].shape, static_cast<DType>(dt)};
+  (*outs)[1] = quant_scale_type(static_cast<QuantGranularity>(g), ins[0].shape);
+  (*outs)[2] = ins[1];
   return Status::Ok();
 }
 
@@ -164,20 +191,48 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       return Status::Ok();
     }
     case OpCode::LrSchedule:
-      if (ins[0].dtype != DType::i32 || ins[0].shape != Shape{2})
-        return fail(code, "train_state must be i32[2], got " + type_str(ins[0]));
+      SG_TRY(check_train_state(code, ins[0]));
       out = TensorType{{}, DType::f32};
       return Status::Ok();
     case OpCode::StepIncrement:
-      if (ins[0].dtype != DType::i32 || ins[0].shape != Shape{2})
-        return fail(code, "train_state must be i32[2], got " + type_str(ins[0]));
+      SG_TRY(check_train_state(code, ins[0]));
       out = ins[0];
       return Status::Ok();
+    case OpCode::CheckFinite:
+      if (ins.empty()) return fail(code, "needs the train state");
+      SG_TRY(check_train_state(code, ins[0]));
+      for (size_t i = 1; i < ins.size(); ++i) SG_TRY(expect_float(code, ins, i));
+      out = ins[0];
+      return Status::Ok();
+    case OpCode::Quantize: return infer_quantize(code, ins, attrs, outs);
+    case OpCode::QMatMul: {
+      for (int i : {0, 3})
+        if (ins[i].dtype == DType::i32) return fail(code, "operand " + type_str(ins[i]) + " is not a float type");
+      for (int i : {2, 5})
+        if (ins[i].dtype != DType::f32 || ins[i].shape.size() != 1 || ins[i].shape[0] < kStateHeader)
+          return fail(code, "quantization state must be f32[>= 4], got " + type_str(ins[i]));
+      return infer_matmul(code, ins[0], ins[3], attrs, &out);
+    }
+    case OpCode::DgeGrad:
+      SG_TRY(same_shapes(code, ins[0], ins[1]));
+      if (ins[1].shape.size() != 2 || ins[2].dtype != DType::i32 || ins[2].shape != Shape{ins[1].shape[1]})
+        return fail(code, "expects dW and W [out, in] and i32[in] column exponents, got " + type_str(ins[1]) + ", " + type_str(ins[2]));
+      out = ins[0];
+      return Status::Ok();
+    case OpCode::ClampOutliers: {
+      SG_TRY(expect_float(code, ins, 0));
+      double alpha = attrs.f("alpha");
+      if (!(alpha > 0.5 && alpha < 1.0)) return fail(code, "alpha must lie in (0.5, 1)");
+      (*outs)[0] = ins[0];
+      (*outs)[1] = ins[0];
+      return Status::Ok();
+    }
     case OpCode::SgdUpdate: case OpCode::AdamwUpdate: {
-      // (param, grad, state..., lr[, train_state]): param, grad and state agree.
+      // (param, grad, state..., lr, train_state): param, grad and state agree.
       int nstate = code == OpCode::SgdUpdate ? 1 : 2;
       for (int i = 1; i <= nstate + 1; ++i) SG_TRY(same_shapes(code, ins[0], ins[i]));
       if (!ins[nstate + 2].shape.empty()) return fail(code, "lr must be a scalar, got " + type_str(ins[nstate + 2]));
+      SG_TRY(check_train_state(code, ins[nstate + 3]));
       (*outs)[0] = ins[0];
       for (int i = 0; i < nstate; ++i) (*outs)[1 + i] = ins[2 + i];
       return Status::Ok();

@@ -1,0 +1,306 @@
+#include "precision.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "cpu/quantize.h"
+#include "recipes.h"
+#include "scalify.h"
+#include "sgrt/shape_infer.h"
+
+namespace sgrt::compiler {
+namespace {
+
+sg::Granularity schema_granularity(QuantGranularity g) {
+  switch (g) {
+    case QuantGranularity::tensor: return sg::Granularity::tensor;
+    case QuantGranularity::row: return sg::Granularity::row;
+    case QuantGranularity::column: return sg::Granularity::column;
+    case QuantGranularity::mx: case QuantGranularity::nvfp4: return sg::Granularity::block;
+  }
+  return sg::Granularity::tensor;
+}
+
+struct Quantized { int q, scale, state; };
+
+class Rewriter {
+ public:
+  Rewriter(Graph& g, const Recipe& r) : g_(g), r_(r), info_(propagate_scales(g)) {}
+
+  Status run() {
+    SG_TRY(choose_kept());
+    for (Program& p : g_.programs) {
+      update_ = p.name == "train_step";
+      emitted_.clear();
+      std::vector<Op> out;
+      for (const Op& op : p.ops) {
+        if (op.code != OpCode::MatMul || kept_.count(forward_index(op))) out.push_back(op);
+        else SG_TRY(rewrite_matmul(op, &out));
+      }
+      if (update_ && r_.fp4_dge) SG_TRY(apply_dge(&out));
+      p.ops = std::move(out);
+    }
+    annotate_unquantized();
+    return Status::Ok();
+  }
+
+ private:
+  int forward_index(const Op& op) const {
+    if (op.origin >= 0) return op.origin;
+    for (size_t i = 0; i < g_.forward.size(); ++i)
+      if (g_.forward[i].out == op.out) return static_cast<int>(i);
+    return -1;
+  }
+
+  // Matmuls named by `keep` (a param name or its layer prefix) and, for recipes
+  // that ask, the last forward matmul stay in f32.
+  Status choose_kept() {
+    int last = -1;
+    std::set<std::string> used;
+    for (size_t i = 0; i < g_.forward.size(); ++i) {
+      const Op& op = g_.forward[i];
+      if (op.code != OpCode::MatMul) continue;
+      last = static_cast<int>(i);
+      for (int in : op.in) {
+        const std::string& n = g_.t(in).name;
+        for (const std::string& k : g_.keep)
+          if (n == k || n.rfind(k + ".", 0) == 0) {
+            kept_.insert(static_cast<int>(i));
+            used.insert(k);
+          }
+      }
+    }
+    for (const std::string& k : g_.keep)
+      if (!used.count(k)) return Status::Invalid("precision override '" + k + "' names no matmul layer or parameter");
+    if (r_.keep_last_layer && last >= 0) kept_.insert(last);
+    return Status::Ok();
+  }
+
+  Tensor& make_tensor(const std::string& name, TensorType type, sg::Role role, bool persistent, const Loc& loc, int* id) {
+    Tensor t;
+    t.name = name;
+    t.type = std::move(type);
+    t.role = role;
+    t.persistent = persistent;
+    t.loc = loc;
+    *id = g_.add_tensor(std::move(t));
+    return g_.tensors[*id];
+  }
+
+  // The scale source for src in format f: compile time where Scalify proves a
+  // bound (and the planner is on), otherwise the recipe's runtime source.
+  void choose_scale(int src, const OperandFormat& f, Attrs* a, ScaleSpec* spec) {
+    const ScaleInfo& si = info_[src];
+    double fmt_max = cpu::format_max(f.dtype);
+    int predicted = static_cast<int>(std::lround(-std::log2(si.scale)));
+    spec->granularity = schema_granularity(f.granularity);
+    spec->static_log2 = predicted;
+    bool per_tensor = f.granularity == QuantGranularity::tensor;
+    if (f.dtype == DType::bf16 || f.dtype == DType::f16) {
+      a->set_i("mode", static_cast<int64_t>(QuantMode::static_pow2)).set_i("static_log2", 0);
+      spec->mode = sg::ScaleMode::static_pow2;
+      spec->static_log2 = 0;
+      spec->rule = "16-bit float: no scaling needed";
+    } else if (g_.plan_scales && per_tensor && si.bound > 0) {
+      int e = static_cast<int>(std::floor(std::log2(fmt_max / si.bound)));
+      a->set_i("mode", static_cast<int64_t>(QuantMode::static_pow2)).set_i("static_log2", e);
+      spec->mode = sg::ScaleMode::static_pow2;
+      spec->static_log2 = e;
+      spec->rule = "static: |x| <= " + std::to_string(si.bound) + " (" + si.rule + ")";
+    } else if (f.granularity == QuantGranularity::mx || f.granularity == QuantGranularity::nvfp4) {
+      a->set_i("mode", static_cast<int64_t>(QuantMode::block));
+      spec->mode = sg::ScaleMode::block;
+      spec->block_size = f.granularity == QuantGranularity::mx ? 32 : 16;
+      spec->rule = "block amax; Scalify estimate " + si.rule;
+    } else if (f.history > 0) {
+      a->set_i("mode", static_cast<int64_t>(QuantMode::delayed_amax));
+      spec->mode = sg::ScaleMode::delayed_amax;
+      spec->history_len = f.history;
+      spec->rule = "delayed amax over " + std::to_string(f.history) + " steps; Scalify estimate " + si.rule;
+    } else {
+      a->set_i("mode", static_cast<int64_t>(QuantMode::current_amax));
+      spec->mode = sg::ScaleMode::current_amax;
+      spec->rule = "current amax; Scalify estimate " + si.rule;
+    }
+  }
+
+  // quantize(src) in format f, emitted once per program and shared across
+  // programs (the scale state persists; q is planned like any activation).
+  Status quantize(int src, OperandFormat f, std::vector<Op>* out, Quantized* res) {
+    if (!g_.plan_scales && f.dtype != DType::bf16) f = {f.dtype, QuantGranularity::tensor, 0};
+    auto key = std::make_tuple(src, static_cast<int>(f.dtype), static_cast<int>(f.granularity), f.history);
+    const Tensor& s = g_.t(src);
+    Attrs a;
+    a.set_i("dtype", static_cast<int64_t>(f.dtype)).set_i("granularity", static_cast<int64_t>(f.granularity))
+        .set_i("history", f.history).set_i("update", update_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      std::string base = s.name + "." + dtype_name(f.dtype);
+      std::vector<TensorType> types;
+      SG_TRY(infer_types(OpCode::Quantize, {s.type, TensorType{{kStateHeader + f.history}, DType::f32}}, a, &types)
+                 .with_context(s.loc.str()));
+      Quantized q;
+      ScaleSpec spec;
+      Attrs mode;
+      choose_scale(src, f, &mode, &spec);
+      Loc loc = s.loc;
+      make_tensor(base, types[0], s.role == sg::Role::grad ? sg::Role::grad : sg::Role::activation, false, loc, &q.q);
+      make_tensor(base + ".scale", types[1], sg::Role::scale_state, true, loc, &q.scale);
+      make_tensor(base + ".qstate", types[2], sg::Role::scale_state, true, loc, &q.state);
+      spec.state_tensor = q.scale;
+      g_.tensors[q.q].scale = spec;
+      it = cache_.emplace(key, std::make_pair(q, mode)).first;
+    }
+    const auto& [q, mode] = it->second;
+    for (const Attr& m : mode.all()) a.set_i(m.name, m.i);
+    if (emitted_.insert(q.q).second)
+      SG_TRY(g_.add_inplace_op_to(out, OpCode::Quantize, {src, q.state}, a, s.loc, {q.q, q.scale, q.state}));
+    *res = q;
+    return Status::Ok();
+  }
+
+  // A tensor the rewrite made (clamped, transposed) carries its source's estimate.
+  void inherit(int id, int from) {
+    if (info_.size() <= static_cast<size_t>(id)) info_.resize(id + 1);
+    info_[id] = info_[from];
+  }
+
+  // Block scales run along a row of the stored matrix: if the contracting
+  // dimension is the other one, hand the GEMM a transposed copy.
+  Status k_major(int* src, bool* trans, bool is_b, std::vector<Op>* out, const Loc& loc) {
+    bool rows_are_k = is_b ? !*trans : *trans;
+    if (!rows_are_k) return Status::Ok();
+    Status st;
+    const Shape& s = g_.t(*src).type.shape;
+    std::vector<int> res;
+    int x = *src;
+    if (s.size() != 2) {
+      Attrs r;
+      r.set_ints("shape", {numel(s) / s.back(), s.back()});
+      SG_TRY(g_.add_op_to(out, OpCode::Reshape, {x}, r, loc, &res, g_.t(x).role));
+      inherit(res[0], x);
+      x = res[0];
+    }
+    Attrs t;
+    t.set_ints("perm", {1, 0});
+    SG_TRY(g_.add_op_to(out, OpCode::Transpose, {x}, t, loc, &res, g_.t(x).role));
+    inherit(res[0], x);
+    *src = res[0];
+    *trans = !*trans;
+    return Status::Ok();
+  }
+
+  Status rewrite_matmul(const Op& op, std::vector<Op>* out) {
+    bool forward = op.origin < 0;
+    bool trans[2] = {op.attrs.i("trans_a") != 0, op.attrs.i("trans_b") != 0};
+    int src[2] = {op.in[0], op.in[1]};
+    OperandFormat fmt[2];
+    for (int i = 0; i < 2; ++i) {
+      const Tensor& t = g_.t(src[i]);
+      bool is_param = t.role == sg::Role::param;
+      fmt[i] = forward ? (is_param ? r_.weight : r_.activation) : (t.role == sg::Role::grad ? r_.grad : r_.saved);
+    }
+    // FP4 outlier clamping: the activation operand is clamped before quantizing
+    // and the residual goes through an f32 matmul with the other operand.
+    int residual = -1, act = -1;
+    if (forward && r_.clamp_alpha > 0) {
+      for (int i = 0; i < 2; ++i)
+        if (g_.t(src[i]).role != sg::Role::param) act = i;
+      if (act >= 0) {
+        Attrs c;
+        c.set_f("alpha", r_.clamp_alpha);
+        std::vector<int> res;
+        SG_TRY(g_.add_op_to(out, OpCode::ClampOutliers, {src[act]}, c, op.loc, &res, sg::Role::activation));
+        g_.tensors[res[0]].name = g_.t(src[act]).name + ".clamped";
+        g_.tensors[res[1]].name = g_.t(src[act]).name + ".outliers";
+        residual = res[1];
+        inherit(res[0], src[act]);
+        src[act] = res[0];
+      }
+    }
+    Quantized q[2];
+    int qsrc[2] = {src[0], src[1]};
+    bool qtrans[2] = {trans[0], trans[1]};
+    for (int i = 0; i < 2; ++i) {
+      QuantGranularity gr = g_.plan_scales ? fmt[i].granularity : QuantGranularity::tensor;
+      if (gr == QuantGranularity::mx || gr == QuantGranularity::nvfp4) SG_TRY(k_major(&qsrc[i], &qtrans[i], i == 1, out, op.loc));
+      SG_TRY(quantize(qsrc[i], fmt[i], out, &q[i]));
+    }
+    Attrs mm;
+    mm.set_i("trans_a", qtrans[0]).set_i("trans_b", qtrans[1]);
+    mm.set_i("a_granularity", g_.plan_scales ? static_cast<int64_t>(fmt[0].granularity) : 0);
+    mm.set_i("b_granularity", g_.plan_scales ? static_cast<int64_t>(fmt[1].granularity) : 0);
+    if (fmt[0].dtype == DType::bf16) mm.set_i("a_granularity", 0).set_i("b_granularity", 0);
+    std::vector<int> in{q[0].q, q[0].scale, q[0].state, q[1].q, q[1].scale, q[1].state};
+    if (residual < 0) return g_.add_inplace_op_to(out, OpCode::QMatMul, in, mm, op.loc, op.out);
+    std::vector<int> main, comp, sum;
+    SG_TRY(g_.add_op_to(out, OpCode::QMatMul, in, mm, op.loc, &main, sg::Role::activation));
+    std::vector<int> cin{op.in[0], op.in[1]};
+    cin[act] = residual;
+    SG_TRY(g_.add_op_to(out, OpCode::MatMul, cin, op.attrs, op.loc, &comp, sg::Role::activation));
+    return g_.add_inplace_op_to(out, OpCode::Add, {main[0], comp[0]}, {}, op.loc, op.out);
+  }
+
+  // FP4: each quantized weight's gradient is multiplied by the DGE derivative
+  // right after it is complete; later ops (clipping, updates) read the result.
+  Status apply_dge(std::vector<Op>* ops) {
+    for (auto& [key, entry] : cache_) {
+      auto [src, dtype, gran, hist] = key;
+      if (static_cast<DType>(dtype) != DType::e2m1 || static_cast<QuantGranularity>(gran) != QuantGranularity::column ||
+          g_.t(src).role != sg::Role::param)
+        continue;
+      int grad = -1;
+      for (size_t id = 0; id < g_.tensors.size(); ++id)
+        if (g_.tensors[id].grad_of == src) grad = static_cast<int>(id);
+      if (grad < 0) continue;
+      size_t last_write = 0;
+      for (size_t i = 0; i < ops->size(); ++i)
+        for (int o : (*ops)[i].out) if (o == grad) last_write = i;
+      std::vector<Op> tail(ops->begin() + last_write + 1, ops->end());
+      ops->resize(last_write + 1);
+      std::vector<int> res;
+      SG_TRY(g_.add_op_to(ops, OpCode::DgeGrad, {grad, src, entry.first.scale}, {}, g_.t(src).loc, &res, sg::Role::grad));
+      g_.tensors[res[0]].name = g_.t(grad).name + ".dge";
+      for (Op& op : tail)
+        for (int& in : op.in) if (in == grad) in = res[0];
+      ops->insert(ops->end(), tail.begin(), tail.end());
+    }
+    return Status::Ok();
+  }
+
+  // Tensors left in f32 still show their Scalify estimate in `sgrt info`.
+  void annotate_unquantized() {
+    for (size_t id = 0; id < info_.size(); ++id) {
+      ScaleSpec& s = g_.tensors[id].scale;
+      if (s.mode != sg::ScaleMode::none || info_[id].rule.empty()) continue;
+      s.static_log2 = static_cast<int>(std::lround(-std::log2(info_[id].scale)));
+      s.rule = "f32; Scalify estimate " + info_[id].rule;
+    }
+  }
+
+  Graph& g_;
+  const Recipe& r_;
+  std::vector<ScaleInfo> info_;
+  std::set<int> kept_;
+  bool update_ = false;
+  std::set<int> emitted_;
+  std::map<std::tuple<int, int, int, int>, std::pair<Quantized, Attrs>> cache_;
+};
+
+}  // namespace
+
+Status apply_precision(Graph& g) {
+  Recipe r;
+  SG_TRY(find_recipe(g.recipe, &r));
+  if (!r.low_precision) {
+    for (const std::string& k : g.keep)
+      if (g.find_tensor(k) < 0 && g.find_tensor(k + ".w") < 0)
+        return Status::Invalid("precision override '" + k + "' names no matmul layer or parameter");
+    return Status::Ok();
+  }
+  return Rewriter(g, r).run();
+}
+
+}  // namespace sgrt::compiler

@@ -1,0 +1,73 @@
+#include "recipes.h"
+
+namespace sgrt::compiler {
+namespace {
+
+using G = QuantGranularity;
+constexpr OperandFormat kE4M3{DType::e4m3, G::tensor, 0};
+constexpr OperandFormat kE5M2{DType::e5m2, G::tensor, 0};
+
+std::vector<Recipe> make_recipes() {
+  std::vector<Recipe> r;
+  r.push_back(Recipe{"fp32"});
+
+  Recipe bf16{"bf16", true};
+  bf16.activation = bf16.weight = bf16.saved = bf16.grad = {DType::bf16, G::tensor, 0};
+  r.push_back(bf16);
+
+  // FP8-AMAX: E4M3 forward, E5M2 gradients, per-tensor scales from this step's amax.
+  Recipe fp8{"fp8", true, kE4M3, kE4M3, kE4M3, kE5M2};
+  r.push_back(fp8);
+
+  // Transformer Engine / MS-AMP delayed scaling: activations and gradients from a
+  // 16-step amax history; weights change every step, so they use their own amax.
+  Recipe delayed = fp8;
+  delayed.name = "fp8-delayed";
+  delayed.activation.history = delayed.saved.history = delayed.grad.history = 16;
+  r.push_back(delayed);
+
+  // MXFP8: 32-element blocks along the contracting dimension, E8M0 scales.
+  Recipe mx{"mxfp8", true, {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0},
+            {DType::e5m2, G::mx, 0}};
+  r.push_back(mx);
+
+  // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
+  // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
+  Recipe fp4{"fp4", true, {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2};
+  fp4.fp4_dge = true;
+  fp4.clamp_alpha = 0.99;
+  fp4.keep_last_layer = true;
+  r.push_back(fp4);
+
+  // NVFP4: 16-element E2M1 blocks with E4M3 block scales and an FP32 tensor scale.
+  Recipe nv{"nvfp4", true, {DType::e2m1, G::nvfp4, 0}, {DType::e2m1, G::nvfp4, 0}, kE4M3, kE5M2};
+  nv.keep_last_layer = true;
+  r.push_back(nv);
+  return r;
+}
+
+const std::vector<Recipe>& recipes() {
+  static const std::vector<Recipe> r = make_recipes();
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::string> recipe_names() {
+  std::vector<std::string> n;
+  for (const Recipe& r : recipes()) n.push_back(r.name);
+  return n;
+}
+
+Status find_recipe(const std::string& name, Recipe* out) {
+  for (const Recipe& r : recipes())
+    if (r.name == name) {
+      *out = r;
+      return Status::Ok();
+    }
+  std::string avail;
+  for (const std::string& n : recipe_names()) avail += (avail.empty() ? "" : ", ") + n;
+  return Status::Invalid("unknown recipe '" + name + "' (available: " + avail + ")");
+}
+
+}  // namespace sgrt::compiler

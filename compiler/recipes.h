@@ -1,0 +1,33 @@
+// Precision recipes: which format and which scale source each GEMM operand
+// gets (docs/recipes.md says what each guarantees).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sgrt/dtype.h"
+#include "sgrt/quant.h"
+#include "sgrt/status.h"
+
+namespace sgrt::compiler {
+
+struct OperandFormat {
+  DType dtype = DType::f32;
+  QuantGranularity granularity = QuantGranularity::tensor;
+  int history = 0;  // > 0: delayed scaling over this many steps
+};
+
+struct Recipe {
+  std::string name;
+  bool low_precision = false;  // false: every matmul stays f32
+  OperandFormat activation, weight;       // forward GEMM operands
+  OperandFormat saved, grad;              // backward GEMMs: saved operands, incoming gradients
+  bool fp4_dge = false;                   // weight gradients through the DGE derivative
+  double clamp_alpha = 0;                 // > 0: activation outlier clamping with compensation
+  bool keep_last_layer = false;           // the last forward matmul (the head) stays f32
+  bool scales_static_when_bounded = true; // bounded tensors get compile-time scales
+};
+
+Status find_recipe(const std::string& name, Recipe* out);
+std::vector<std::string> recipe_names();
+
+}  // namespace sgrt::compiler

@@ -1,0 +1,139 @@
+#include "scalify.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sgrt::compiler {
+
+double pow2_floor(double x) { return x > 0 ? std::exp2(std::floor(std::log2(x))) : 0.0; }
+
+double add_scale(double sa, double sb) {
+  double hi = std::max(sa, sb), lo = std::min(sa, sb);
+  return pow2_floor(hi * std::sqrt(1.0 + (lo / hi) * (lo / hi)));
+}
+
+double matmul_scale(double sa, double sb, int64_t k) { return sa * sb * pow2_floor(std::sqrt(static_cast<double>(k))); }
+
+double reduce_sum_scale(double sa, int64_t n) { return sa * pow2_floor(std::sqrt(static_cast<double>(n))); }
+
+double rescale_factor(const std::vector<float>& data, RescaleNorm norm) {
+  double acc = 0;
+  for (float v : data) {
+    double a = std::fabs(v);
+    if (norm == RescaleNorm::max) acc = std::max(acc, a);
+    else acc += norm == RescaleNorm::l1 ? a : a * a;
+  }
+  double n = static_cast<double>(data.size());
+  if (norm == RescaleNorm::l1) acc /= n;
+  if (norm == RescaleNorm::l2) acc = std::sqrt(acc / n);
+  return std::max(pow2_floor(acc), std::exp2(-14.0));
+}
+
+namespace {
+
+std::string p2(double s) { return "2^" + std::to_string(static_cast<int>(std::lround(std::log2(s)))); }
+
+// A parameter's initial standard deviation, the scale Scalify starts it at.
+double init_scale(const Tensor& t) {
+  switch (t.init.kind) {
+    case sg::InitKind::uniform: return pow2_floor(std::max(1e-30, (t.init.b - t.init.a) / std::sqrt(12.0)));
+    case sg::InitKind::normal: return pow2_floor(std::max(1e-30, static_cast<double>(t.init.b)));
+    default: return 1.0;
+  }
+}
+
+class Propagator {
+ public:
+  explicit Propagator(const Graph& g) : g_(g), info_(g.tensors.size()) {}
+
+  std::vector<ScaleInfo> run() {
+    for (size_t id = 0; id < g_.tensors.size(); ++id) seed(static_cast<int>(id));
+    for (const Program& p : g_.programs)
+      for (const Op& op : p.ops) visit(op);
+    return std::move(info_);
+  }
+
+ private:
+  void seed(int id) {
+    const Tensor& t = g_.tensors[id];
+    ScaleInfo& s = info_[id];
+    if (t.role == sg::Role::param) {
+      s = {init_scale(t), -1, "param init std"};
+    } else if (t.role == sg::Role::input) {
+      s = {1.0, -1, "input, unit scale assumed"};
+      for (auto& [field, tid] : g_.data.fields)
+        if (tid == id && g_.data.dataset == "fashion_mnist" && field == "image") s = {1.0, 1.0, "data in [0, 1]"};
+    }
+  }
+
+  void set(int id, double scale, double bound, std::string rule) { info_[id] = {scale, bound, std::move(rule)}; }
+
+  void visit(const Op& op) {
+    auto in = [&](size_t i) -> const ScaleInfo& { return info_[op.in[i]]; };
+    auto bounded = [&](size_t i) { return in(i).bound >= 0; };
+    int y = op.out.empty() ? -1 : op.out[0];
+    std::string name(op_info(op.code).name);
+    switch (op.code) {
+      case OpCode::Add: case OpCode::Sub: {
+        double s = add_scale(in(0).scale, in(1).scale);
+        set(y, s, bounded(0) && bounded(1) ? in(0).bound + in(1).bound : -1, name + ": P(max sqrt(1 + (min/max)^2)) = " + p2(s));
+        break;
+      }
+      case OpCode::Mul:
+        set(y, in(0).scale * in(1).scale, bounded(0) && bounded(1) ? in(0).bound * in(1).bound : -1, "mul: sa sb");
+        break;
+      case OpCode::Div: set(y, in(0).scale / in(1).scale, -1, "div: sa / sb"); break;
+      case OpCode::MatMul: {
+        const Shape& a = g_.t(op.in[0]).type.shape;
+        int64_t k = op.attrs.i("trans_a") ? numel(a) / a.back() : a.back();
+        double s = matmul_scale(in(0).scale, in(1).scale, k);
+        set(y, s, -1, "matmul: sa sb P(sqrt(" + std::to_string(k) + ")) = " + p2(s));
+        break;
+      }
+      case OpCode::ReduceSum: case OpCode::SumTo: {
+        int64_t n = numel(g_.t(op.in[0]).type.shape) / std::max<int64_t>(1, numel(g_.t(y).type.shape));
+        double s = reduce_sum_scale(in(0).scale, n);
+        set(y, s, bounded(0) ? in(0).bound * static_cast<double>(n) : -1, name + ": sa P(sqrt(" + std::to_string(n) + "))");
+        break;
+      }
+      case OpCode::Scale: {
+        double a = std::fabs(op.attrs.f("alpha"));
+        set(y, pow2_floor(in(0).scale * a), bounded(0) ? in(0).bound * a : -1, "scale: sa |alpha|");
+        break;
+      }
+      case OpCode::ReduceMean: case OpCode::ReduceMax: case OpCode::Reshape: case OpCode::Transpose:
+      case OpCode::BroadcastTo: case OpCode::Neg: case OpCode::Relu: case OpCode::ReluGrad:
+        set(y, in(op.code == OpCode::ReluGrad ? 1 : 0).scale, in(op.code == OpCode::ReluGrad ? 1 : 0).bound, name + ": scale unchanged");
+        break;
+      case OpCode::Gelu:
+        set(y, in(0).scale, bounded(0) ? in(0).bound : -1, "gelu: |gelu(x)| <= |x|");
+        break;
+      case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Softmax:
+        set(y, 1.0, 1.0, name + ": output in [-1, 1]");
+        break;
+      case OpCode::Fill:
+        set(y, pow2_floor(std::max(1e-30, std::fabs(op.attrs.f("value")))), std::fabs(op.attrs.f("value")), "fill");
+        break;
+      case OpCode::SoftmaxXentGrad: {
+        // (softmax - onehot) / N * dloss: each entry within |dloss| / N.
+        double n = static_cast<double>(g_.t(op.in[0]).type.shape[0]);
+        double b = bounded(2) ? in(2).bound / n : -1;
+        set(y, pow2_floor(in(2).scale / n), b, "cross-entropy grad: |dloss| / N");
+        break;
+      }
+      default:
+        for (int o : op.out)
+          if (info_[o].rule.empty()) set(o, 1.0, -1, name + ": unscaled in FP32, output scale 1");
+        break;
+    }
+  }
+
+  const Graph& g_;
+  std::vector<ScaleInfo> info_;
+};
+
+}  // namespace
+
+std::vector<ScaleInfo> propagate_scales(const Graph& g) { return Propagator(g).run(); }
+
+}  // namespace sgrt::compiler

@@ -1,0 +1,133 @@
+// quantize and qmatmul: the CPU kernels of the low-precision recipes, on top of
+// cpu/quantize.h and cpu/gemm.h. Conventions (granularity, state slots) are in
+// sgrt/quant.h.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/gemm.h"
+#include "cpu/op_args.h"
+#include "cpu/quantize.h"
+#include "sgrt/quant.h"
+
+namespace sgrt::cpu {
+namespace {
+
+// Delayed scaling: the exponent from the history's max, or -1 state while the
+// history is not yet full (just-in-time scaling until it is).
+bool history_exponent(const float* state, int64_t hist, const QuantParams& p, int32_t prev, int32_t* e) {
+  if (hist == 0 || state[kStateHistoryPos] < static_cast<float>(hist)) return false;
+  float amax = 0;
+  for (int64_t i = 0; i < hist; ++i) amax = std::max(amax, state[kStateHeader + i]);
+  bool kept = false;
+  *e = scale_exponent(amax, format_max(p.fmt), p.margin, prev, &kept);
+  return true;
+}
+
+}  // namespace
+
+Status k_quantize(const OpArgs& a) {
+  const Attrs& at = *a.attrs;
+  const float* x = a.in[0].f();
+  float* state = a.out[2].f();
+  const Shape& xs = a.in[0].shape();
+  int64_t cols = xs.back(), rows = a.in[0].n / cols;
+  QuantParams p;
+  p.fmt = static_cast<DType>(at.i("dtype"));
+  p.margin = static_cast<int>(at.i("margin"));
+  auto g = static_cast<QuantGranularity>(at.i("granularity"));
+  auto mode = static_cast<QuantMode>(at.i("mode"));
+  bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
+  int64_t hist = at.i("history");
+  void* q = a.out[0].data;
+  QuantStats st;
+  switch (g) {
+    case QuantGranularity::mx:
+      st = quantize_mx(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data));
+      break;
+    case QuantGranularity::nvfp4: {
+      float ts = state[kStateTensorScale];
+      st = quantize_nvfp4(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &ts);
+      if (update) state[kStateTensorScale] = ts;
+      break;
+    }
+    default: {
+      QuantAxis axis = g == QuantGranularity::row ? QuantAxis::row
+                       : g == QuantGranularity::column ? QuantAxis::col : QuantAxis::tensor;
+      int32_t* exps = a.out[1].i32();
+      bool current = true;
+      if (mode == QuantMode::static_pow2) {
+        exps[0] = static_cast<int32_t>(at.i("static_log2"));
+        current = false;
+      } else if (mode == QuantMode::delayed_amax) {
+        int32_t e;
+        if (history_exponent(state, hist, p, exps[0], &e)) {
+          exps[0] = e;
+          current = false;
+        }
+      }
+      st = quantize(x, rows, cols, axis, p, current, q, exps);
+      break;
+    }
+  }
+  if (st.error) return Status::Runtime(std::string("quantize: ") + st.error);
+  if (!update) return Status::Ok();
+  state[kStateSaturated] += static_cast<float>(st.saturated);
+  state[kStateKept] += static_cast<float>(st.kept_scales);
+  if (hist > 0 && std::isfinite(st.amax)) {
+    int64_t pos = static_cast<int64_t>(state[kStateHistoryPos]);
+    state[kStateHeader + pos % hist] = st.amax;
+    state[kStateHistoryPos] = static_cast<float>(pos + 1);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Describes operand `which` (0: A, 1: B) of a qmatmul for the GEMM. Its stored
+// matrix is the 2-D view [rows, cols]; "outer" is M for A and N for B.
+Status operand(const OpArgs& a, int which, GemmOperand* o) {
+  const TensorArg& data = a.in[which * 3];
+  const TensorArg& scale = a.in[which * 3 + 1];
+  const float* state = a.in[which * 3 + 2].f();
+  bool trans = a.attrs->i(which == 0 ? "trans_a" : "trans_b");
+  auto g = static_cast<QuantGranularity>(a.attrs->i(which == 0 ? "a_granularity" : "b_granularity"));
+  int64_t cols = data.shape().back();
+  // Is the stored row index the outer one? A untransposed: yes; B transposed: yes.
+  bool rows_outer = which == 0 ? !trans : trans;
+  o->data = data.data;
+  o->dtype = data.type->dtype;
+  o->trans = trans;
+  o->ld = cols;
+  o->scale = scale.data;
+  o->scale_dtype = scale.type->dtype;
+  switch (g) {
+    case QuantGranularity::tensor: o->scale_mode = ScaleMode::tensor; break;
+    case QuantGranularity::row: o->scale_mode = rows_outer ? ScaleMode::outer : ScaleMode::inner; break;
+    case QuantGranularity::column: o->scale_mode = rows_outer ? ScaleMode::inner : ScaleMode::outer; break;
+    case QuantGranularity::mx: case QuantGranularity::nvfp4:
+      if (!rows_outer) return Status::Runtime("qmatmul: block scales must run along the contracting dimension");
+      o->scale_mode = ScaleMode::block;
+      o->block = g == QuantGranularity::mx ? kMxBlock : kNvfp4Block;
+      o->scale_ld = scale.shape().back();
+      if (g == QuantGranularity::nvfp4) o->tensor_scale = state[kStateTensorScale];
+      break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status k_qmatmul(const OpArgs& a) {
+  GemmOperand A, B;
+  SG_TRY(operand(a, 0, &A));
+  SG_TRY(operand(a, 1, &B));
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[3].shape();
+  int64_t ar = a.in[0].n / as.back(), ac = as.back();
+  int64_t br = a.in[3].n / bs.back(), bc = bs.back();
+  int64_t m = A.trans ? ac : ar, k = A.trans ? ar : ac, n = B.trans ? br : bc;
+  if (const char* err = gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n)) return Status::Runtime(std::string("qmatmul: ") + err);
+  return Status::Ok();
+}
+
+}  // namespace sgrt::cpu

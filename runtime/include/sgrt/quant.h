@@ -1,0 +1,38 @@
+// Conventions of the low-precision ops, shared by the compiler, the runtime's
+// shape rules and every backend's kernels.
+#pragma once
+#include <cstdint>
+
+#include "sgrt/shape.h"
+
+namespace sgrt {
+
+// train_state i32[kTrainStateLen]: what the optimizer ops read and write.
+enum TrainStateSlot : int { kStep = 0, kTotalSteps, kSkipStep, kNonfiniteRun, kNonfiniteTotal, kTrainStateLen };
+
+// quantize's attr "granularity": which elements share one scale. The 2-D view
+// of x is [rows = numel / last dim, cols = last dim].
+enum class QuantGranularity : int64_t {
+  tensor = 0,  // scale i32[1]: exponent e, x' = q * 2^-e
+  row = 1,     // scale i32[rows]
+  column = 2,  // scale i32[cols]
+  mx = 3,      // scale e8m0[rows, ceil(cols / 32)]: MXFP8 / MXFP4 blocks along a row
+  nvfp4 = 4,   // scale e4m3[rows, ceil(cols / 16)], FP32 tensor scale in state[kStateTensorScale]
+};
+
+// quantize's attr "mode" (values of sg::ScaleMode).
+enum class QuantMode : int64_t { static_pow2 = 1, current_amax = 2, delayed_amax = 3, block = 5 };
+
+// The state tensor f32[kStateHeader + history]: counters are cumulative.
+enum QuantStateSlot : int {
+  kStateSaturated = 0,    // elements clamped to the format's max
+  kStateKept = 1,         // scale groups whose amax was 0/inf/NaN (previous scale kept)
+  kStateHistoryPos = 2,   // delayed scaling: next slot of the amax history
+  kStateTensorScale = 3,  // NVFP4's second-level FP32 scale
+  kStateHeader = 4,
+};
+
+// Shape and dtype of quantize's scale output for x of shape `x`.
+TensorType quant_scale_type(QuantGranularity g, const Shape& x);
+
+}  // namespace sgrt

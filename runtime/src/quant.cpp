@@ -1,0 +1,17 @@
+#include "sgrt/quant.h"
+
+namespace sgrt {
+
+TensorType quant_scale_type(QuantGranularity g, const Shape& x) {
+  int64_t cols = x.empty() ? 1 : x.back(), rows = numel(x) / cols;
+  switch (g) {
+    case QuantGranularity::tensor: return {{1}, DType::i32};
+    case QuantGranularity::row: return {{rows}, DType::i32};
+    case QuantGranularity::column: return {{cols}, DType::i32};
+    case QuantGranularity::mx: return {{rows, (cols + 31) / 32}, DType::e8m0};
+    case QuantGranularity::nvfp4: return {{rows, (cols + 15) / 16}, DType::e4m3};
+  }
+  return {{1}, DType::i32};
+}
+
+}  // namespace sgrt
