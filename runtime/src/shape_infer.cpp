@@ -88,7 +88,7 @@ bool is_lowp(DType t) { return t == DType::e4m3 || t == DType::e5m2 || t == DTyp
 Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   if (ins[0].dtype != DType::f32 || ins[0].shape.empty()) return fail(code, "expects an f32 tensor of rank >= 1, got " + type_str(ins[0]));
   if (ins[1].dtype != DType::f32 || ins[1].shape.size() != 1 || ins[1].shape[0] < kStateHeader)
-    return fail(code, "state must be f32[>= 4], got " + type_str(ins[1]));
+    return fail(code, "state must be f32[>= " + std::to_string(kStateHeader) + "], got " + type_str(ins[1]));
   int64_t dt = attrs.i("dtype"), g = attrs.i("granularity");
   if (dt < 0 || dt >= kNumDTypes || !is_lowp(static_cast<DType>(dt))) return fail(code, "invalid target dtype");
   if (g < 0 || g > static_cast<int64_t>(QuantGranularity::nvfp4)) return fail(code, "invalid granularity");
@@ -210,7 +210,7 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
         if (ins[i].dtype == DType::i32) return fail(code, "operand " + type_str(ins[i]) + " is not a float type");
       for (int i : {2, 5})
         if (ins[i].dtype != DType::f32 || ins[i].shape.size() != 1 || ins[i].shape[0] < kStateHeader)
-          return fail(code, "quantization state must be f32[>= 4], got " + type_str(ins[i]));
+          return fail(code, "quantization state must be f32[>= " + std::to_string(kStateHeader) + "], got " + type_str(ins[i]));
       return infer_matmul(code, ins[0], ins[3], attrs, &out);
     }
     case OpCode::DgeGrad:

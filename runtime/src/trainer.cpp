@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "sg_generated.h"
+#include "sgrt/quant.h"
 #include "sgrt/rng.h"
 
 namespace sgrt {
@@ -75,6 +76,38 @@ class Log {
   FILE* f_ = nullptr;
 };
 
+// Sums the saturation and underflow counters of every quantization state.
+class QuantCounters {
+ public:
+  explicit QuantCounters(const Model& m) {
+    for (size_t id = 0; id < m.tensors().size(); ++id) {
+      const TensorInfo& t = m.tensors()[id];
+      if (t.role == Role::scale_state && t.type.dtype == DType::f32 && t.type.shape.size() == 1 &&
+          t.type.shape[0] >= kStateHeader)
+        states_.push_back(static_cast<int>(id));
+    }
+  }
+  // Counts since the previous call.
+  Status delta(const Session& s, int64_t* overflows, int64_t* underflows) {
+    double sat = 0, under = 0;
+    for (int id : states_) {
+      std::vector<float> state(s.model().tensors()[id].bytes / sizeof(float));
+      SG_TRY(s.read(id, state.data(), state.size() * sizeof(float)));
+      sat += state[kStateSaturated];
+      under += state[kStateUnderflow];
+    }
+    *overflows = static_cast<int64_t>(sat - last_sat_);
+    *underflows = static_cast<int64_t>(under - last_under_);
+    last_sat_ = sat;
+    last_under_ = under;
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<int> states_;
+  double last_sat_ = 0, last_under_ = 0;
+};
+
 std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -138,6 +171,8 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   Log log;
   SG_TRY(log.open(opts.log_path));
   std::vector<int64_t> order(data.size(Split::train));
+  QuantCounters counters(m);
+  int32_t ts[kTrainStateLen] = {};
   auto t0 = std::chrono::steady_clock::now();
   auto window_start = t0;
   int64_t window_steps = 0;
@@ -147,6 +182,13 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     SG_TRY(b.load(s, data, Split::train, order.data() + pos * b.batch()));
     SG_TRY(s.run(prog));
     ++window_steps;
+    if (m.train_state() >= 0) {
+      SG_TRY(s.read(m.train_state(), ts, sizeof ts));
+      if (ts[kNonfiniteRun] >= opts.max_nonfinite_run)
+        return Status::Runtime("training stopped at step " + std::to_string(step + 1) + ": " +
+                               std::to_string(ts[kNonfiniteRun]) +
+                               " consecutive steps had NaN or inf gradients (updates skipped); the last saved checkpoint is kept");
+    }
     bool last = step + 1 == total;
     if ((step + 1) % log_every == 0 || last) {
       StepReport r;
@@ -158,12 +200,15 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
       r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * b.batch()) / secs : 0;
+      SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
+      r.nonfinite_steps = ts[kNonfiniteTotal];
       window_start = now;
       window_steps = 0;
       out->losses.push_back({r.step, r.loss});
       log.line("{\"step\":" + std::to_string(r.step) + ",\"epoch\":" + std::to_string(epoch) + ",\"loss\":" +
                num(r.loss) + ",\"lr\":" + num(r.lr) + ",\"samples_per_s\":" + num(r.samples_per_s) +
-               ",\"overflows\":" + std::to_string(r.overflows) + "}");
+               ",\"overflows\":" + std::to_string(r.overflows) + ",\"underflows\":" + std::to_string(r.underflows) +
+               ",\"nonfinite_steps\":" + std::to_string(r.nonfinite_steps) + "}");
       if (opts.on_step) opts.on_step(r);
     }
     if (pos + 1 == per_epoch && !last) {

@@ -29,7 +29,8 @@ enum QuantStateSlot : int {
   kStateKept = 1,         // scale groups whose amax was 0/inf/NaN (previous scale kept)
   kStateHistoryPos = 2,   // delayed scaling: next slot of the amax history
   kStateTensorScale = 3,  // NVFP4's second-level FP32 scale
-  kStateHeader = 4,
+  kStateUnderflow = 4,    // non-zero elements that became zero
+  kStateHeader = 5,
 };
 
 // Shape and dtype of quantize's scale output for x of shape `x`.

@@ -15,7 +15,8 @@ struct StepReport {
   int64_t step = 0, total = 0, epoch = 0;
   float loss = 0, lr = 0;
   double samples_per_s = 0;
-  int64_t overflows = 0;
+  int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
+  int64_t nonfinite_steps = 0;             // steps skipped so far for NaN/inf gradients
 };
 
 struct EvalReport {
@@ -29,6 +30,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   int64_t log_every = 0;   // 0: the model's log_every
   std::string log_path;    // JSON lines; empty: no log file
+  int64_t max_nonfinite_run = 8;  // stop after this many consecutive non-finite steps
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
 };
