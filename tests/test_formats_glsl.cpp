@@ -70,6 +70,13 @@ void expected(uint32_t i, float x, uint32_t* out) {
   out[11] = float_bits(e8m0_decode(c % 255)) + float_bits(e2m1_decode(c));
 }
 
+template <class T>
+T vk(VkStructureType type) {
+  T x{};
+  x.sType = type;
+  return x;
+}
+
 bool is_nan_bits(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
 
 std::vector<uint32_t> compile_shader(std::string* err) {
@@ -102,9 +109,9 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   VkInstance inst = VK_NULL_HANDLE;
 #define LOAD(name) auto name = reinterpret_cast<PFN_##name>(gipa(inst, #name))
   LOAD(vkCreateInstance);
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  auto app = vk<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   app.apiVersion = VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  auto ici = vk<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
   ici.pApplicationInfo = &app;
   if (vkCreateInstance(&ici, nullptr, &inst) != VK_SUCCESS) return "vkCreateInstance failed";
   LOAD(vkEnumeratePhysicalDevices);
@@ -124,11 +131,11 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   uint32_t family = 0;
   while (family < nq && !(qf[family].queueFlags & VK_QUEUE_COMPUTE_BIT)) ++family;
   const float prio = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  auto qci = vk<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
   qci.queueFamilyIndex = family;
   qci.queueCount = 1;
   qci.pQueuePriorities = &prio;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  auto dci = vk<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   VkDevice dev;
@@ -148,13 +155,13 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   auto make_buffer = [&](size_t bytes, VkBuffer* buf) -> void* {
-    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    auto bci = vk<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
     bci.size = bytes;
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
     vkCreateBuffer(dev, &bci, nullptr, buf);
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev, *buf, &req);
-    VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    auto mai = vk<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     mai.allocationSize = req.size;
     for (uint32_t t = 0; t < mp.memoryTypeCount; ++t)
       if ((req.memoryTypeBits >> t & 1) && (mp.memoryTypes[t].propertyFlags & host) == host) {
@@ -172,7 +179,7 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   std::memcpy(make_buffer(in.size() * 4, &bin), in.data(), in.size() * 4);
   void* pout = make_buffer(out.size() * 4, &bout);
 
-  VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  auto smi = vk<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   smi.codeSize = spirv.size() * 4;
   smi.pCode = spirv.data();
   VkShaderModule sm;
@@ -184,21 +191,21 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
     b[k].descriptorCount = 1;
     b[k].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
-  VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  auto dli = vk<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
   dli.bindingCount = 2;
   dli.pBindings = b;
   VkDescriptorSetLayout dsl;
   vkCreateDescriptorSetLayout(dev, &dli, nullptr, &dsl);
   VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  auto pli = vk<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
   pli.setLayoutCount = 1;
   pli.pSetLayouts = &dsl;
   pli.pushConstantRangeCount = 1;
   pli.pPushConstantRanges = &pcr;
   VkPipelineLayout pl;
   vkCreatePipelineLayout(dev, &pli, nullptr, &pl);
-  VkComputePipelineCreateInfo cpi{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-  cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  auto cpi = vk<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+  cpi.stage = vk<VkPipelineShaderStageCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO);
   cpi.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   cpi.stage.module = sm;
   cpi.stage.pName = "main";
@@ -207,13 +214,13 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   if (vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpi, nullptr, &pipe) != VK_SUCCESS)
     return "vkCreateComputePipelines failed";
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
-  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  auto dpi = vk<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
   dpi.maxSets = 1;
   dpi.poolSizeCount = 1;
   dpi.pPoolSizes = &ps;
   VkDescriptorPool dp;
   vkCreateDescriptorPool(dev, &dpi, nullptr, &dp);
-  VkDescriptorSetAllocateInfo dai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  auto dai = vk<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
   dai.descriptorPool = dp;
   dai.descriptorSetCount = 1;
   dai.pSetLayouts = &dsl;
@@ -230,17 +237,17 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
     w[k].pBufferInfo = &bi[k];
   }
   vkUpdateDescriptorSets(dev, 2, w, 0, nullptr);
-  VkCommandPoolCreateInfo cpci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  auto cpci = vk<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
   cpci.queueFamilyIndex = family;
   VkCommandPool pool;
   vkCreateCommandPool(dev, &cpci, nullptr, &pool);
-  VkCommandBufferAllocateInfo cbi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  auto cbi = vk<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
   cbi.commandPool = pool;
   cbi.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cbi.commandBufferCount = 1;
   VkCommandBuffer cb;
   vkAllocateCommandBuffers(dev, &cbi, &cb);
-  VkCommandBufferBeginInfo bgi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  auto bgi = vk<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
   vkBeginCommandBuffer(cb, &bgi);
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &ds, 0, nullptr);
@@ -250,7 +257,7 @@ std::string run_shader(const std::vector<uint32_t>& spirv, const std::vector<uin
   vkEndCommandBuffer(cb);
   VkQueue q;
   vkGetDeviceQueue(dev, family, 0, &q);
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  auto si = vk<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;
   vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE);
