@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <string>
@@ -39,13 +40,14 @@ double cpuinfo_mhz() {
   return 0;
 }
 
-// A chain of dependent integer adds runs at one per cycle: time 2^28 of them.
+// A chain of dependent integer adds runs at one per cycle: time 2^25 of them, best
+// of several trials.
 double measured_mhz() {
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 8; ++rep) {
     uint64_t x = 0;
     const auto t0 = Clock::now();
-    for (int i = 0; i < (1 << 22); ++i) {
+    for (int i = 0; i < (1 << 19); ++i) {
 #if defined(__x86_64__)
 #define ADD4 "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
       asm volatile(ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 ADD4 : "+r"(x));
@@ -67,7 +69,7 @@ volatile float g_fma_operand = 0.999f;  // unknown to the compiler: nothing fold
     const V m = SET1(g_fma_operand);                                        \
     V acc[16];                                                              \
     for (V& a : acc) a = m;                                                 \
-    const int64_t iters = 1 << 22;                                          \
+    const int64_t iters = 1 << 19;                                          \
     const auto t0 = Clock::now();                                           \
     for (int64_t i = 0; i < iters; ++i) {                                   \
       _Pragma("GCC unroll 16") for (int j = 0; j < 16; ++j) acc[j] = FMA(acc[j], m, m); \
@@ -85,10 +87,12 @@ SGRT_FMA_RATE(fma_rate_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps,
 #endif
 
 int measured_flop_per_cycle(double mhz) {
-  double rate = 0;
+  double rate = 0;  // best of several short trials: other processes only slow some down
 #if defined(__x86_64__)
-  if (cpu::detected_isa() >= cpu::Isa::avx512) rate = fma_rate_512();
-  else if (cpu::detected_isa() >= cpu::Isa::avx2) rate = fma_rate_256();
+  for (int trial = 0; trial < 8; ++trial) {
+    if (cpu::detected_isa() >= cpu::Isa::avx512) rate = std::max(rate, fma_rate_512());
+    else if (cpu::detected_isa() >= cpu::Isa::avx2) rate = std::max(rate, fma_rate_256());
+  }
 #endif
   int f = 1;  // round to the nearest power of two: the hardware's FLOP/cycle is one
   while (f < 256 && rate / (mhz * 1e6) > f * 1.41) f *= 2;
@@ -96,14 +100,13 @@ int measured_flop_per_cycle(double mhz) {
 }
 
 template <class F>
-double median_seconds(int reps, F&& f) {
-  f();  // warm-up: page faults, pool start, caches
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+double seconds(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
@@ -134,6 +137,8 @@ struct Operand {
     g.scale_mode = cpu::ScaleMode::tensor;
     g.scale = &scale;
   }
+  Operand(const Operand&) = delete;
+  Operand& operator=(const Operand&) = delete;
 };
 
 std::vector<int64_t> parse_sizes(const char* s) {
@@ -179,27 +184,47 @@ int main(int argc, char** argv) {
       {"e2m1", DType::e2m1, DType::e2m1}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  constexpr int kKinds = sizeof(kinds) / sizeof(kinds[0]);
   for (int64_t n : sizes) {
-    const int r = reps > 0 ? reps : n <= 1024 ? 7 : 3;
+    const int r = reps > 0 ? reps : n <= 1024 ? 9 : 3;
     std::vector<float> x(n * n), y(n * n), c(n * n);
     for (float& v : x) v = u(rng);
     for (float& v : y) v = u(rng);
-    const double flop = 2.0 * n * n * n;
-    double blas = 0;
-#ifdef SGRT_HAVE_OPENBLAS
-    blas = flop / median_seconds(r, [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data(), n, y.data(), n, 0.0f, c.data(), n);
-    }) * 1e-9;
-#endif
+    std::deque<Operand> ops;  // stable addresses: each operand points at itself
     for (const auto& k : kinds) {
-      const Operand a(x, n, k.a), b(y, n, k.b);
-      const double s = median_seconds(r, [&] { cpu::gemm(n, n, n, 1.0f, a.g, b.g, 0.0f, c.data(), n); });
-      const double gf = flop / s * 1e-9;
+      ops.emplace_back(x, n, k.a);
+      ops.emplace_back(y, n, k.b);
+    }
+    auto ours = [&](int k) { cpu::gemm(n, n, n, 1.0f, ops[2 * k].g, ops[2 * k + 1].g, 0.0f, c.data(), n); };
+    auto blas = [&] {
+#ifdef SGRT_HAVE_OPENBLAS
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data(), n, y.data(), n, 0.0f, c.data(), n);
+#endif
+    };
+    // Warm up, then interleave the contenders rep by rep so that load from other
+    // processes hits all of them alike.
+    blas();
+    for (int k = 0; k < kKinds; ++k) ours(k);
+    std::vector<double> tb;
+    std::vector<std::vector<double>> t(kKinds);
+    for (int rep = 0; rep < r; ++rep) {
+      tb.push_back(seconds(blas));
+      for (int k = 0; k < kKinds; ++k) t[k].push_back(seconds([&] { ours(k); }));
+    }
+    const double flop = 2.0 * n * n * n;
+#ifdef SGRT_HAVE_OPENBLAS
+    const double gblas = flop / median(tb) * 1e-9;
+#else
+    const double gblas = 0;
+#endif
+    for (int k = 0; k < kKinds; ++k) {
+      const double s = median(t[k]), gf = flop / s * 1e-9;
       std::printf("{\"bench\":\"gemm\",\"n\":%lld,\"dtype\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
                   "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"pct_fp32_peak\":%.1f}\n",
-                  static_cast<long long>(n), k.name, r, s * 1e3, gf, blas, blas > 0 ? gf / blas : 0.0, 100 * gf / peak);
-      std::fflush(stdout);
+                  static_cast<long long>(n), kinds[k].name, r, s * 1e3, gf, gblas, gblas > 0 ? gf / gblas : 0.0,
+                  100 * gf / peak);
     }
+    std::fflush(stdout);
   }
   return 0;
 }
