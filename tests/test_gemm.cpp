@@ -265,6 +265,9 @@ TEST_CASE("bad arguments are rejected, not crashed on") {
   a.ld = b.ld = 1;
   CHECK(gemm(1, 1, 1, 1.0f, a, b, 0.0f, &c, 1) == nullptr);
   CHECK(c == 1.0f);
+  CHECK(gemm(1, 1, 0, 1.0f, a, b, 0.5f, &c, 1) == nullptr);  // empty sum: C = beta * C
+  CHECK(c == 0.5f);
+  CHECK(gemm(0, 1, 1, 1.0f, a, b, 0.0f, nullptr, 1) == nullptr);
   a.ld = 0;
   CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);
   a.ld = 2;

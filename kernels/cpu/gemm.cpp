@@ -123,11 +123,13 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
 #if defined(__x86_64__)
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
-  if (isa == Isa::avx512_bf16 && low_precision) return gemm_impl::run_avx512_bf16(p), nullptr;
-  if (isa >= Isa::avx512) return gemm_impl::run_avx512(p), nullptr;
-  if (isa == Isa::avx2) return gemm_impl::run_avx2(p), nullptr;
-#endif
+  if (isa == Isa::avx512_bf16 && low_precision) gemm_impl::run_avx512_bf16(p);
+  else if (isa >= Isa::avx512) gemm_impl::run_avx512(p);
+  else if (isa == Isa::avx2) gemm_impl::run_avx2(p);
+  else gemm_impl::run_generic(p);
+#else
   gemm_impl::run_generic(p);
+#endif
   return nullptr;
 }
 
