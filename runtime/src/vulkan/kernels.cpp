@@ -1,0 +1,314 @@
+#include "kernels.h"
+
+#include <algorithm>
+
+namespace sgrt::vk {
+namespace {
+
+constexpr uint32_t kLocal = 256;  // local size of the 1-D kernels
+constexpr uint32_t kMaxAxes = 8;
+
+struct Ctx {
+  const OpInfoLoaded& op;
+  const std::vector<TensorInfo>& ts;
+  const KernelOptions& opts;
+  const TensorInfo& in(size_t i) const { return ts[op.in[i]]; }
+  const TensorInfo& out(size_t i) const { return ts[op.out[i]]; }
+  uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
+};
+
+using Lower = Status (*)(const Ctx&, Dispatch*, std::vector<Dispatch>*);
+
+uint32_t groups_for(uint64_t n, const KernelOptions& o) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>((n + kLocal - 1) / kLocal, 1, o.max_groups));
+}
+
+// An axis list for strided.glsl: size-1 axes dropped, contiguous neighbours merged.
+struct Axes {
+  std::vector<int64_t> dim, stride;
+  void add(int64_t d, int64_t s) {
+    if (d == 1) return;
+    if (!dim.empty() && stride.back() == s * d) { dim.back() *= d; stride.back() = s; return; }
+    dim.push_back(d);
+    stride.push_back(s);
+  }
+};
+
+Status put_axes(const Ctx& c, const Axes& a, uint32_t first, Push* p) {
+  if (first + a.dim.size() > kMaxAxes)
+    return Status::Unsupported("the vulkan backend indexes at most " + std::to_string(kMaxAxes) + " non-unit axes");
+  for (size_t k = 0; k < a.dim.size(); ++k) {
+    p->dim[first + k] = static_cast<uint32_t>(a.dim[k]);
+    p->stride[first + k] = static_cast<uint32_t>(a.stride[k]);
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t k = 1;
+  for (size_t i = s.size(); i-- > 0;) { st[i] = k; k *= s[i]; }
+  return st;
+}
+
+// Input strides seen through the output shape (kernels/cpu/layout.cpp).
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t s = 1;
+  for (size_t k = in.size(); k-- > 0;) {
+    size_t o = out.size() - in.size() + k;
+    st[o] = in[k] == 1 && out[o] != 1 ? 0 : s;
+    s *= in[k];
+  }
+  return st;
+}
+
+AxisSplit split(const Ctx& c, int64_t def_axis) {
+  const Shape& xs = c.in(0).type.shape;
+  int64_t axis = 0;
+  normalize_axis(c.op.attrs.i("axis", def_axis), static_cast<int64_t>(xs.size()), &axis);
+  return split_at_axis(xs, axis);
+}
+
+Status elementwise(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  d->shader = "elementwise";
+  for (size_t i = 0; i < c.op.in.size(); ++i) d->push.off[i] = c.word(c.in(i));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = static_cast<uint32_t>(numel(c.out(0).type.shape));
+  d->push.f[0] = static_cast<float>(c.op.code == OpCode::Fill ? c.op.attrs.f("value") : c.op.attrs.f("alpha"));
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+Status gather(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& xs = c.in(0).type.shape;
+  const Shape& ys = c.out(0).type.shape;
+  std::vector<int64_t> st;
+  if (c.op.code == OpCode::Transpose) {
+    const std::vector<int64_t>& perm = c.op.attrs.ints("perm");
+    std::vector<int64_t> xst = row_major_strides(xs);
+    for (int64_t a : perm) st.push_back(xst[a]);
+  } else if (c.op.code == OpCode::BroadcastTo) {
+    st = broadcast_strides(xs, ys);
+  } else {  // reshape: a flat copy
+    st = row_major_strides(ys);
+  }
+  Axes axes;
+  for (size_t k = 0; k < ys.size(); ++k) axes.add(ys[k], st[k]);
+  SG_TRY(put_axes(c, axes, 0, &d->push));
+  d->shader = "gather";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = static_cast<uint32_t>(numel(ys));
+  d->push.p[0] = static_cast<uint32_t>(axes.dim.size());
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+// reduce_axes.comp: kept axes enumerate the outputs, reduced axes the terms.
+Status reduce_axes(const Ctx& c, const Axes& kept, const Axes& red, float divisor, Dispatch* d) {
+  SG_TRY(put_axes(c, kept, 0, &d->push));
+  SG_TRY(put_axes(c, red, static_cast<uint32_t>(kept.dim.size()), &d->push));
+  d->shader = "reduce_axes";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = static_cast<uint32_t>(numel(c.out(0).type.shape));
+  d->push.p[0] = static_cast<uint32_t>(kept.dim.size());
+  d->push.p[1] = static_cast<uint32_t>(red.dim.size());
+  d->push.f[0] = divisor;
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+Status reduce(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  AxisSplit s = split(c, 0);
+  Axes kept, red;
+  kept.add(s.outer, s.n * s.inner);
+  kept.add(s.inner, 1);
+  red.add(s.n, s.inner);
+  return reduce_axes(c, kept, red, c.op.code == OpCode::ReduceMean ? static_cast<float>(s.n) : 1.f, d);
+}
+
+Status sum_to(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& xs = c.in(0).type.shape;
+  const Shape& ys = c.out(0).type.shape;
+  std::vector<int64_t> st = row_major_strides(xs);
+  Axes kept, red;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    int64_t yk = k + ys.size() >= xs.size() ? ys[k + ys.size() - xs.size()] : 1;
+    (yk == 1 ? red : kept).add(xs[k], st[k]);
+  }
+  return reduce_axes(c, kept, red, 1.f, d);
+}
+
+Status lanes(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  AxisSplit s = split(c, c.op.code == OpCode::ReduceMaxGrad ? 0 : -1);
+  d->shader = "lanes";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  if (c.op.in.size() > 2) d->push.off[3] = c.word(c.in(2));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = static_cast<uint32_t>(s.outer * s.inner);
+  d->push.p[0] = static_cast<uint32_t>(s.n);
+  d->push.p[1] = static_cast<uint32_t>(s.inner);
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& zs = c.in(0).type.shape;
+  d->shader = "classifier";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  if (c.op.in.size() > 2) d->push.off[3] = c.word(c.in(2));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.p[0] = static_cast<uint32_t>(zs[0]);
+  d->push.p[1] = static_cast<uint32_t>(zs[1]);
+  // The loss and accuracy sum in one workgroup; the gradient spreads rows.
+  d->groups[0] = c.op.code == OpCode::SoftmaxXentGrad ? groups_for(zs[0], c.opts) : 1;
+  return Status::Ok();
+}
+
+Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Attrs& at = c.op.attrs;
+  d->shader = "optimizer";
+  for (size_t i = 0; i < c.op.in.size(); ++i) d->push.off[i] = c.word(c.in(i));
+  switch (c.op.code) {
+    case OpCode::LrSchedule:
+      d->push.off[2] = c.word(c.out(0));
+      d->push.f[0] = static_cast<float>(at.f("lr"));
+      d->push.f[1] = static_cast<float>(at.f("min_lr_ratio"));
+      d->push.p[0] = static_cast<uint32_t>(at.i("warmup"));
+      d->push.p[1] = static_cast<uint32_t>(at.i("schedule"));
+      return Status::Ok();
+    case OpCode::StepIncrement:
+      d->push.off[2] = c.word(c.out(0));
+      return Status::Ok();
+    case OpCode::SgdUpdate:
+      d->push.f[0] = static_cast<float>(at.f("momentum"));
+      d->push.f[1] = static_cast<float>(at.f("weight_decay"));
+      break;
+    default:  // AdamwUpdate
+      d->push.f[0] = static_cast<float>(at.f("beta1"));
+      d->push.f[1] = static_cast<float>(at.f("beta2"));
+      d->push.f[2] = static_cast<float>(at.f("eps"));
+      d->push.f[3] = static_cast<float>(at.f("weight_decay"));
+  }
+  d->push.n = static_cast<uint32_t>(numel(c.in(0).type.shape));
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+// check_finite: clear the flag, scan each gradient, then count (check_finite.comp).
+Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  d->shader = "check_finite";
+  d->push.off[4] = c.word(c.in(0));
+  Dispatch phase = *d;
+  phase.op = 0;
+  out->push_back(phase);
+  for (size_t i = 1; i < c.op.in.size(); ++i) {
+    phase.op = 1;
+    phase.push.off[0] = c.word(c.in(i));
+    phase.push.n = static_cast<uint32_t>(numel(c.in(i).type.shape));
+    phase.groups[0] = groups_for(phase.push.n, c.opts);
+    out->push_back(phase);
+  }
+  d->op = 2;
+  return Status::Ok();
+}
+
+Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& as = c.in(0).type.shape;
+  const Shape& bs = c.in(1).type.shape;
+  int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
+  bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
+  int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
+  uint32_t tile = c.opts.coop ? 32 : 64;
+  d->shader = c.opts.coop ? "gemm_coop" : "gemm_tiled";
+  d->size = c.opts.coop ? c.opts.coop_threads : 0;
+  d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.p[0] = static_cast<uint32_t>(m);
+  d->push.p[1] = static_cast<uint32_t>(n);
+  d->push.p[2] = static_cast<uint32_t>(k);
+  d->push.dim[0] = static_cast<uint32_t>(ac);
+  d->push.dim[1] = static_cast<uint32_t>(bc);
+  d->groups[0] = static_cast<uint32_t>((n + tile - 1) / tile);
+  d->groups[1] = static_cast<uint32_t>((m + tile - 1) / tile);
+  if (d->groups[0] > c.opts.max_groups || d->groups[1] > c.opts.max_groups)
+    return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
+  return Status::Ok();
+}
+
+struct Entry {
+  OpCode code;
+  std::vector<DType> in, out;
+  Lower fn;
+};
+
+const std::vector<Entry>& table() {
+  using D = DType;
+  const D f = D::f32, i = D::i32;
+  static const std::vector<Entry> t = {
+      {OpCode::MatMul, {f, f}, {f}, matmul},
+      {OpCode::Add, {f, f}, {f}, elementwise},       {OpCode::Sub, {f, f}, {f}, elementwise},
+      {OpCode::Mul, {f, f}, {f}, elementwise},       {OpCode::Div, {f, f}, {f}, elementwise},
+      {OpCode::Neg, {f}, {f}, elementwise},          {OpCode::Scale, {f}, {f}, elementwise},
+      {OpCode::Relu, {f}, {f}, elementwise},         {OpCode::Gelu, {f}, {f}, elementwise},
+      {OpCode::Tanh, {f}, {f}, elementwise},         {OpCode::Sigmoid, {f}, {f}, elementwise},
+      {OpCode::Exp, {f}, {f}, elementwise},          {OpCode::Log, {f}, {f}, elementwise},
+      {OpCode::ReluGrad, {f, f}, {f}, elementwise},  {OpCode::GeluGrad, {f, f}, {f}, elementwise},
+      {OpCode::TanhGrad, {f, f}, {f}, elementwise},  {OpCode::SigmoidGrad, {f, f}, {f}, elementwise},
+      {OpCode::Fill, {}, {f}, elementwise},
+      {OpCode::Reshape, {f}, {f}, gather},           {OpCode::Reshape, {i}, {i}, gather},
+      {OpCode::Transpose, {f}, {f}, gather},         {OpCode::BroadcastTo, {f}, {f}, gather},
+      {OpCode::SumTo, {f}, {f}, sum_to},
+      {OpCode::ReduceSum, {f}, {f}, reduce},         {OpCode::ReduceMean, {f}, {f}, reduce},
+      {OpCode::ReduceMax, {f}, {f}, reduce},         {OpCode::ReduceMaxGrad, {f, f, f}, {f}, lanes},
+      {OpCode::Softmax, {f}, {f}, lanes},            {OpCode::LogSoftmax, {f}, {f}, lanes},
+      {OpCode::SoftmaxGrad, {f, f}, {f}, lanes},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, lanes},
+      {OpCode::SoftmaxXent, {f, i}, {f}, classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, classifier},
+      {OpCode::Accuracy, {f, i}, {f}, classifier},
+      {OpCode::LrSchedule, {i}, {f}, optimizer},     {OpCode::StepIncrement, {i}, {i}, optimizer},
+      {OpCode::SgdUpdate, {f, f, f, f, i}, {f, f}, optimizer},
+      {OpCode::AdamwUpdate, {f, f, f, f, f, i}, {f, f, f}, optimizer},
+  };
+  return t;
+}
+
+std::string signature(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts) {
+  std::string s = std::string(op_info(op.code).name) + "(";
+  for (size_t k = 0; k < op.in.size(); ++k) s += std::string(k ? ", " : "") + type_str(ts[op.in[k]].type);
+  return s + ")";
+}
+
+}  // namespace
+
+Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,
+                std::vector<Dispatch>* out) {
+  std::vector<DType> in, outs;
+  Dispatch d;
+  for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
+  for (int id : op.out) { outs.push_back(ts[id].type.dtype); d.writes.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
+  Lower fn = nullptr;
+  if (op.code == OpCode::CheckFinite && !in.empty() && in[0] == DType::i32 && outs == std::vector<DType>{DType::i32} &&
+      std::all_of(in.begin() + 1, in.end(), [](DType t) { return t == DType::f32; }))
+    fn = check_finite;  // variadic: (train_state, f32 grads...)
+  for (const Entry& e : table())
+    if (e.code == op.code && e.in == in && e.out == outs) fn = e.fn;
+  if (!fn) return Status::Unsupported(op.loc + ": the vulkan backend has no kernel for " + signature(op, ts));
+  for (int id : op.in)
+    if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
+  for (int id : op.out)
+    if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
+  d.push.tag = tag;
+  size_t first = out->size();
+  SG_TRY(fn(Ctx{op, ts, opts}, &d, out).with_context(op.loc + ": " + signature(op, ts)));
+  out->push_back(std::move(d));
+  for (size_t k = first; k < out->size(); ++k) (*out)[k].push.tag = tag;
+  return Status::Ok();
+}
+
+}  // namespace sgrt::vk

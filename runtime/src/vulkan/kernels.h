@@ -1,0 +1,36 @@
+// The Vulkan backend's kernel table: (op, input dtypes, output dtypes) -> the
+// dispatches that run it, with the arena byte ranges each reads and writes (for
+// the barriers between dependent dispatches).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "push.h"
+#include "sgrt/model.h"
+
+namespace sgrt::vk {
+
+struct Range { uint64_t begin, end; };  // arena bytes [begin, end)
+
+struct Dispatch {
+  std::string shader;
+  uint32_t op = 0;    // constant_id 0
+  uint32_t size = 0;  // constant_id 1 (gemm_coop's workgroup size)
+  Push push;
+  uint32_t groups[3] = {1, 1, 1};
+  std::vector<Range> reads, writes;
+};
+
+struct KernelOptions {
+  bool coop = false;           // matmul on gemm_coop (FP16 operands, FP32 accumulation)
+  uint32_t coop_threads = 0;   // its workgroup size: 4 subgroups
+  uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
+};
+
+// Appends the dispatches of `op` (the tag-th op of its program) to *out; an
+// Unsupported error names the op, its dtypes and its source line when the
+// table has no kernel for it or the shapes exceed what the shaders index.
+Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& tensors, uint32_t tag,
+                const KernelOptions& opts, std::vector<Dispatch>* out);
+
+}  // namespace sgrt::vk

@@ -1,0 +1,41 @@
+// The one descriptor set (binding 0: the arena, binding 1: the error word), the
+// one pipeline layout (that set + the Push constants), and compute pipelines
+// created once per (shader, specialization) and cached.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "context.h"
+
+namespace sgrt::vk {
+
+class Pipelines {
+ public:
+  static Status create(Context* ctx, const Buffer& arena, const Buffer& errors, std::unique_ptr<Pipelines>* out);
+  ~Pipelines();
+  Pipelines(const Pipelines&) = delete;
+  Pipelines& operator=(const Pipelines&) = delete;
+
+  // The pipeline of `shader` with constant_id 0 = op and constant_id 1 = size
+  // (gemm_coop's workgroup size; ignored by other shaders).
+  Status get(const std::string& shader, uint32_t op, uint32_t size, VkPipeline* out);
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSet set() const { return set_; }
+
+ private:
+  explicit Pipelines(Context* ctx) : ctx_(ctx) {}
+  Status init(const Buffer& arena, const Buffer& errors);
+
+  Context* ctx_;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkDescriptorSet set_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::map<std::string, VkShaderModule> modules_;
+  std::map<std::tuple<std::string, uint32_t, uint32_t>, VkPipeline> pipelines_;
+};
+
+}  // namespace sgrt::vk

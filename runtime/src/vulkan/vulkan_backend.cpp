@@ -1,0 +1,161 @@
+// The Vulkan backend: one arena buffer sized by the memory plan, every program
+// lowered to dispatches and recorded into its own command buffer at prepare,
+// replayed by run(). Writes and reads go through the arena's mapping where its
+// memory is host-visible, else through a staging buffer in chunks.
+// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 lets f32
+// matmuls use cooperative matrices (FP16 operands) where the device has them.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "../backends.h"
+#include "context.h"
+#include "kernels.h"
+#include "pipelines.h"
+#include "recorder.h"
+
+namespace sgrt {
+namespace {
+
+constexpr uint64_t kStagingBytes = 64ull << 20;
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+struct Program {
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  const ProgramInfo* info = nullptr;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(std::unique_ptr<vk::Context> ctx) : ctx_(std::move(ctx)) {}
+  ~VulkanBackend() override {
+    vkDeviceWaitIdle(ctx_->device());
+    pipelines_.reset();
+    ctx_->destroy_buffer(&staging_);
+    ctx_->destroy_buffer(&errors_);
+    ctx_->destroy_buffer(&arena_);
+  }
+  const char* name() const override { return "vulkan"; }
+
+  Status prepare(const Model& model) override {
+    if (arena_.buffer) return Status::Runtime("vulkan backend: prepare called twice");
+    const char* where = ctx_->device_name().c_str();
+    uint64_t bytes = (model.arena_bytes() + 63) / 64 * 64;
+    if (bytes > ctx_->limits().maxStorageBufferRange)
+      return Status::Unsupported("vulkan backend: the " + std::to_string(bytes) + "-byte arena exceeds " + where +
+                                 "'s maxStorageBufferRange (" + std::to_string(ctx_->limits().maxStorageBufferRange) + ")");
+    // Lower every op first: a missing kernel fails before any allocation.
+    vk::KernelOptions opts;
+    opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
+    opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
+    opts.coop_threads = 4 * ctx_->coop().subgroup_size;
+    std::vector<std::vector<vk::Dispatch>> lowered;
+    for (const ProgramInfo& p : model.programs()) {
+      std::vector<vk::Dispatch> ds;
+      for (size_t i = 0; i < p.ops.size(); ++i)
+        SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &ds));
+      lowered.push_back(std::move(ds));
+    }
+    bool direct = !env_on("SGRT_VULKAN_STAGING");
+    if (!direct || !ctx_->create_buffer(bytes, true, &arena_).ok()) {
+      direct = false;
+      SG_TRY(ctx_->create_buffer(bytes, false, &arena_));
+      SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), true, &staging_));
+    }
+    SG_TRY(ctx_->create_buffer(16, true, &errors_));
+    SG_TRY(ctx_->run_once([&](VkCommandBuffer cmd) { vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0); }));
+    SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, &pipelines_));
+    for (size_t p = 0; p < lowered.size(); ++p) {
+      Program prog{VK_NULL_HANDLE, &model.programs()[p]};
+      SG_TRY(ctx_->allocate_command_buffer(&prog.cmd));
+      SG_TRY(vk::record_program(prog.cmd, lowered[p], pipelines_.get()).with_context("program " + prog.info->name));
+      programs_.push_back(prog);
+    }
+    return Status::Ok();
+  }
+
+  Status write(uint64_t offset, const void* src, size_t bytes) override {
+    SG_TRY(check_range("write", offset, bytes));
+    if (arena_.mapped) {
+      std::memcpy(static_cast<uint8_t*>(arena_.mapped) + offset, src, bytes);
+      return Status::Ok();
+    }
+    for (size_t done = 0; done < bytes;) {
+      size_t n = std::min<size_t>(bytes - done, staging_.size);
+      std::memcpy(staging_.mapped, static_cast<const uint8_t*>(src) + done, n);
+      SG_TRY(copy(staging_.buffer, 0, arena_.buffer, offset + done, n));
+      done += n;
+    }
+    return Status::Ok();
+  }
+
+  Status read(uint64_t offset, void* dst, size_t bytes) override {
+    SG_TRY(check_range("read", offset, bytes));
+    if (arena_.mapped) {
+      std::memcpy(dst, static_cast<const uint8_t*>(arena_.mapped) + offset, bytes);
+      return Status::Ok();
+    }
+    for (size_t done = 0; done < bytes;) {
+      size_t n = std::min<size_t>(bytes - done, staging_.size);
+      SG_TRY(copy(arena_.buffer, offset + done, staging_.buffer, 0, n));
+      std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped, n);
+      done += n;
+    }
+    return Status::Ok();
+  }
+
+  Status run(int program) override {
+    if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("vulkan backend: no such program");
+    const Program& p = programs_[program];
+    uint32_t* tag = static_cast<uint32_t*>(errors_.mapped);
+    *tag = 0;
+    SG_TRY(ctx_->submit_and_wait(p.cmd).with_context("program " + p.info->name));
+    if (*tag == 0) return Status::Ok();
+    const OpInfoLoaded& op = p.info->ops.at(*tag - 1);
+    return Status::Runtime(op.loc + ": " + std::string(op_info(op.code).name) +
+                           ": a label is outside [0, number of classes)");
+  }
+
+  Status sync() override { return Status::Ok(); }  // run() waits for its program
+
+ private:
+  Status check_range(const char* what, uint64_t offset, size_t bytes) const {
+    if (!arena_.buffer) return Status::Runtime(std::string("vulkan backend: ") + what + " before prepare");
+    if (offset > arena_.size || bytes > arena_.size - offset)
+      return Status::Runtime(std::string("vulkan backend: ") + what + " outside the arena");
+    return Status::Ok();
+  }
+
+  // A transfer ordered after all earlier device work and visible to the host after.
+  Status copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes) {
+    return ctx_->run_once([&](VkCommandBuffer cmd) {
+      vk::memory_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                         VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+      VkBufferCopy region{src_off, dst_off, bytes};
+      vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+      vk::memory_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                         VK_ACCESS_HOST_READ_BIT);
+    });
+  }
+
+  std::unique_ptr<vk::Context> ctx_;
+  vk::Buffer arena_, staging_, errors_;
+  std::unique_ptr<vk::Pipelines> pipelines_;
+  std::vector<Program> programs_;
+};
+
+}  // namespace
+
+Status make_vulkan_backend(std::unique_ptr<Backend>* out) {
+  std::unique_ptr<vk::Context> ctx;
+  SG_TRY(vk::Context::create(&ctx));
+  *out = std::make_unique<VulkanBackend>(std::move(ctx));
+  return Status::Ok();
+}
+
+}  // namespace sgrt
