@@ -201,6 +201,9 @@ class Rewriter {
       const Tensor& t = g_.t(src[i]);
       bool is_param = t.role == sg::Role::param;
       fmt[i] = forward ? (is_param ? r_.weight : r_.activation) : (t.role == sg::Role::grad ? r_.grad : r_.saved);
+      // Weights change every step: their own amax, in the backward GEMMs too
+      // (so FP8 recipes reuse the forward's quantized copy).
+      if (is_param) fmt[i].history = 0;
     }
     // FP4 outlier clamping: the activation operand is clamped before quantizing
     // and the residual goes through an f32 matmul with the other operand.

@@ -5,6 +5,7 @@
 #include "json.h"
 #include "model_source.h"
 #include "sg_generated.h"
+#include "sgrt/file_io.h"
 
 namespace sgrt::tool {
 namespace {
@@ -34,17 +35,18 @@ void print_human(const Model& m) {
   std::printf("parameters: %llu\n", static_cast<unsigned long long>(params));
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
-  std::printf("\n%-4s %-28s %-11s %-5s %-16s %12s %12s  %-12s %s\n", "id", "tensor", "role", "dtype", "shape", "bytes",
-              "offset", "scale", "source");
+  std::printf("\n%-4s %-30s %-11s %-5s %-12s %10s %10s  %-12s %-6s %5s  %-22s %s\n", "id", "tensor", "role", "dtype",
+              "shape", "bytes", "offset", "scale", "gran", "log2", "source", "rule");
   const auto* fts = r.tensors();
   for (size_t i = 0; i < m.tensors().size(); ++i) {
     const TensorInfo& t = m.tensors()[i];
     if (t.bytes == 0) continue;
     const sg::ScaleSpec* sc = fts->Get(static_cast<flatbuffers::uoffset_t>(i))->scale();
-    std::string scale = sc ? sg::EnumNameScaleMode(sc->mode()) : "none";
-    std::printf("%-4zu %-28s %-11s %-5s %-16s %12llu %12llu  %-12s %s\n", i, t.name.c_str(), role_name(t.role),
-                dtype_name(t.type.dtype), shape_str(t.type.shape).c_str(), static_cast<unsigned long long>(t.bytes),
-                static_cast<unsigned long long>(t.offset), scale.c_str(), t.loc.c_str());
+    std::printf("%-4zu %-30s %-11s %-5s %-12s %10llu %10llu  %-12s %-6s %5d  %-22s %s\n", i, t.name.c_str(),
+                role_name(t.role), dtype_name(t.type.dtype), shape_str(t.type.shape).c_str(),
+                static_cast<unsigned long long>(t.bytes), static_cast<unsigned long long>(t.offset),
+                sc ? sg::EnumNameScaleMode(sc->mode()) : "none", sc ? sg::EnumNameGranularity(sc->granularity()) : "-",
+                sc ? sc->static_log2() : 0, t.loc.c_str(), sc && sc->rule() ? sc->rule()->c_str() : "");
   }
 }
 
@@ -78,11 +80,43 @@ void print_json(const Model& m) {
     for (size_t q = 0; q < t.type.shape.size(); ++q) j += (q ? "," : "") + std::to_string(t.type.shape[q]);
     j += "],\"bytes\":" + std::to_string(t.bytes) + ",\"offset\":" + std::to_string(t.offset) + ",\"persistent\":" +
          (t.persistent ? "true" : "false") + ",\"scale\":{\"mode\":" + json_str(sc ? sg::EnumNameScaleMode(sc->mode()) : "none") +
+         ",\"granularity\":" + json_str(sc ? sg::EnumNameGranularity(sc->granularity()) : "tensor") +
+         ",\"block_size\":" + std::to_string(sc ? sc->block_size() : 0) + ",\"history_len\":" +
+         std::to_string(sc ? sc->history_len() : 0) + ",\"state_tensor\":" + std::to_string(sc ? sc->state_tensor() : -1) +
          ",\"static_log2\":" + std::to_string(sc ? sc->static_log2() : 0) + ",\"rule\":" +
          json_str(sc && sc->rule() ? sc->rule()->str() : "") + "},\"source\":" + json_str(t.loc) + "}";
   }
   j += "]}";
   std::puts(j.c_str());
+}
+
+// Graphviz: tensors as boxes labelled with dtype and scale, ops as ellipses;
+// low-precision tensors are filled so precision changes stand out.
+std::string dot_graph(const Model& m, const std::string& program) {
+  int p = m.find_program(program);
+  std::string d = "digraph sgrt {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n";
+  std::vector<bool> shown(m.tensors().size(), false);
+  auto tensor_node = [&](int id) {
+    if (shown[id]) return;
+    shown[id] = true;
+    const TensorInfo& t = m.tensors()[id];
+    const sg::ScaleSpec* sc = m.root().tensors()->Get(static_cast<flatbuffers::uoffset_t>(id))->scale();
+    std::string scale = sc && sc->mode() != sg::ScaleMode::none
+                            ? std::string("\\n") + sg::EnumNameScaleMode(sc->mode()) + " " +
+                                  sg::EnumNameGranularity(sc->granularity()) + " 2^" + std::to_string(sc->static_log2())
+                            : "";
+    bool lowp = t.type.dtype != DType::f32 && t.type.dtype != DType::i32;
+    d += "  t" + std::to_string(id) + " [shape=box" + (lowp ? ", style=filled, fillcolor=\"#ffd8a8\"" : "") +
+         ", label=\"" + t.name + "\\n" + type_str(t.type) + scale + "\"];\n";
+  };
+  const std::vector<OpInfoLoaded>& ops = m.programs()[p].ops;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string op = "o" + std::to_string(i);
+    d += "  " + op + " [label=\"" + std::string(op_info(ops[i].code).name) + "\"];\n";
+    for (int in : ops[i].in) { tensor_node(in); d += "  t" + std::to_string(in) + " -> " + op + ";\n"; }
+    for (int out : ops[i].out) { tensor_node(out); d += "  " + op + " -> t" + std::to_string(out) + ";\n"; }
+  }
+  return d + "}\n";
 }
 
 }  // namespace
@@ -93,6 +127,16 @@ Status cmd_info(int argc, char** argv) {
   if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua)");
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m));
+  if (a.has("--dot")) {
+    // --dot FILE: the train_step program (or eval when there is none) as Graphviz.
+    std::string prog = m->find_program("train_step") >= 0 ? "train_step" : "eval";
+    if (m->find_program(prog) < 0) return Status::Invalid(a.positional[0] + ": has no program to draw");
+    std::string d = dot_graph(*m, prog);
+    SG_TRY(write_file_atomic(a.get("--dot"), d.data(), d.size()));
+    std::fprintf(stderr, "wrote %s (%s); render with: dot -Tpng %s -o graph.png\n", a.get("--dot").c_str(), prog.c_str(),
+                 a.get("--dot").c_str());
+    return Status::Ok();
+  }
   if (a.has("--json")) print_json(*m);
   else print_human(*m);
   return Status::Ok();
