@@ -31,6 +31,14 @@ class Differ {
     for (size_t id = 0; id < g_.tensors.size(); ++id) {
       if (g_.tensors[id].role != sg::Role::param || !grads_.count(id)) continue;
       int gid = grads_[id];
+      // Two params can share one gradient tensor (a + b): give each its own.
+      if (g_.tensors[gid].grad_of >= 0) {
+        loc_ = g_.tensors[id].loc;
+        Attrs same;
+        same.set_ints("shape", g_.tensors[gid].type.shape);
+        gid = emit(OpCode::Reshape, {gid}, same);
+        if (gid < 0) return st_;
+      }
       g_.tensors[gid].name = g_.tensors[id].name + ".grad";
       g_.tensors[gid].grad_of = static_cast<int>(id);
       out_->param_grads.push_back({static_cast<int>(id), gid});
@@ -56,6 +64,23 @@ class Differ {
     if (st_.ok()) out_->ops.back().origin = origin_;
     if (requires_.size() < g_.tensors.size()) requires_.resize(g_.tensors.size(), false);
     return st_.ok() ? out[0] : -1;
+  }
+
+  // Multi-output gradient ops (norms, attention): all outputs, or empty on error.
+  std::vector<int> emitn(OpCode code, std::vector<int> in, Attrs attrs = {}) {
+    std::vector<int> out;
+    st_ = g_.add_op_to(&out_->ops, code, std::move(in), std::move(attrs), loc_, &out, sg::Role::grad);
+    if (!st_.ok()) return {};
+    out_->ops.back().origin = origin_;
+    requires_.resize(g_.tensors.size(), false);
+    return out;
+  }
+
+  // Accumulates outs[i] into in[i] for each input that needs a gradient.
+  Status accumulate_all(const std::vector<int>& in, const std::vector<int>& outs) {
+    if (outs.empty()) return st_;
+    for (size_t i = 0; i < outs.size(); ++i) SG_TRY(accumulate(in[i], outs[i]));
+    return Status::Ok();
   }
 
   // Reshapes a gradient whose element count matches but whose shape does not
@@ -149,7 +174,7 @@ class Differ {
         return accumulate(in[0], emit(op.code == OpCode::BroadcastTo ? OpCode::SumTo : OpCode::BroadcastTo, {dy}, a));
       }
       case OpCode::ReduceSum: case OpCode::ReduceMean: {
-        const Shape& xs = g_.t(in[0]).type.shape;
+        const Shape xs = g_.t(in[0]).type.shape;  // a copy: emitting adds tensors
         int64_t axis;
         normalize_axis(op.attrs.i("axis"), xs.size(), &axis);
         Shape kept = xs;
@@ -168,12 +193,33 @@ class Differ {
       case OpCode::Softmax: return accumulate(in[0], emit(OpCode::SoftmaxGrad, {y, dy}, op.attrs));
       case OpCode::LogSoftmax: return accumulate(in[0], emit(OpCode::LogSoftmaxGrad, {y, dy}, op.attrs));
       case OpCode::SoftmaxXent: return accumulate(in[0], emit(OpCode::SoftmaxXentGrad, {in[0], in[1], dy}));
+      case OpCode::Embedding: {
+        Attrs a;
+        a.set_i("vocab", g_.t(in[0]).type.shape[0]);
+        return accumulate(in[0], emit(OpCode::EmbeddingGrad, {in[1], dy}, a));
+      }
+      case OpCode::LayerNorm:  // (x, gain, bias) -> (y, mean, rstd)
+        return accumulate_all(in, emitn(OpCode::LayerNormGrad, {in[0], in[1], op.out[1], op.out[2], dy}, op.attrs));
+      case OpCode::RmsNorm:  // (x, gain) -> (y, rstd)
+        return accumulate_all(in, emitn(OpCode::RmsNormGrad, {in[0], in[1], op.out[1], dy}, op.attrs));
+      case OpCode::Attention:  // (q, k, v) -> (y, lse)
+        return accumulate_all(in, emitn(OpCode::AttentionGrad, {in[0], in[1], in[2], y, op.out[1], dy}, op.attrs));
+      case OpCode::Silu: return accumulate(in[0], emit(OpCode::SiluGrad, {in[0], dy}));
+      case OpCode::Rope: {  // a rotation: its gradient is the inverse rotation
+        Attrs a = op.attrs;
+        a.set_i("inverse", !op.attrs.i("inverse"));
+        return accumulate(in[0], emit(OpCode::Rope, {dy}, a));
+      }
+      // Linear in x with the mask of this step: the same op on dy, same seed and step.
+      case OpCode::Dropout: return accumulate(in[0], emit(OpCode::Dropout, {dy, in[1]}, op.attrs));
       case OpCode::Accuracy: case OpCode::Fill: return Status::Ok();
       // Gradient and optimizer ops never appear in the forward graph.
       case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
       case OpCode::ReduceMaxGrad: case OpCode::SoftmaxGrad: case OpCode::LogSoftmaxGrad:
       case OpCode::SoftmaxXentGrad: case OpCode::LrSchedule: case OpCode::SgdUpdate:
       case OpCode::AdamwUpdate: case OpCode::StepIncrement: case OpCode::kCount:
+      case OpCode::EmbeddingGrad: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
+      case OpCode::AttentionGrad: case OpCode::SiluGrad:
         break;
     }
     return Status::Invalid(op.loc.str() + ": no gradient rule for " + std::string(op_info(op.code).name));

@@ -9,7 +9,7 @@ int Graph::add_tensor(Tensor t) {
   return static_cast<int>(tensors.size()) - 1;
 }
 
-Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc,
+Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
                         std::vector<int>* out, sg::Role out_role) {
   std::vector<TensorType> in_types, out_types;
   for (int id : in) in_types.push_back(tensors[id].type);
@@ -29,8 +29,8 @@ Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, 
   return Status::Ok();
 }
 
-Status Graph::add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs,
-                                const Loc& loc, std::vector<int> out) {
+Status Graph::add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
+                                std::vector<int> out) {
   std::vector<TensorType> in_types, out_types;
   for (int id : in) in_types.push_back(tensors[id].type);
   Status st = infer_types(code, in_types, attrs, &out_types);
@@ -43,11 +43,11 @@ Status Graph::add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<i
   return Status::Ok();
 }
 
-Status Graph::add_op(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, std::vector<int>* out) {
+Status Graph::add_op(OpCode code, std::vector<int> in, Attrs attrs, Loc loc, std::vector<int>* out) {
   return add_op_to(&forward, code, std::move(in), std::move(attrs), loc, out, sg::Role::activation);
 }
 
-int Graph::op1(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, Status* st) {
+int Graph::op1(OpCode code, std::vector<int> in, Attrs attrs, Loc loc, Status* st) {
   std::vector<int> out;
   *st = add_op(code, std::move(in), std::move(attrs), loc, &out);
   return st->ok() ? out[0] : -1;

@@ -102,15 +102,17 @@ struct Graph {
 
   int add_tensor(Tensor t);
   // Appends an op, inferring its outputs' types; errors cite `loc`.
-  Status add_op(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, std::vector<int>* out);
+  Status add_op(OpCode code, std::vector<int> in, Attrs attrs, Loc loc, std::vector<int>* out);
   // Single-output convenience; returns -1 and sets *st on error.
-  int op1(OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc, Status* st);
-  // Appends to `ops` instead of the forward list (autodiff, optimizer).
-  Status add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc,
+  int op1(OpCode code, std::vector<int> in, Attrs attrs, Loc loc, Status* st);
+  // Appends to `ops` instead of the forward list (autodiff, optimizer). `loc`
+  // is taken by value: callers often pass a tensor's loc, and adding outputs
+  // may move the tensors.
+  Status add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
                    std::vector<int>* out, sg::Role out_role);
   // Appends an op that writes existing tensors in place (optimizer updates);
   // their types must be what the op infers.
-  Status add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, const Loc& loc,
+  Status add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
                            std::vector<int> out);
   const Tensor& t(int id) const { return tensors[id]; }
   int find_tensor(const std::string& name) const;

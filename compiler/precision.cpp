@@ -131,7 +131,7 @@ class Rewriter {
   Status quantize(int src, OperandFormat f, std::vector<Op>* out, Quantized* res) {
     if (!g_.plan_scales && f.dtype != DType::bf16) f = {f.dtype, QuantGranularity::tensor, 0};
     auto key = std::make_tuple(src, static_cast<int>(f.dtype), static_cast<int>(f.granularity), f.history);
-    const Tensor& s = g_.t(src);
+    const Tensor s = g_.t(src);  // a copy: make_tensor moves the tensors
     Attrs a;
     a.set_i("dtype", static_cast<int64_t>(f.dtype)).set_i("granularity", static_cast<int64_t>(f.granularity))
         .set_i("history", f.history).set_i("update", update_);
