@@ -88,14 +88,17 @@ SGRT_FMA_RATE(fma_rate_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps,
 
 int measured_flop_per_cycle(double mhz) {
   double rate = 0;  // best of several short trials: other processes only slow some down
+  int lanes = 1;
 #if defined(__x86_64__)
   for (int trial = 0; trial < 8; ++trial) {
-    if (cpu::detected_isa() >= cpu::Isa::avx512) rate = std::max(rate, fma_rate_512());
-    else if (cpu::detected_isa() >= cpu::Isa::avx2) rate = std::max(rate, fma_rate_256());
+    if (cpu::detected_isa() >= cpu::Isa::avx512) rate = std::max(rate, fma_rate_512()), lanes = 16;
+    else if (cpu::detected_isa() >= cpu::Isa::avx2) rate = std::max(rate, fma_rate_256()), lanes = 8;
   }
 #endif
-  int f = 1;  // round to the nearest power of two: the hardware's FLOP/cycle is one
-  while (f < 256 && rate / (mhz * 1e6) > f * 1.41) f *= 2;
+  // The nearest power of two, within what the vector width allows: one or two FMA
+  // pipes of full width (2 FLOP per lane each) or half width.
+  int f = lanes;
+  while (f < 4 * lanes && rate / (mhz * 1e6) > f * 1.41) f *= 2;
   return f;
 }
 
