@@ -286,6 +286,11 @@ std::string signature(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts)
 
 }  // namespace
 
+bool has_kernel(OpCode code) {
+  return code == OpCode::CheckFinite ||
+         std::any_of(table().begin(), table().end(), [code](const Entry& e) { return e.code == code; });
+}
+
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,
                 std::vector<Dispatch>* out) {
   std::vector<DType> in, outs;
@@ -303,6 +308,7 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
     if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
   for (int id : op.out)
     if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
+  d.op = static_cast<uint32_t>(op.code);  // the shaders specialized on ops.glsl's codes
   d.push.tag = tag;
   size_t first = out->size();
   SG_TRY(fn(Ctx{op, ts, opts}, &d, out).with_context(op.loc + ": " + signature(op, ts)));

@@ -30,6 +30,9 @@ struct KernelOptions {
 // Appends the dispatches of `op` (the tag-th op of its program) to *out; an
 // Unsupported error names the op, its dtypes and its source line when the
 // table has no kernel for it or the shapes exceed what the shaders index.
+// Whether the table has a kernel for `code` with any dtypes.
+bool has_kernel(OpCode code);
+
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& tensors, uint32_t tag,
                 const KernelOptions& opts, std::vector<Dispatch>* out);
 
