@@ -21,7 +21,9 @@ Status lower_optimizer(Graph& g, const Backward& bw, std::vector<Op>* ops) {
   const OptimizerConfig& o = g.optimizer;
   if (o.kind == sg::OptimizerKind::none) return Status::Invalid("no optimizer declared (sg.optimizer.sgd or sg.optimizer.adamw)");
   Loc loc{g.source, 0};
-  g.train_state = add_state(g, "train_state", {{kTrainStateLen}, DType::i32}, loc);
+  // Dropout may have made the train state already (it reads the step).
+  g.train_state = g.find_tensor("train_state");
+  if (g.train_state < 0) g.train_state = add_state(g, "train_state", {{kTrainStateLen}, DType::i32}, loc);
   Attrs sched;
   sched.set_f("lr", o.lr).set_i("schedule", static_cast<int64_t>(o.schedule))
       .set_i("warmup", o.warmup_steps).set_f("min_lr_ratio", o.min_lr_ratio);

@@ -23,6 +23,13 @@ std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
   return ops;
 }
 
+// Evaluation and inference run without dropout.
+std::vector<Op> inference_mode(std::vector<Op> ops) {
+  for (Op& op : ops)
+    if (op.code == OpCode::Dropout) op.attrs.set_i("training", 0);
+  return ops;
+}
+
 }  // namespace
 
 Status build_programs(Graph& g) {
@@ -38,11 +45,11 @@ Status build_programs(Graph& g) {
   train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
   train.ops.insert(train.ops.end(), updates.begin(), updates.end());
   g.programs.push_back(std::move(train));
-  g.programs.push_back(Program{"eval", ops_for(g, eval_targets)});
+  g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});
 
   std::vector<int> infer_targets;
   for (auto& [name, id] : g.outputs) infer_targets.push_back(id);
-  if (!infer_targets.empty()) g.programs.push_back(Program{"infer", ops_for(g, infer_targets)});
+  if (!infer_targets.empty()) g.programs.push_back(Program{"infer", inference_mode(ops_for(g, infer_targets))});
   return Status::Ok();
 }
 

@@ -3,11 +3,13 @@
 #include <lua.hpp>
 
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 
 #include "dsl.h"
 #include "embedded_lua.h"
+#include "sgrt/quant.h"
 
 namespace sgrt::dsl {
 namespace {
@@ -235,13 +237,20 @@ int l_data(lua_State* L) {
   State& s = state(L);
   compiler::DataConfig& d = s.g->data;
   d.dataset = luaL_checkstring(L, 1);
-  if (d.dataset != "fashion_mnist") raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist)");
+  static const std::map<std::string, std::set<std::string>> kFields = {
+      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}};
+  auto known = kFields.find(d.dataset);
+  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, text)");
   luaL_checktype(L, 2, LUA_TTABLE);
   d.fields.clear();
   lua_pushnil(L);
   while (lua_next(L, 2)) {
     std::string field = luaL_checkstring(L, -2);
-    if (field != "image" && field != "label") raise_at(L, "fashion_mnist has no field '" + field + "' (image, label)");
+    if (!known->second.count(field)) {
+      std::string names;
+      for (const std::string& f : known->second) names += (names.empty() ? "" : ", ") + f;
+      raise_at(L, d.dataset + " has no field '" + field + "' (" + names + ")");
+    }
     int id = tensor_id(L, -1);
     if (s.g->t(id).role != sg::Role::input) raise_at(L, "data field '" + field + "' must be bound to an sg.input");
     d.fields.push_back({field, id});
@@ -330,13 +339,31 @@ int l_config(lua_State* L) {
   return 1;
 }
 
+// _sg.train_state() -> id of the i32 step counter ops like dropout read; the
+// optimizer lowering adopts it.
+int l_train_state(lua_State* L) {
+  Graph& g = *state(L).g;
+  int id = g.find_tensor("train_state");
+  if (id < 0) {
+    compiler::Tensor t;
+    t.name = "train_state";
+    t.type = TensorType{{kTrainStateLen}, DType::i32};
+    t.role = sg::Role::opt_state;
+    t.persistent = true;
+    t.loc = user_loc(L);
+    id = g.add_tensor(std::move(t));
+  }
+  lua_pushinteger(L, id);
+  return 1;
+}
+
 int l_fail(lua_State* L) { raise_at(L, luaL_checkstring(L, 1)); }
 
 const luaL_Reg kFunctions[] = {
     {"input", l_input},   {"param", l_param},       {"op", l_op},       {"shape", l_shape},
     {"dtype", l_dtype},   {"loss", l_loss},         {"metric", l_metric}, {"output", l_output},
     {"optimizer", l_optimizer}, {"data", l_data},   {"train", l_train}, {"recipe", l_recipe},
-    {"config", l_config}, {"fail", l_fail},         {nullptr, nullptr}};
+    {"config", l_config}, {"fail", l_fail},         {"train_state", l_train_state}, {nullptr, nullptr}};
 
 // package.searchers entry for the embedded library: require "sg", "sg.nn", ...
 int embedded_searcher(lua_State* L) {

@@ -13,7 +13,9 @@ const char kUsage[] =
     "  info    MODEL.sg|MODEL.lua [--json]\n"
     "  train   MODEL.lua|MODEL.sg [--backend cpu] [--steps N] [--data PATH] [--checkpoint DIR]\n"
     "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--set k=v]... [--quiet]\n"
-    "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend cpu]\n";
+    "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend cpu]\n"
+    "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
+    "          [--top-k K] [--seed S] [--backend cpu]\n";
 
 }  // namespace
 
@@ -29,7 +31,8 @@ int main(int argc, char** argv) {
   else if (cmd == "info") st = cmd_info(argc, argv);
   else if (cmd == "train") st = cmd_train(argc, argv);
   else if (cmd == "eval") st = cmd_eval(argc, argv);
-  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval; see sgrt --help)");
+  else if (cmd == "run") st = cmd_run(argc, argv);
+  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, run; see sgrt --help)");
   if (!st.ok()) {
     std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
     return st.exit_code();

@@ -167,7 +167,33 @@ sg.data = {
     for _, f in ipairs { "image", "label" } do if o[f] then fields[f] = o[f].id end end
     core.data("fashion_mnist", fields, { shuffle = o.shuffle, path = o.path })
   end,
+  -- text{tokens = x, targets = y, path = file}: byte-level windows of a UTF-8
+  -- file, targets shifted by one byte; x and y are i32 [batch, block].
+  text = function(o)
+    local fields = {}
+    for _, f in ipairs { "tokens", "targets" } do if o[f] then fields[f] = o[f].id end end
+    core.data("text", fields, { shuffle = true, path = o.path })
+  end,
 }
+
+-- Transformer ops (docs/transformers.md). Norms and attention have extra
+-- outputs (saved statistics) that only their gradients read.
+function sg.embedding(table_, ids) return op("embedding", { table_, ids }) end
+function sg.layer_norm(x, gain, bias, eps) return op("layer_norm", { x, gain, bias }, { eps = eps or 1e-5 }) end
+function sg.rms_norm(x, gain, eps) return op("rms_norm", { x, gain }, { eps = eps or 1e-5 }) end
+-- Causal self-attention over q, k, v [B, T, n_head * head_size].
+function sg.attention(q, k, v, n_head) return op("attention", { q, k, v }, { n_head = n_head }) end
+function sg.rope(x, n_head, base) return op("rope", { x }, { n_head = n_head, base = (base or 10000) + 0.0, inverse = 0 }) end
+function sg.silu(x) return op("silu", { x }) end
+Tensor.silu = sg.silu
+-- Inverted dropout, a fresh mask each step (seeded by the op's position in the
+-- script and the step); the eval and infer programs pass x through.
+local dropouts = 0
+function sg.dropout(x, p)
+  if not p or p == 0 then return x end
+  dropouts = dropouts + 1
+  return op("dropout", { x, wrap(core.train_state()) }, { p = p + 0.0, seed = dropouts, training = 1 })
+end
 
 sg.nn = require "sg.nn"
 return sg

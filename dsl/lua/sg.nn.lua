@@ -34,4 +34,89 @@ function nn.mlp(x, widths, opts)
   return x
 end
 
+-- Transformer layers (docs/transformers.md). Names follow the PyTorch reference
+-- (scripts/make_gpt_reference.py) so weights move between the two.
+local core = require "_sg"
+
+-- PyTorch's nn.LayerNorm: gain .w = 1, bias .b = 0, over the last axis.
+function nn.layernorm(x, opts)
+  local sg = require "sg"
+  opts = opts or {}
+  local name = opts.name or auto_name("ln")
+  local d = x:dim(-1)
+  local w = sg.param(name .. ".w", { d }, "ones")
+  local b = sg.param(name .. ".b", { d }, "zeros")
+  return sg.layer_norm(x, w, b, opts.eps or 1e-5)
+end
+
+-- x / rms(x) * w over the last axis.
+function nn.rmsnorm(x, opts)
+  local sg = require "sg"
+  opts = opts or {}
+  local name = opts.name or auto_name("rmsnorm")
+  return sg.rms_norm(x, sg.param(name .. ".w", { x:dim(-1) }, "ones"), opts.eps or 1e-5)
+end
+
+-- Token embedding: ids i32 [...] -> [..., dim], table .w [vocab, dim] ~ N(0, 0.02).
+function nn.embedding(ids, vocab, dim, opts)
+  local sg = require "sg"
+  opts = opts or {}
+  local name = opts.name or auto_name("embedding")
+  return sg.embedding(sg.param(name .. ".w", { vocab, dim }, { "normal", 0, opts.std or 0.02 }), ids)
+end
+
+-- Learned positions: x [B, T, C] + .w [block, C] (T <= block).
+function nn.position_embedding(x, block, opts)
+  local sg = require "sg"
+  opts = opts or {}
+  local name = opts.name or auto_name("wpe")
+  local t, c = x:dim(2), x:dim(3)
+  if t > block then core.fail("the sequence (" .. t .. " tokens) is longer than the block (" .. block .. ")") end
+  if t < block then core.fail("the sequence (" .. t .. " tokens) must fill the block (" .. block .. ")") end
+  return x + sg.param(name .. ".w", { block, c }, { "normal", 0, opts.std or 0.02 })
+end
+
+-- Causal multi-head self-attention on x [B, T, C]: projections .q .k .v .proj
+-- (nn.linear), opts.n_head heads, opts.rope = true for rotary positions,
+-- opts.dropout on the output.
+function nn.attention(x, opts)
+  local sg = require "sg"
+  local name = opts.name or auto_name("attn")
+  local c, h = x:dim(-1), opts.n_head
+  if not h or h <= 0 or c % h ~= 0 then
+    core.fail("n_embd " .. c .. " is not divisible by n_head " .. tostring(h))
+  end
+  local q = nn.linear(x, c, { name = name .. ".q" })
+  local k = nn.linear(x, c, { name = name .. ".k" })
+  local v = nn.linear(x, c, { name = name .. ".v" })
+  if opts.rope then q, k = sg.rope(q, h), sg.rope(k, h) end
+  local y = nn.linear(sg.attention(q, k, v, h), c, { name = name .. ".proj" })
+  return sg.dropout(y, opts.dropout)
+end
+
+-- silu(x W_gate^T) * (x W_up^T), then W_down: LLaMA's feed-forward, no biases.
+function nn.swiglu(x, hidden, opts)
+  opts = opts or {}
+  local name = opts.name or auto_name("swiglu")
+  local g = nn.linear(x, hidden, { name = name .. ".gate", bias = false }):silu()
+  local u = nn.linear(x, hidden, { name = name .. ".up", bias = false })
+  return nn.linear(g * u, x:dim(-1), { name = name .. ".down", bias = false })
+end
+
+-- A pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)).
+-- opts: name, n_head, rope, dropout, norm = "layer" | "rms", mlp = "gelu" | "swiglu", hidden (4 C).
+function nn.block(x, opts)
+  local sg = require "sg"
+  local name = opts.name or auto_name("block")
+  local norm = opts.norm == "rms" and nn.rmsnorm or nn.layernorm
+  local c = x:dim(-1)
+  local hidden = opts.hidden or 4 * c
+  x = x + nn.attention(norm(x, { name = name .. ".ln1" }),
+                       { name = name .. ".attn", n_head = opts.n_head, rope = opts.rope, dropout = opts.dropout })
+  local h = norm(x, { name = name .. ".ln2" })
+  local m = opts.mlp == "swiglu" and nn.swiglu(h, hidden, { name = name .. ".mlp" })
+            or nn.mlp(h, { hidden, c }, { name = name .. ".mlp", activation = "gelu" })
+  return x + sg.dropout(m, opts.dropout)
+end
+
 return nn

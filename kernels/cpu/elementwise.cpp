@@ -57,6 +57,13 @@ Status k_elementwise(const OpArgs& a) {
     case OpCode::GeluGrad: map2(a, [](float x, float dy) { return dy * gelu_grad(x); }); break;
     case OpCode::TanhGrad: map2(a, [](float y, float dy) { return dy * (1.f - y * y); }); break;
     case OpCode::SigmoidGrad: map2(a, [](float y, float dy) { return dy * y * (1.f - y); }); break;
+    case OpCode::Silu: map1(a, [](float x) { return x / (1.f + std::exp(-x)); }); break;
+    case OpCode::SiluGrad:
+      map2(a, [](float x, float dy) {
+        float s = 1.f / (1.f + std::exp(-x));
+        return dy * s * (1.f + x * (1.f - s));
+      });
+      break;
     default: return Status::Runtime("elementwise kernel given " + std::string(op_info(a.code).name));
   }
   return Status::Ok();

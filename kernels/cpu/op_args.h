@@ -43,5 +43,10 @@ Status k_quantize(const OpArgs& a);     // quant_ops.cpp: scaled quantization wi
 Status k_qmatmul(const OpArgs& a);      // quant_ops.cpp: GEMM of quantized operands
 Status k_dge_grad(const OpArgs& a);     // fp4_ops.cpp: FP4 differentiable gradient estimator
 Status k_clamp_outliers(const OpArgs& a);  // fp4_ops.cpp: per-row quantile clamp and residual
+Status k_embedding(const OpArgs& a);    // embedding.cpp: gather and its scatter-add gradient
+Status k_norm(const OpArgs& a);         // norm.cpp: layer norm, RMS norm and their gradients
+Status k_attention(const OpArgs& a);    // attention.cpp: fused causal attention, forward and backward
+Status k_rope(const OpArgs& a);         // rope.cpp: rotary position embedding
+Status k_dropout(const OpArgs& a);      // dropout.cpp: counter-based inverted dropout
 
 }  // namespace sgrt::cpu

@@ -60,6 +60,13 @@ const std::vector<Entry>& table() {
       {OpCode::QMatMul, {}, {}, k_qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, k_dge_grad},
       {OpCode::ClampOutliers, {f}, {f, f}, k_clamp_outliers},
+      {OpCode::Embedding, {f, i}, {f}, k_embedding},   {OpCode::EmbeddingGrad, {i, f}, {f}, k_embedding},
+      {OpCode::LayerNorm, {f, f, f}, {f, f, f}, k_norm}, {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, k_norm},
+      {OpCode::RmsNorm, {f, f}, {f, f}, k_norm},        {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, k_norm},
+      {OpCode::Attention, {f, f, f}, {f, f}, k_attention},
+      {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, k_attention},
+      {OpCode::Silu, {f}, {f}, k_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, k_elementwise},
+      {OpCode::Rope, {f}, {f}, k_rope},                 {OpCode::Dropout, {f, i}, {f}, k_dropout},
   };
   return t;
 }

@@ -10,6 +10,7 @@ Status open_dataset(const Model& model, const std::string& path, std::unique_ptr
   std::string name = d->dataset()->str();
   std::string where = !path.empty() ? path : (d->path() && d->path()->size() ? d->path()->str() : "");
   if (name == "fashion_mnist") SG_TRY(open_fashion_mnist(where.empty() ? kFashionMnistDir : where, out));
+  else if (name == "text") SG_TRY(open_text_dataset(where.empty() ? kDefaultCorpus : where, model, out));
   else return Status::Invalid(model.label() + ": unknown data set '" + name + "'");
   if (d->fields())
     for (const sg::DataField* f : *d->fields())

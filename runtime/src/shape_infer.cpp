@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sgrt/quant.h"
+#include "shape_infer_transformer.h"
 
 namespace sgrt {
 namespace {
@@ -237,6 +238,10 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       for (int i = 0; i < nstate; ++i) (*outs)[1 + i] = ins[2 + i];
       return Status::Ok();
     }
+    case OpCode::Embedding: case OpCode::EmbeddingGrad: case OpCode::LayerNorm: case OpCode::LayerNormGrad:
+    case OpCode::RmsNorm: case OpCode::RmsNormGrad: case OpCode::Attention: case OpCode::AttentionGrad:
+    case OpCode::Silu: case OpCode::SiluGrad: case OpCode::Rope: case OpCode::Dropout:
+      return infer_transformer_types(code, ins, attrs, outs);
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");

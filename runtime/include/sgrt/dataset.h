@@ -28,4 +28,13 @@ Status open_dataset(const Model& model, const std::string& path, std::unique_ptr
 Status open_fashion_mnist(const std::string& dir, std::unique_ptr<Dataset>* out);
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+// Byte-level text (plain or gzip'd), split 90/10 into train and validation.
+// Fields "tokens" and "targets", i32 [batch, block]: the window's bytes and the
+// same bytes shifted by one. Train examples are every window start (the trainer
+// shuffles them: seeded random windows); validation is a fixed set of
+// non-overlapping windows. The block comes from the model's bound inputs.
+Status open_text_dataset(const std::string& path, const Model& model, std::unique_ptr<Dataset>* out);
+// The default corpus: The Jargon File, Debian's jargon-text package.
+constexpr const char* kDefaultCorpus = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
 }  // namespace sgrt

@@ -1,0 +1,102 @@
+// Causal multi-head self-attention, forward and backward, fused. q, k, v, y are
+// [B, T, H*Dh]; head h of batch b is the [T, Dh] slice at b*T*C + h*Dh with row
+// stride C. Each (b, h) runs on one thread: the scores S = Q K^T / sqrt(Dh) go
+// to a per-thread [T, T] tile, are turned into probabilities by a max-shifted
+// softmax, and multiply V. The forward saves only the per-row log-sum-exp
+// lse [B, H, T]; the backward recomputes P = exp(S - lse) from it.
+#include <cmath>
+#include <limits>
+
+#include "cpu/gemm.h"
+#include "cpu/op_args.h"
+#include "cpu/parallel.h"
+
+namespace sgrt::cpu {
+namespace {
+
+struct Dims {
+  int64_t B, T, C, H, Dh;
+  float scale;  // 1 / sqrt(Dh)
+};
+
+Dims dims_of(const OpArgs& a) {
+  const Shape& s = a.in[0].shape();
+  int64_t h = a.attrs->i("n_head");
+  return {s[0], s[1], s[2], h, s[2] / h, 1.f / std::sqrt(static_cast<float>(s[2] / h))};
+}
+
+// Scratch slots 0 and 1 belong to the GEMM's packing.
+constexpr int kTileP = 2, kTileDP = 3;
+
+// S = scale * Q K^T for one head: [T, T], row stride T.
+void scores(const Dims& d, const float* q, const float* k, float* s) {
+  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.C, 0.f, s, d.T);
+}
+
+void attention_forward(const OpArgs& a) {
+  Dims d = dims_of(a);
+  const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f();
+  float *y = a.out[0].f(), *lse = a.out[1].f();
+  parallel_for(d.B * d.H, 1, [&](int64_t b0, int64_t b1) {
+    float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * d.T));
+    for (int64_t bh = b0; bh < b1; ++bh) {
+      int64_t off = (bh / d.H) * d.T * d.C + (bh % d.H) * d.Dh;
+      scores(d, q + off, k + off, p);
+      for (int64_t i = 0; i < d.T; ++i) {
+        float* row = p + i * d.T;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j <= i; ++j) m = std::fmax(m, row[j]);
+        float sum = 0.f;
+        for (int64_t j = 0; j <= i; ++j) sum += row[j] = std::exp(row[j] - m);
+        float inv = 1.f / sum;
+        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
+        lse[bh * d.T + i] = m + std::log(sum);
+      }
+      gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + off, d.C, 0.f, y + off, d.C);
+    }
+  });
+}
+
+// dV = P^T dY;  dP = dY V^T;  dS = P * (dP - rowsum(dY * Y));  dQ = scale dS K;  dK = scale dS^T Q.
+void attention_backward(const OpArgs& a) {
+  Dims d = dims_of(a);
+  const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f(), *y = a.in[3].f(), *lse = a.in[4].f(),
+              *dy = a.in[5].f();
+  float *dq = a.out[0].f(), *dk = a.out[1].f(), *dv = a.out[2].f();
+  parallel_for(d.B * d.H, 1, [&](int64_t b0, int64_t b1) {
+    float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * d.T));
+    float* ds = static_cast<float*>(thread_scratch(kTileDP, sizeof(float) * d.T * d.T));
+    for (int64_t bh = b0; bh < b1; ++bh) {
+      int64_t off = (bh / d.H) * d.T * d.C + (bh % d.H) * d.Dh;
+      scores(d, q + off, k + off, p);
+      for (int64_t i = 0; i < d.T; ++i) {
+        float* row = p + i * d.T;
+        float l = lse[bh * d.T + i];
+        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - l);
+        for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
+      }
+      gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, 0.f, dv + off, d.C);
+      gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + off, d.C, 0.f, ds, d.T);
+      for (int64_t i = 0; i < d.T; ++i) {
+        const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
+        float D = 0.f;
+        for (int64_t c = 0; c < d.Dh; ++c) D += dyr[c] * yr[c];
+        float *srow = ds + i * d.T, *prow = p + i * d.T;
+        for (int64_t j = 0; j < d.T; ++j) srow[j] = prow[j] * (srow[j] - D);
+      }
+      gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + off, d.C, 0.f, dq + off, d.C);
+      gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, 0.f, dk + off, d.C);
+    }
+  });
+}
+
+}  // namespace
+
+Status k_attention(const OpArgs& a) {
+  if (a.code == OpCode::Attention) attention_forward(a);
+  else attention_backward(a);
+  return Status::Ok();
+}
+
+}  // namespace sgrt::cpu

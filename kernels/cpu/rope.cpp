@@ -1,0 +1,38 @@
+// Rotary position embedding (RoFormer; the "rotate half" pairing of GPT-NeoX
+// and LLaMA): in each head of x [B, T, H*Dh], element i < Dh/2 pairs with
+// i + Dh/2 and the pair turns by the angle t * base^(-2i/Dh) at position t.
+// attr inverse turns the other way: the gradient of a rotation.
+#include <cmath>
+
+#include "cpu/op_args.h"
+#include "cpu/parallel.h"
+
+namespace sgrt::cpu {
+
+Status k_rope(const OpArgs& a) {
+  const Shape& s = a.in[0].shape();
+  int64_t T = s[1], C = s[2], H = a.attrs->i("n_head"), Dh = C / H, half = Dh / 2;
+  double base = a.attrs->f("base");
+  float sign = a.attrs->i("inverse") ? -1.f : 1.f;
+  const float* x = a.in[0].f();
+  float* y = a.out[0].f();
+  parallel_for(s[0] * T, std::max<int64_t>(1, 4096 / C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      double t = static_cast<double>(r % T);
+      const float* xr = x + r * C;
+      float* yr = y + r * C;
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = t * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
+        float c = static_cast<float>(std::cos(angle)), sn = sign * static_cast<float>(std::sin(angle));
+        for (int64_t h = 0; h < H; ++h) {
+          float x1 = xr[h * Dh + i], x2 = xr[h * Dh + i + half];
+          yr[h * Dh + i] = x1 * c - x2 * sn;
+          yr[h * Dh + i + half] = x1 * sn + x2 * c;
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace sgrt::cpu

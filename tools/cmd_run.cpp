@@ -1,0 +1,124 @@
+// `sgrt run`: samples bytes from a trained language model through its infer
+// program. The model binds an i32 [batch, block] input as the text data set's
+// "tokens" and declares sg.output("logits", ...) of shape [batch, block, vocab]
+// (or [batch * block, vocab]). The context sits at positions 0..n-1 of batch
+// row 0; causal attention makes the padding after it irrelevant, and the
+// logits at position n-1 give the next byte. Past the block, the context
+// slides to the last block bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+
+#include "commands.h"
+#include "model_source.h"
+#include "sg_generated.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/rng.h"
+
+namespace sgrt::tool {
+namespace {
+
+Status get_double(const Args& a, const std::string& flag, double def, double* out) {
+  *out = def;
+  if (!a.has(flag)) return Status::Ok();
+  const std::string v = a.get(flag);
+  char* end = nullptr;
+  *out = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(*out > 0) || !std::isfinite(*out)) return Status::Invalid(flag + " expects a positive number, got '" + v + "'");
+  return Status::Ok();
+}
+
+// The input bound as "tokens" and the "logits" output.
+Status find_io(const Model& m, int* tokens, int* logits) {
+  *tokens = *logits = -1;
+  if (const sg::DataBinding* d = m.root().data(); d && d->fields())
+    for (const sg::DataField* f : *d->fields())
+      if (f->field()->str() == "tokens") *tokens = f->tensor();
+  for (auto& [name, id] : m.outputs())
+    if (name == "logits") *logits = id;
+  if (*tokens < 0) return Status::Invalid(m.label() + ": binds no \"tokens\" input (sg.data.text{tokens = ...})");
+  if (*logits < 0) return Status::Invalid(m.label() + ": declares no sg.output(\"logits\", ...)");
+  const TensorType& t = m.tensors()[*tokens].type;
+  const TensorType& l = m.tensors()[*logits].type;
+  if (t.shape.size() != 2 || t.dtype != DType::i32) return Status::Invalid(m.label() + ": tokens must be i32 [batch, block]");
+  if (l.dtype != DType::f32 || numel(l.shape) % numel(t.shape) != 0)
+    return Status::Invalid(m.label() + ": logits " + type_str(l) + " do not hold one row per token of " + type_str(t));
+  return Status::Ok();
+}
+
+// Draws from softmax(z / temperature) restricted to the top_k largest logits.
+int sample(const float* z, int64_t vocab, double temperature, int64_t top_k, float u) {
+  std::vector<int> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t k = top_k > 0 ? std::min(top_k, vocab) : vocab;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [z](int a, int b) { return z[a] > z[b]; });
+  std::vector<double> p(k);
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) total += p[i] = std::exp((z[order[i]] - z[order[0]]) / temperature);
+  double r = u * total;
+  for (int64_t i = 0; i < k; ++i)
+    if ((r -= p[i]) < 0) return order[i];
+  return order[k - 1];
+}
+
+}  // namespace
+
+Status cmd_run(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2,
+                    {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--backend", "--recipe", "--set"},
+                    {"--no-plan"}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("run takes one MODEL.sg or MODEL.lua");
+  if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
+  int64_t count, top_k, seed;
+  double temperature;
+  SG_TRY(a.get_int("--tokens", 200, &count));
+  SG_TRY(a.get_int("--top-k", 0, &top_k));
+  SG_TRY(a.get_int("--seed", 1, &seed));
+  SG_TRY(get_double(a, "--temperature", 1.0, &temperature));
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_model(a, a.positional[0], &m));
+  int tokens, logits;
+  SG_TRY(find_io(*m, &tokens, &logits));
+  const Shape& ts = m->tensors()[tokens].type.shape;
+  int64_t batch = ts[0], block = ts[1], vocab = numel(m->tensors()[logits].type.shape) / (batch * block);
+  std::string prompt = a.has("--prompt") ? a.get("--prompt") : "\n";
+  if (prompt.empty()) return Status::Invalid("--prompt is empty (give at least one byte)");
+  if (static_cast<int64_t>(prompt.size()) > block)
+    return Status::Invalid("--prompt is " + std::to_string(prompt.size()) + " bytes, longer than the model's block of " +
+                           std::to_string(block) + " bytes");
+
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
+  std::unique_ptr<Session> s;
+  SG_TRY(Session::create(m, std::move(be), &s));
+  SG_TRY(s->init(0, 0));
+  int64_t step = 0;
+  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  int prog;
+  SG_TRY(s->find_program("infer", &prog));
+
+  std::vector<uint8_t> text(prompt.begin(), prompt.end());
+  std::vector<int32_t> in(batch * block, 0);
+  std::vector<float> out(batch * block * vocab);
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t n = std::min<int64_t>(block, static_cast<int64_t>(text.size()));
+    std::fill(in.begin(), in.end(), 0);
+    std::copy(text.end() - n, text.end(), in.begin());
+    SG_TRY(s->write(tokens, in.data(), in.size() * sizeof(int32_t)));
+    SG_TRY(s->run(prog));
+    SG_TRY(s->read(logits, out.data(), out.size() * sizeof(float)));
+    float u = rng_uniform(static_cast<uint64_t>(seed), 0x52554Eull, static_cast<uint64_t>(i));
+    int next = sample(out.data() + (n - 1) * vocab, vocab, temperature, top_k, u);
+    text.push_back(static_cast<uint8_t>(next));
+    std::fputc(next, stdout);
+    std::fflush(stdout);
+  }
+  std::fputc('\n', stdout);
+  return Status::Ok();
+}
+
+}  // namespace sgrt::tool
