@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "model_source.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/export.h"
 #include "sgrt/trainer.h"
 
 namespace sgrt::tool {
@@ -75,13 +76,15 @@ Status cmd_eval(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set"}, {"--no-plan"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
-  if (!a.has("--checkpoint")) return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
   SG_TRY(open_session(a, a.positional[0], &s, &data));
+  // An exported graph carries its weights; anything else needs a checkpoint.
+  if (!a.has("--checkpoint") && !carries_weights(s->model()))
+    return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   SG_TRY(s->init(0, 0));
   int64_t step = 0;
-  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   EvalReport e;
   SG_TRY(evaluate(*s, *data, Split::test, &e));
   std::printf("step %lld: test loss %.4f", static_cast<long long>(step), e.loss);

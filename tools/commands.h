@@ -9,6 +9,7 @@ Status cmd_compile(int argc, char** argv);
 Status cmd_info(int argc, char** argv);
 Status cmd_train(int argc, char** argv);
 Status cmd_eval(int argc, char** argv);
+Status cmd_export(int argc, char** argv);  // cmd_export.cpp: deployable graph, weights folded in
 Status cmd_run(int argc, char** argv);  // cmd_run.cpp: sample text from a language model
 
 }  // namespace sgrt::tool

@@ -14,6 +14,8 @@ const char kUsage[] =
     "  train   MODEL.lua|MODEL.sg [--backend cpu] [--steps N] [--data PATH] [--checkpoint DIR]\n"
     "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--set k=v]... [--quiet]\n"
     "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend cpu]\n"
+    "          (an exported DEPLOY.sg needs no --checkpoint)\n"
+    "  export  MODEL.sg --checkpoint DIR -o DEPLOY.sg [--infer-only] [--quantize fp8|fp8-channel|fp4|nvfp4]\n"
     "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
     "          [--top-k K] [--seed S] [--backend cpu]\n";
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   else if (cmd == "info") st = cmd_info(argc, argv);
   else if (cmd == "train") st = cmd_train(argc, argv);
   else if (cmd == "eval") st = cmd_eval(argc, argv);
+  else if (cmd == "export") st = cmd_export(argc, argv);
   else if (cmd == "run") st = cmd_run(argc, argv);
   else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, run; see sgrt --help)");
   if (!st.ok()) {

@@ -43,6 +43,11 @@ int Model::find_program(const std::string& name) const {
   return -1;
 }
 
+std::span<const uint8_t> Model::buffer(int index) const {
+  const flatbuffers::Vector<uint8_t>* d = root_->buffers()->Get(index)->data();
+  return d ? std::span<const uint8_t>(d->data(), d->size()) : std::span<const uint8_t>();
+}
+
 int Model::find_tensor(const std::string& name) const {
   for (size_t i = 0; i < tensors_.size(); ++i) if (tensors_[i].name == name) return static_cast<int>(i);
   return -1;
@@ -91,11 +96,18 @@ Status Model::decode() {
       return Status::Invalid("tensor " + ti.name + " lies outside the arena");
     if (const sg::Init* in = t->init()) {
       int k = static_cast<int>(in->kind());
-      if (k < 0 || k >= static_cast<int>(InitKind::buffer)) return Status::Invalid("tensor " + ti.name + ": invalid initializer");
+      if (k < 0 || k > static_cast<int>(InitKind::buffer)) return Status::Invalid("tensor " + ti.name + ": invalid initializer");
       ti.init = static_cast<InitKind>(k);
       ti.init_a = in->a();
       ti.init_b = in->b();
       ti.init_seed = in->seed();
+      if (ti.init == InitKind::buffer) {
+        const auto* bufs = r.buffers();
+        if (!bufs || in->buffer() < 0 || in->buffer() >= static_cast<int>(bufs->size()) ||
+            (ti.bytes > 0 && (!bufs->Get(in->buffer())->data() || bufs->Get(in->buffer())->data()->size() != ti.bytes)))
+          return Status::Invalid("tensor " + ti.name + ": its initializer buffer is missing or not " + std::to_string(ti.bytes) + " bytes");
+        ti.init_buffer = in->buffer();
+      }
     }
     ti.loc = loc_str(t->loc());
     tensors_.push_back(std::move(ti));

@@ -30,6 +30,11 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
   const std::vector<TensorInfo>& ts = model_->tensors();
   for (size_t id = 0; id < ts.size(); ++id) {
     const TensorInfo& t = ts[id];
+    if (t.init == InitKind::buffer && t.bytes > 0) {  // an exported graph carries the value
+      std::span<const uint8_t> b = model_->buffer(t.init_buffer);
+      SG_TRY(write(static_cast<int>(id), b.data(), b.size()));
+      continue;
+    }
     if (!t.persistent || t.bytes == 0 || t.type.dtype != DType::f32) continue;
     std::vector<float> v = t.role == Role::param ? initial_values(t, seed) : std::vector<float>(numel(t.type.shape), 0.f);
     SG_TRY(write(static_cast<int>(id), v.data(), v.size() * sizeof(float)));

@@ -1,6 +1,7 @@
 // A loaded, verified .sg file, decoded into plain structs every backend uses.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct TensorInfo {
   InitKind init = InitKind::zeros;
   float init_a = 0, init_b = 0;
   uint64_t init_seed = 0;
+  int init_buffer = -1;  // init == buffer: index into Model::buffer (exported graphs)
   std::string loc;  // "file:line"
 };
 
@@ -59,6 +61,8 @@ class Model {
   const std::vector<std::pair<std::string, int>>& metrics() const { return metrics_; }
   const std::vector<std::pair<std::string, int>>& outputs() const { return outputs_; }
   const std::string& label() const { return label_; }
+  // The bytes of Model.buffers[index] (sized to its tensor, checked at load).
+  std::span<const uint8_t> buffer(int index) const;
 
  private:
   Status decode();

@@ -1,0 +1,411 @@
+// Deployable graphs (export.h). The model is rewritten through FlatBuffers'
+// object API: state folded into buffers, training programs stripped, weights
+// of inference matmuls quantized to constants, memory plan adjusted.
+#include "sgrt/export.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "cpu/op_args.h"
+#include "sg_generated.h"
+#include "sgrt/file_io.h"
+#include "sgrt/model_file.h"
+#include "sgrt/quant.h"
+#include "sgrt/shape_infer.h"
+
+namespace sgrt {
+namespace {
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// A quantize op's outputs computed now, on the host, by the CPU kernel itself:
+// the exported constants are bit-identical to what the op would produce.
+struct Folded {
+  TensorType q_type, scale_type;
+  std::vector<uint8_t> q, scale;
+  std::vector<float> state;
+};
+
+Status fold_quantize(const Attrs& a, const TensorType& x_type, const float* x, std::vector<float> state, Folded* f) {
+  TensorType state_type{{static_cast<int64_t>(state.size())}, DType::f32};
+  std::vector<TensorType> outs;
+  SG_TRY(infer_types(OpCode::Quantize, {x_type, state_type}, a, &outs));
+  f->q_type = outs[0];
+  f->scale_type = outs[1];
+  f->q.assign(dtype_bytes(outs[0].dtype, numel(outs[0].shape)), 0);
+  f->scale.assign(dtype_bytes(outs[1].dtype, numel(outs[1].shape)), 0);
+  f->state = std::move(state);
+  cpu::CpuKernel k = cpu::find_cpu_kernel(OpCode::Quantize, {DType::f32, DType::f32}, {outs[0].dtype, outs[1].dtype, DType::f32});
+  if (!k) return Status::Unsupported("export: no CPU quantize kernel for " + type_str(outs[0]));
+  int64_t ns = static_cast<int64_t>(f->state.size());
+  // The kernel updates its state in place (out[2] is in[1]).
+  cpu::OpArgs args{OpCode::Quantize, &a,
+                   {{const_cast<float*>(x), &x_type, numel(x_type.shape)}, {f->state.data(), &state_type, ns}},
+                   {{f->q.data(), &f->q_type, numel(outs[0].shape)},
+                    {f->scale.data(), &f->scale_type, numel(outs[1].shape)},
+                    {f->state.data(), &state_type, ns}}};
+  return k(args);
+}
+
+// quantize attrs for a weight stored [rows, cols]; rows_outer: rows index the
+// matmul's output (the stored matrix is [out, in]).
+Attrs weight_format(ExportQuant q, bool rows_outer) {
+  DType d = DType::e4m3;
+  QuantGranularity g = QuantGranularity::tensor;
+  QuantMode mode = QuantMode::current_amax;  // a weight's own amax, as in every recipe
+  switch (q) {
+    case ExportQuant::none: case ExportQuant::fp8: break;
+    case ExportQuant::fp8_channel: g = rows_outer ? QuantGranularity::row : QuantGranularity::column; break;
+    case ExportQuant::fp4: d = DType::e2m1; g = rows_outer ? QuantGranularity::column : QuantGranularity::row; break;
+    case ExportQuant::nvfp4: d = DType::e2m1; g = QuantGranularity::nvfp4; mode = QuantMode::block; break;
+  }
+  Attrs a;
+  a.set_i("dtype", static_cast<int64_t>(d)).set_i("granularity", static_cast<int64_t>(g))
+      .set_i("mode", static_cast<int64_t>(mode)).set_i("history", 0).set_i("margin", 0).set_i("update", 1);
+  return a;
+}
+
+std::vector<uint8_t> as_bytes(const std::vector<float>& v) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(v.data());
+  return std::vector<uint8_t>(p, p + v.size() * sizeof(float));
+}
+
+class Exporter {
+ public:
+  Exporter(const Session& s, const ExportOptions& o) : s_(s), m_(s.model()), o_(o), r_(m_.root().UnPack()) {}
+
+  Status run(std::vector<uint8_t>* out) {
+    if (o_.quantize != ExportQuant::none && !o_.infer_only)
+      return Status::Invalid("export: quantizing needs --infer-only (quantized weights are constants that training would not update)");
+    if (o_.infer_only) SG_TRY(strip_training());
+    if (o_.quantize != ExportQuant::none)
+      for (auto& p : r_->programs) SG_TRY(quantize_program(*p));
+    std::vector<bool> used = used_tensors();
+    SG_TRY(fold_state(used));
+    drop(used);
+    plan_memory();
+    flatbuffers::FlatBufferBuilder b(1 << 20);
+    sg::FinishModelBuffer(b, sg::Model::Pack(b, r_.get()));
+    out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+    append_footer(out);
+    std::unique_ptr<Model> check;  // what we wrote must load
+    return Model::load_bytes(*out, m_.label() + " (exported)", &check);
+  }
+
+ private:
+  Status strip_training() {
+    auto& ps = r_->programs;
+    ps.erase(std::remove_if(ps.begin(), ps.end(), [](const auto& p) { return p->name != "infer" && p->name != "eval"; }),
+             ps.end());
+    if (ps.empty()) return Status::Invalid(m_.label() + ": has no eval or infer program to keep");
+    r_->optimizer.reset();
+    return Status::Ok();
+  }
+
+  bool is_param(int id) const {
+    return id >= 0 && id < static_cast<int>(m_.tensors().size()) && m_.tensors()[id].role == Role::param &&
+           m_.tensors()[id].type.dtype == DType::f32;
+  }
+
+  template <class T>
+  Status read(int id, std::vector<T>* v) const {
+    const TensorInfo& t = m_.tensors()[id];
+    v->resize(t.bytes / sizeof(T));
+    return s_.read(id, v->data(), t.bytes);
+  }
+
+  int add_buffer(std::vector<uint8_t> data) {
+    auto b = std::make_unique<sg::BufferT>();
+    b->data = std::move(data);
+    r_->buffers.push_back(std::move(b));
+    return static_cast<int>(r_->buffers.size()) - 1;
+  }
+
+  void set_buffer(sg::TensorT& t, std::vector<uint8_t> data) {
+    if (!t.init) t.init = std::make_unique<sg::InitT>();
+    t.init->kind = sg::InitKind::buffer;
+    t.init->buffer = add_buffer(std::move(data));
+  }
+
+  int add_constant(const std::string& name, const TensorType& type, std::vector<uint8_t> data, const std::string& rule) {
+    auto t = std::make_unique<sg::TensorT>();
+    t->name = name;
+    t->shape = type.shape;
+    t->dtype = static_cast<sg::DType>(type.dtype);
+    t->role = sg::Role::constant;
+    t->lifetime = sg::Lifetime::persistent;
+    t->bytes = data.size();
+    t->scale = std::make_unique<sg::ScaleSpecT>();
+    t->scale->rule = rule;
+    set_buffer(*t, std::move(data));
+    r_->tensors.push_back(std::move(t));
+    return static_cast<int>(r_->tensors.size()) - 1;
+  }
+
+  // Adds q, scale and state of a folded quantize as constants.
+  void add_folded(const std::string& base, Folded f, int out[3]) {
+    const std::string rule = "export: quantized from the trained weight";
+    out[0] = add_constant(base, f.q_type, std::move(f.q), rule);
+    out[1] = add_constant(base + ".scale", f.scale_type, std::move(f.scale), rule);
+    TensorType st{{static_cast<int64_t>(f.state.size())}, DType::f32};
+    out[2] = add_constant(base + ".qstate", st, as_bytes(f.state), rule);
+    r_->tensors[out[0]]->scale->state_tensor = out[1];
+  }
+
+  // Scale (exponent 0) and state shared by every f32 operand of a rewritten matmul.
+  void f32_operand(int* scale, int* state) {
+    if (f32_scale_ < 0) {
+      f32_scale_ = add_constant("export.f32.scale", {{1}, DType::i32}, std::vector<uint8_t>(4, 0), "unscaled f32 operand");
+      f32_state_ = add_constant("export.f32.qstate", {{kStateHeader}, DType::f32},
+                                std::vector<uint8_t>(kStateHeader * sizeof(float), 0), "unscaled f32 operand");
+    }
+    *scale = f32_scale_;
+    *state = f32_state_;
+  }
+
+  // In an infer/eval program: quantize ops on weights become constants, and
+  // f32 matmuls with a weight operand become qmatmuls of the quantized weight.
+  Status quantize_program(sg::ProgramT& p) {
+    const ProgramInfo& info = m_.programs()[m_.find_program(p.name)];
+    std::map<int, int> subst;  // outputs of removed quantize ops -> constants
+    std::vector<std::unique_ptr<sg::OpT>> ops;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      std::unique_ptr<sg::OpT>& op = p.ops[k];
+      const OpInfoLoaded& o = info.ops[k];
+      for (int& in : op->inputs)
+        if (auto it = subst.find(in); it != subst.end()) in = it->second;
+      if (o.code == OpCode::Quantize && is_param(o.in[0])) {
+        int c[3];
+        SG_TRY(folded_quantize(o, c));
+        for (int i = 0; i < 3; ++i) subst[o.out[i]] = c[i];
+        continue;
+      }
+      int w = o.code != OpCode::MatMul ? -1 : is_param(o.in[1]) ? 1 : is_param(o.in[0]) ? 0 : -1;
+      if (w >= 0 && m_.tensors()[o.in[w]].type.shape.size() == 2) SG_TRY(rewrite_matmul(o, w, op.get()));
+      ops.push_back(std::move(op));
+    }
+    p.ops = std::move(ops);
+    return Status::Ok();
+  }
+
+  // A quantize op the recipe placed on a weight: folded with its own format
+  // and scale source (and its scale state from training).
+  Status folded_quantize(const OpInfoLoaded& o, int c[3]) {
+    if (auto it = done_.find(o.out[0]); it != done_.end()) {
+      std::copy(it->second.begin(), it->second.end(), c);
+      return Status::Ok();
+    }
+    std::vector<float> x, state;
+    SG_TRY(read(o.in[0], &x));
+    SG_TRY(read(o.in[1], &state));
+    Folded f;
+    SG_TRY(fold_quantize(o.attrs, m_.tensors()[o.in[0]].type, x.data(), std::move(state), &f).with_context(o.loc));
+    add_folded(m_.tensors()[o.out[0]].name, std::move(f), c);
+    done_[o.out[0]] = {c[0], c[1], c[2]};
+    return Status::Ok();
+  }
+
+  Status rewrite_matmul(const OpInfoLoaded& o, int w, sg::OpT* op) {
+    const char* trans_attr[2] = {"trans_a", "trans_b"};
+    bool trans[2] = {o.attrs.i("trans_a") != 0, o.attrs.i("trans_b") != 0};
+    bool rows_outer = w == 0 ? !trans[0] : trans[1];
+    // Block scales run along a stored row, which must be the contracting one:
+    // otherwise store the weight transposed.
+    bool transpose = o_.quantize == ExportQuant::nvfp4 && !rows_outer;
+    int weight = o.in[w];
+    auto key = std::make_pair(weight, transpose);
+    if (!quantized_.count(key)) {
+      std::vector<float> x;
+      SG_TRY(read(weight, &x));
+      TensorType t = m_.tensors()[weight].type;
+      if (transpose) {
+        int64_t rows = t.shape[0], cols = t.shape[1];
+        std::vector<float> tr(x.size());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) tr[c * rows + r] = x[r * cols + c];
+        x.swap(tr);
+        t.shape = {cols, rows};
+      }
+      Folded f;
+      Attrs a = weight_format(o_.quantize, rows_outer || transpose);
+      SG_TRY(fold_quantize(a, t, x.data(), std::vector<float>(kStateHeader, 0.f), &f).with_context(o.loc));
+      std::array<int, 3> c;
+      add_folded(m_.tensors()[weight].name + "." + dtype_name(f.q_type.dtype) + (transpose ? ".t" : ""), std::move(f), c.data());
+      quantized_[key] = {c, a.i("granularity")};
+    }
+    const auto& [c, gran] = quantized_[key];
+    int other = o.in[1 - w], os, ost;
+    f32_operand(&os, &ost);
+    std::vector<int> wq{c[0], c[1], c[2]}, x{other, os, ost};
+    op->code = static_cast<int32_t>(OpCode::QMatMul);
+    op->inputs = w == 1 ? std::vector<int>{x[0], x[1], x[2], wq[0], wq[1], wq[2]}
+                        : std::vector<int>{wq[0], wq[1], wq[2], x[0], x[1], x[2]};
+    op->attrs.clear();
+    auto attr = [op](const char* name, int64_t v) {
+      auto a = std::make_unique<sg::AttrT>();
+      a->name = name;
+      a->i = v;
+      op->attrs.push_back(std::move(a));
+    };
+    attr(trans_attr[0], w == 0 ? trans[0] != transpose : trans[0]);
+    attr(trans_attr[1], w == 1 ? trans[1] != transpose : trans[1]);
+    attr(w == 0 ? "a_granularity" : "b_granularity", gran);
+    attr(w == 0 ? "b_granularity" : "a_granularity", static_cast<int64_t>(QuantGranularity::tensor));
+    return Status::Ok();
+  }
+
+  // Every tensor a kept program, the loss, a metric, an output or the data
+  // binding refers to (everything when training is kept).
+  std::vector<bool> used_tensors() const {
+    std::vector<bool> used(r_->tensors.size(), !o_.infer_only);
+    for (const auto& p : r_->programs)
+      for (const auto& op : p->ops) {
+        for (int id : op->inputs) used[id] = true;
+        for (int id : op->outputs) used[id] = true;
+      }
+    if (r_->loss >= 0) used[r_->loss] = true;
+    for (const auto& n : r_->metrics) used[n->tensor] = true;
+    for (const auto& n : r_->outputs) used[n->tensor] = true;
+    if (r_->data)
+      for (const auto& f : r_->data->fields) used[f->tensor] = true;
+    return used;
+  }
+
+  // The session's values of the persistent state become the tensors' initializers.
+  Status fold_state(const std::vector<bool>& used) {
+    for (size_t id = 0; id < m_.tensors().size(); ++id) {
+      const TensorInfo& t = m_.tensors()[id];
+      if (!used[id] || !t.persistent || t.bytes == 0 || t.role == Role::input || t.init == InitKind::buffer ||
+          static_cast<int>(id) == m_.train_state())
+        continue;
+      std::vector<uint8_t> v;
+      SG_TRY(read(static_cast<int>(id), &v));
+      set_buffer(*r_->tensors[id], std::move(v));
+    }
+    return Status::Ok();
+  }
+
+  // Removes unused tensors and buffers, renumbering every reference.
+  void drop(const std::vector<bool>& used) {
+    std::vector<int> map(used.size(), -1);
+    std::vector<std::unique_ptr<sg::TensorT>> kept;
+    std::vector<std::unique_ptr<sg::BufferT>> buffers;
+    for (size_t id = 0; id < used.size(); ++id) {
+      if (!used[id]) continue;
+      map[id] = static_cast<int>(kept.size());
+      sg::TensorT& t = *r_->tensors[id];
+      if (t.init && t.init->kind == sg::InitKind::buffer && r_->buffers[t.init->buffer]) {
+        buffers.push_back(std::move(r_->buffers[t.init->buffer]));
+        t.init->buffer = static_cast<int>(buffers.size()) - 1;
+      }
+      kept.push_back(std::move(r_->tensors[id]));
+    }
+    auto remap = [&map](int& id) { if (id >= 0) id = map[id]; };
+    for (auto& t : kept) {
+      remap(t->grad_of);
+      if (t->scale) remap(t->scale->state_tensor);
+    }
+    for (auto& p : r_->programs)
+      for (auto& op : p->ops) {
+        for (int& id : op->inputs) remap(id);
+        for (int& id : op->outputs) remap(id);
+      }
+    remap(r_->loss);
+    remap(r_->step_tensor);
+    remap(r_->lr_tensor);
+    for (auto& n : r_->metrics) remap(n->tensor);
+    for (auto& n : r_->outputs) remap(n->tensor);
+    if (r_->data)
+      for (auto& f : r_->data->fields) remap(f->tensor);
+    r_->tensors = std::move(kept);
+    r_->buffers = std::move(buffers);
+  }
+
+  // Persistent tensors are packed again from offset 0. Transient tensors keep
+  // their liveness plan, with the address ranges no kept tensor uses squeezed
+  // out: each run of overlapping tensors moves down as one block, so tensors
+  // that shared bytes still do and those that did not still do not.
+  void plan_memory() {
+    sg::MemoryPlanT& mem = *r_->memory;
+    uint64_t align = mem.alignment ? mem.alignment : 64, off = 0, naive = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> spans;  // [offset, end) of transients
+    for (auto& t : r_->tensors) {
+      naive += align_up(t->bytes, align);
+      if (t->bytes == 0) continue;
+      if (t->lifetime != sg::Lifetime::persistent) {
+        spans.push_back({t->offset, t->offset + t->bytes});
+        continue;
+      }
+      t->offset = off;
+      off = align_up(off + t->bytes, align);
+    }
+    std::sort(spans.begin(), spans.end());
+    std::map<uint64_t, uint64_t> moved;  // old start of a block -> new start
+    uint64_t top = off, block = 0, block_end = 0;
+    for (auto [b, e] : spans) {
+      if (moved.empty() || b >= block_end) {
+        block = b;
+        moved[block] = align_up(top, align);
+      }
+      block_end = std::max(block_end, e);
+      top = std::max(top, moved[block] + (block_end - block));
+    }
+    for (auto& t : r_->tensors) {
+      if (t->lifetime == sg::Lifetime::persistent || t->bytes == 0) continue;
+      auto it = std::prev(moved.upper_bound(t->offset));
+      t->offset = t->offset - it->first + it->second;
+    }
+    for (auto& p : r_->programs) {
+      uint64_t peak = off;
+      for (auto& op : p->ops)
+        for (const std::vector<int>* ids : {&op->inputs, &op->outputs})
+          for (int id : *ids)
+            if (const sg::TensorT& t = *r_->tensors[id]; t.lifetime != sg::Lifetime::persistent)
+              peak = std::max(peak, t.offset + t.bytes);
+      p->peak_bytes = peak - off;
+    }
+    mem.persistent_bytes = off;
+    mem.arena_bytes = align_up(top, align);
+    mem.naive_bytes = naive;
+  }
+
+  const Session& s_;
+  const Model& m_;
+  const ExportOptions& o_;
+  std::unique_ptr<sg::ModelT> r_;
+  int f32_scale_ = -1, f32_state_ = -1;
+  std::map<int, std::array<int, 3>> done_;
+  std::map<std::pair<int, bool>, std::pair<std::array<int, 3>, int64_t>> quantized_;
+};
+
+}  // namespace
+
+Status parse_export_quant(const std::string& name, ExportQuant* out) {
+  static const std::pair<const char*, ExportQuant> kNames[] = {
+      {"", ExportQuant::none},   {"none", ExportQuant::none},   {"fp8", ExportQuant::fp8},
+      {"fp8-channel", ExportQuant::fp8_channel}, {"fp4", ExportQuant::fp4}, {"nvfp4", ExportQuant::nvfp4}};
+  for (auto& [n, q] : kNames)
+    if (name == n) {
+      *out = q;
+      return Status::Ok();
+    }
+  return Status::Invalid("unknown quantization '" + name + "' (fp8, fp8-channel, fp4, nvfp4)");
+}
+
+Status export_model(const Session& s, const ExportOptions& opts, std::vector<uint8_t>* out) {
+  return Exporter(s, opts).run(out);
+}
+
+Status export_to_file(const Session& s, const ExportOptions& opts, const std::string& path) {
+  std::vector<uint8_t> bytes;
+  SG_TRY(export_model(s, opts, &bytes));
+  return write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+bool carries_weights(const Model& m) {
+  return std::all_of(m.tensors().begin(), m.tensors().end(),
+                     [](const TensorInfo& t) { return t.role != Role::param || t.init == InitKind::buffer; });
+}
+
+}  // namespace sgrt

@@ -1,0 +1,38 @@
+// `sgrt export`: a deployable graph with the checkpoint's weights folded in
+// (runtime/include/sgrt/export.h does the work; the C API exposes the same).
+#include <cstdio>
+
+#include "commands.h"
+#include "model_source.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/export.h"
+
+namespace sgrt::tool {
+
+Status cmd_export(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2, {"--checkpoint", "--output", "--quantize", "--recipe", "--set"}, {"--infer-only"}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("export takes one MODEL.sg (or MODEL.lua)");
+  if (!a.has("--output")) return Status::Invalid("export needs -o DEPLOY.sg");
+  ExportOptions opts;
+  opts.infer_only = a.has("--infer-only");
+  SG_TRY(parse_export_quant(a.get("--quantize"), &opts.quantize).with_context("--quantize"));
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_model(a, a.positional[0], &m));
+  if (!a.has("--checkpoint") && !carries_weights(*m))
+    return Status::Invalid(a.positional[0] + ": export needs --checkpoint DIR (its weights are not in the file)");
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend("cpu", &be));
+  std::unique_ptr<Session> s;
+  SG_TRY(Session::create(m, std::move(be), &s));
+  SG_TRY(s->init(0, 0));
+  int64_t step = 0;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  SG_TRY(export_to_file(*s, opts, a.get("--output")));
+  std::printf("exported %s (step %lld%s%s%s) to %s\n", a.positional[0].c_str(), static_cast<long long>(step),
+              opts.infer_only ? ", inference only" : "", a.has("--quantize") ? ", weights " : "",
+              a.get("--quantize").c_str(), a.get("--output").c_str());
+  return Status::Ok();
+}
+
+}  // namespace sgrt::tool
