@@ -71,6 +71,8 @@ struct OptimizerConfig {
   sg::ScheduleKind schedule = sg::ScheduleKind::constant;
   int64_t warmup_steps = 0;
   float min_lr_ratio = 0.f;
+  std::string state = "fp32";  // state precision level: fp32, O1, O2, O3 (docs/optimizer.md)
+  float clip = 0.f;            // > 0: clip gradients to this global norm
 };
 
 struct DataConfig {

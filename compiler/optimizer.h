@@ -1,10 +1,20 @@
-// Optimizer lowering: state tensors and in-place update ops for each param.
+// Optimizer lowering: state tensors and in-place update ops for each param, in
+// the precision the optimizer's state level asks for (docs/optimizer.md).
 #pragma once
+#include <string>
+
 #include "autodiff.h"
 
 namespace sgrt::compiler {
 
-// Appends lr_schedule, one update per (param, grad) and step_increment to *ops.
-Status lower_optimizer(Graph& g, const Backward& bw, std::vector<Op>* ops);
+struct OptimizerOps {
+  std::vector<Op> prologue;  // low-precision masters -> f32 working params, first in every program
+  std::vector<Op> updates;   // lr_schedule, check_finite, one update per (param, grad), step_increment
+};
+
+Status lower_optimizer(Graph& g, const Backward& bw, OptimizerOps* out);
+
+// The state levels ("fp32", "O1", "O2", "O3"), for error messages and --opt-level.
+bool is_opt_level(const std::string& name);
 
 }  // namespace sgrt::compiler

@@ -1,5 +1,7 @@
 #include "programs.h"
 
+#include <algorithm>
+
 #include "autodiff.h"
 #include "optimizer.h"
 
@@ -30,6 +32,20 @@ std::vector<Op> inference_mode(std::vector<Op> ops) {
   return ops;
 }
 
+// Prepends the prologue ops (low-precision masters to f32 working params)
+// whose outputs the program reads.
+void with_prologue(const std::vector<Op>& prologue, Program* p) {
+  std::vector<Op> ops;
+  for (const Op& pre : prologue)
+    for (const Op& op : p->ops)
+      if (std::find(op.in.begin(), op.in.end(), pre.out[0]) != op.in.end()) {
+        ops.push_back(pre);
+        break;
+      }
+  ops.insert(ops.end(), p->ops.begin(), p->ops.end());
+  p->ops = std::move(ops);
+}
+
 }  // namespace
 
 Status build_programs(Graph& g) {
@@ -38,18 +54,19 @@ Status build_programs(Graph& g) {
 
   Backward bw;
   SG_TRY(build_backward(g, &bw));
-  std::vector<Op> updates;
-  SG_TRY(lower_optimizer(g, bw, &updates));
+  OptimizerOps opt;
+  SG_TRY(lower_optimizer(g, bw, &opt));
 
   Program train{"train_step", ops_for(g, eval_targets)};
   train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
-  train.ops.insert(train.ops.end(), updates.begin(), updates.end());
+  train.ops.insert(train.ops.end(), opt.updates.begin(), opt.updates.end());
   g.programs.push_back(std::move(train));
   g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});
 
   std::vector<int> infer_targets;
   for (auto& [name, id] : g.outputs) infer_targets.push_back(id);
   if (!infer_targets.empty()) g.programs.push_back(Program{"infer", inference_mode(ops_for(g, infer_targets))});
+  for (Program& p : g.programs) with_prologue(opt.prologue, &p);
   return Status::Ok();
 }
 

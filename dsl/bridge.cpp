@@ -9,6 +9,7 @@
 
 #include "dsl.h"
 #include "embedded_lua.h"
+#include "optimizer.h"
 #include "sgrt/quant.h"
 
 namespace sgrt::dsl {
@@ -208,7 +209,8 @@ void add_named(lua_State* L, std::vector<std::pair<std::string, int>>* v, const 
 int l_metric(lua_State* L) { add_named(L, &state(L).g->metrics, "metric"); return 0; }
 int l_output(lua_State* L) { add_named(L, &state(L).g->outputs, "output"); return 0; }
 
-// _sg.optimizer(kind, {lr=, momentum=, beta1=, beta2=, eps=, weight_decay=, schedule=, warmup=, min_lr_ratio=})
+// _sg.optimizer(kind, {lr=, momentum=, beta1=, beta2=, eps=, weight_decay=, schedule=, warmup=, min_lr_ratio=,
+//                     state = "fp32"|"O1"|"O2"|"O3", clip = global norm})
 int l_optimizer(lua_State* L) {
   compiler::OptimizerConfig& o = state(L).g->optimizer;
   std::string kind = luaL_checkstring(L, 1);
@@ -229,6 +231,10 @@ int l_optimizer(lua_State* L) {
   o.warmup_steps = static_cast<int64_t>(field_number(L, 2, "warmup", 0));
   o.min_lr_ratio = static_cast<float>(field_number(L, 2, "min_lr_ratio", 0.0));
   if (!(o.lr > 0)) raise_at(L, "the learning rate must be positive");
+  o.state = field_string(L, 2, "state", "fp32");
+  if (!compiler::is_opt_level(o.state)) raise_at(L, "unknown optimizer state level '" + o.state + "' (fp32, O1, O2, O3)");
+  o.clip = static_cast<float>(field_number(L, 2, "clip", 0.0));
+  if (!(o.clip >= 0)) raise_at(L, "clip must be a non-negative global gradient norm (0: off)");
   return 0;
 }
 

@@ -33,7 +33,7 @@ void print_eval(const char* what, const EvalReport& e) {
 Status cmd_train(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2,
-                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set"},
+                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set", "--opt-level"},
                     {"--quiet", "--no-plan"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   TrainOptions opts;

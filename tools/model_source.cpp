@@ -15,6 +15,7 @@ Status compile_script(const Args& args, const std::string& path, std::vector<uin
   SG_TRY(dsl::load_script(path, opts, &g));
   if (args.has("--recipe")) g.recipe = args.get("--recipe");
   if (args.has("--no-plan")) g.plan_scales = false;
+  if (args.has("--opt-level")) g.optimizer.state = args.get("--opt-level");
   SG_TRY(compiler::compile(g).with_context(path));
   *bytes = compiler::serialize(g);
   return Status::Ok();
@@ -27,8 +28,8 @@ Status load_model(const Args& args, const std::string& path, std::shared_ptr<con
     SG_TRY(compile_script(args, path, &bytes));
     SG_TRY(Model::load_bytes(std::move(bytes), path, &m));
   } else {
-    if (args.has("--recipe") || args.has("--no-plan") || !args.sets.empty())
-      return Status::Invalid(path + ": --recipe, --no-plan and --set apply when compiling a .lua script, not to a compiled .sg");
+    if (args.has("--recipe") || args.has("--no-plan") || args.has("--opt-level") || !args.sets.empty())
+      return Status::Invalid(path + ": --recipe, --opt-level, --no-plan and --set apply when compiling a .lua script, not to a compiled .sg");
     SG_TRY(Model::load_file(path, &m));
   }
   *out = std::move(m);

@@ -1,11 +1,12 @@
-// Optimizer ops: learning-rate schedule, non-finite gradient check, SGD with
-// momentum, AdamW (PyTorch's update order), and the step counter. The train
-// state's slots are in sgrt/quant.h; updates skip a step check_finite flagged.
+// Optimizer ops: learning-rate schedule, the gradients' finiteness and global
+// norm (for clipping), the step counter and a low-precision master's working
+// copy; the updates themselves are in optimizer_update.cpp. The train state's
+// slots are in sgrt/quant.h; updates skip a step check_finite flagged.
 #include <cmath>
 
 #include "sgrt/quant.h"
 
-#include "cpu/op_args.h"
+#include "cpu/optimizer_state.h"
 #include "cpu/parallel.h"
 
 namespace sgrt::cpu {
@@ -38,53 +39,39 @@ Status k_optimizer(const OpArgs& a) {
       a.out[0].i32()[kStep] += 1;
       return Status::Ok();
     case OpCode::CheckFinite: {
-      bool finite = true;
-      for (size_t k = 1; k < a.in.size() && finite; ++k) {
+      // One pass: the sum of squares is finite exactly when every gradient is
+      // (squares of finite floats cannot overflow a double). Chunk partials
+      // are added in chunk order, so the norm is the same on any thread count.
+      double sumsq = 0;
+      for (size_t k = 1; k < a.in.size(); ++k) {
         const float* g = a.in[k].f();
-        for (int64_t i = 0; i < a.in[k].n; ++i)
-          if (!std::isfinite(g[i])) { finite = false; break; }
+        int64_t n = a.in[k].n, chunks = (n + kGrain - 1) / kGrain;
+        double* part = static_cast<double*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(double)));
+        parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+          double s = 0;
+          for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
+          part[b / kGrain] = s;
+        });
+        for (int64_t c = 0; c < chunks; ++c) sumsq += part[c];
       }
+      bool finite = std::isfinite(sumsq);
       int32_t* ts = a.out[0].i32();
       ts[kSkipStep] = !finite;
       ts[kNonfiniteRun] = finite ? 0 : ts[kNonfiniteRun] + 1;
       ts[kNonfiniteTotal] += !finite;
+      // Clipping by global norm as torch.nn.utils.clip_grad_norm_: g *= min(1, clip / (norm + 1e-6)).
+      double clip = at.f("clip", 0.0), norm = std::sqrt(sumsq);
+      a.out[1].f()[0] = finite && clip > 0 ? static_cast<float>(std::min(1.0, clip / (norm + 1e-6))) : 1.f;
       return Status::Ok();
     }
-    case OpCode::SgdUpdate: {
-      if (a.in[4].i32()[kSkipStep]) return Status::Ok();
-      float* p = a.in[0].f();
-      const float* g = a.in[1].f();
-      float* mom = a.in[2].f();
-      float lr = a.in[3].f()[0];
-      float mu = static_cast<float>(at.f("momentum")), wd = static_cast<float>(at.f("weight_decay"));
+    case OpCode::SgdUpdate: return sgd_update(a);
+    case OpCode::AdamwUpdate: return adamw_update(a);
+    case OpCode::Dequantize: {
+      int slot = static_cast<int>(at.i("slot"));
+      ScaledState q(a.in[0], a.in[1].f()[slot]);
+      float* out = a.out[0].f();
       parallel_for(a.in[0].n, kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          float gi = g[i] + wd * p[i];
-          mom[i] = mu * mom[i] + gi;
-          p[i] -= lr * mom[i];
-        }
-      });
-      return Status::Ok();
-    }
-    case OpCode::AdamwUpdate: {
-      if (a.in[5].i32()[kSkipStep]) return Status::Ok();
-      float* p = a.in[0].f();
-      const float* g = a.in[1].f();
-      float* m = a.in[2].f();
-      float* v = a.in[3].f();
-      float lr = a.in[4].f()[0];
-      int64_t t = a.in[5].i32()[kStep] + 1;
-      float b1 = static_cast<float>(at.f("beta1")), b2 = static_cast<float>(at.f("beta2"));
-      float eps = static_cast<float>(at.f("eps")), wd = static_cast<float>(at.f("weight_decay"));
-      float bc1 = 1.f - std::pow(b1, static_cast<float>(t)), bc2 = 1.f - std::pow(b2, static_cast<float>(t));
-      float step = lr / bc1, bc2_sqrt = std::sqrt(bc2);
-      parallel_for(a.in[0].n, kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          p[i] *= 1.f - lr * wd;
-          m[i] = b1 * m[i] + (1.f - b1) * g[i];
-          v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-          p[i] -= step * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
-        }
+        for (int64_t i = b; i < e; ++i) out[i] = q.get(i);
       });
       return Status::Ok();
     }

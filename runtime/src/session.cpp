@@ -1,5 +1,7 @@
 #include "sgrt/session.h"
 
+#include "formats/formats.h"
+
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
 
@@ -35,9 +37,22 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
       SG_TRY(write(static_cast<int>(id), b.data(), b.size()));
       continue;
     }
-    if (!t.persistent || t.bytes == 0 || t.type.dtype != DType::f32) continue;
-    std::vector<float> v = t.role == Role::param ? initial_values(t, seed) : std::vector<float>(numel(t.type.shape), 0.f);
-    SG_TRY(write(static_cast<int>(id), v.data(), v.size() * sizeof(float)));
+    bool low_precision = t.type.dtype == DType::f16 || t.type.dtype == DType::e4m3;  // optimizer state, masters
+    if (!t.persistent || t.bytes == 0 || (t.type.dtype != DType::f32 && !low_precision)) continue;
+    // Parameters, and state with an initializer (a master copies its param's,
+    // optimizer scales start at one), get their initial values; the rest zeros.
+    bool initialized = t.role == Role::param || t.init != InitKind::zeros;
+    std::vector<float> v = initialized ? initial_values(t, seed) : std::vector<float>(numel(t.type.shape), 0.f);
+    if (t.type.dtype == DType::f32) {
+      SG_TRY(write(static_cast<int>(id), v.data(), v.size() * sizeof(float)));
+      continue;
+    }
+    std::vector<uint8_t> coded(t.bytes);  // unscaled: the optimizer sets scales from the first step's amax
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t.type.dtype == DType::e4m3) coded[i] = fmt::e4m3_encode(v[i]);
+      else reinterpret_cast<uint16_t*>(coded.data())[i] = fmt::f16_encode(v[i]);
+    }
+    SG_TRY(write(static_cast<int>(id), coded.data(), coded.size()));
   }
   if (model_->train_state() >= 0) {
     int32_t state[kTrainStateLen] = {};

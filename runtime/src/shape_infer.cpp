@@ -78,6 +78,12 @@ Status infer_classifier(OpCode code, const TensorType& logits, const TensorType&
   return Status::Ok();
 }
 
+Status check_opt_scales(OpCode code, const TensorType& t) {
+  if (t.dtype != DType::f32 || t.shape != Shape{kOptScaleLen})
+    return fail(code, "optimizer scales must be f32[" + std::to_string(kOptScaleLen) + "], got " + type_str(t));
+  return Status::Ok();
+}
+
 Status check_train_state(OpCode code, const TensorType& t) {
   if (t.dtype != DType::i32 || t.shape != Shape{kTrainStateLen})
     return fail(code, "train_state must be i32[" + std::to_string(kTrainStateLen) + "], got " + type_str(t));
@@ -204,6 +210,7 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       SG_TRY(check_train_state(code, ins[0]));
       for (size_t i = 1; i < ins.size(); ++i) SG_TRY(expect_float(code, ins, i));
       out = ins[0];
+      (*outs)[1] = TensorType{{}, DType::f32};
       return Status::Ok();
     case OpCode::Quantize: return infer_quantize(code, ins, attrs, outs);
     case OpCode::QMatMul: {
@@ -229,15 +236,28 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       return Status::Ok();
     }
     case OpCode::SgdUpdate: case OpCode::AdamwUpdate: {
-      // (param, grad, state..., lr, train_state): param, grad and state agree.
+      // (param, grad, state..., lr, train_state, scales, grad_coef): param, grad
+      // and state agree in shape; param and state may be low precision (quant.h).
       int nstate = code == OpCode::SgdUpdate ? 1 : 2;
       for (int i = 1; i <= nstate + 1; ++i) SG_TRY(same_shapes(code, ins[0], ins[i]));
+      for (int i = 0; i <= nstate + 1; ++i) SG_TRY(expect_float(code, ins, i));
+      if (ins[1].dtype != DType::f32) return fail(code, "the gradient must be f32, got " + type_str(ins[1]));
       if (!ins[nstate + 2].shape.empty()) return fail(code, "lr must be a scalar, got " + type_str(ins[nstate + 2]));
       SG_TRY(check_train_state(code, ins[nstate + 3]));
+      SG_TRY(check_opt_scales(code, ins[nstate + 4]));
+      if (ins[nstate + 5].dtype != DType::f32 || !ins[nstate + 5].shape.empty())
+        return fail(code, "grad_coef must be an f32 scalar, got " + type_str(ins[nstate + 5]));
       (*outs)[0] = ins[0];
       for (int i = 0; i < nstate; ++i) (*outs)[1 + i] = ins[2 + i];
+      (*outs)[nstate + 1] = ins[nstate + 4];
       return Status::Ok();
     }
+    case OpCode::Dequantize:
+      SG_TRY(expect_float(code, ins, 0));
+      SG_TRY(check_opt_scales(code, ins[1]));
+      if (attrs.i("slot") < 0 || attrs.i("slot") >= kOptScaleLen) return fail(code, "slot out of range");
+      out = TensorType{ins[0].shape, DType::f32};
+      return Status::Ok();
     case OpCode::Embedding: case OpCode::EmbeddingGrad: case OpCode::LayerNorm: case OpCode::LayerNormGrad:
     case OpCode::RmsNorm: case OpCode::RmsNormGrad: case OpCode::Attention: case OpCode::AttentionGrad:
     case OpCode::Silu: case OpCode::SiluGrad: case OpCode::Rope: case OpCode::Dropout:

@@ -10,6 +10,12 @@ namespace sgrt {
 // train_state i32[kTrainStateLen]: what the optimizer ops read and write.
 enum TrainStateSlot : int { kStep = 0, kTotalSteps, kSkipStep, kNonfiniteRun, kNonfiniteTotal, kTrainStateLen };
 
+// An optimizer update's scale tensor f32[kOptScaleLen], one per parameter: the
+// power-of-two multipliers of its low-precision state (stored q = x * s, so
+// x = q / s; 1 for f32 state). The update writes the scales for the next step
+// from the amax of the values it just computed (docs/optimizer.md).
+enum OptScaleSlot : int { kOptScaleM = 0, kOptScaleV, kOptScaleW, kOptScaleLen };
+
 // quantize's attr "granularity": which elements share one scale. The 2-D view
 // of x is [rows = numel / last dim, cols = last dim].
 enum class QuantGranularity : int64_t {
