@@ -3,8 +3,10 @@
 // update is skipped when check_finite flagged the step.
 // lr_schedule:    off = {train_state, -, lr}; f = {lr, min_lr_ratio}; p = {warmup, schedule}
 // step_increment: off = {-, -, train_state}
-// sgd_update:     off = {param, grad, momentum, lr, train_state}; n; f = {momentum, weight_decay}
-// adamw_update:   off = {param, grad, m, v, lr, train_state}; n; f = {beta1, beta2, eps, weight_decay}
+// sgd_update:     off = {param, grad, momentum, lr, train_state, grad_coef}; n; f = {momentum, weight_decay}
+// adamw_update:   off = {param, grad, m, v, lr, train_state}, p[0] = grad_coef; n; f = {beta1, beta2, eps, weight_decay}
+// Parameters and state are f32 here (their scales stay untouched); grad_coef
+// is check_finite's clipping factor.
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -42,11 +44,12 @@ void main() {
   uint ts = pc.off[OP == OP_SgdUpdate ? 4 : 5];
   if (I[ts + kSkipStep] != 0) return;
   uint p = pc.off[0], g = pc.off[1];
+  float coef = F[OP == OP_SgdUpdate ? pc.off[5] : pc.p[0]];
   if (OP == OP_SgdUpdate) {
     float lr = F[pc.off[3]], mu = pc.f[0], wd = pc.f[1];
     uint mom = pc.off[2];
     FOR_EACH_INDEX(i, pc.n) {
-      float gi = F[g + i] + wd * F[p + i];
+      float gi = F[g + i] * coef + wd * F[p + i];
       F[mom + i] = mu * F[mom + i] + gi;
       F[p + i] -= lr * F[mom + i];
     }
@@ -56,10 +59,10 @@ void main() {
     uint t = uint(I[ts + kStep]) + 1u;
     float b1 = pc.f[0], b2 = pc.f[1], eps = pc.f[2], wd = pc.f[3];
     float bc1 = 1.0 - powi(b1, t), bc2 = 1.0 - powi(b2, t);
-    float step = lr / bc1, bc2_sqrt = sqrt(bc2);
+    float step = lr / bc1, bc2_sqrt = sqrt(bc2), decay = 1.0 - lr * wd;
     FOR_EACH_INDEX(i, pc.n) {
-      float pi = F[p + i] * (1.0 - lr * wd);
-      float gi = F[g + i];
+      float pi = F[p + i] * decay;
+      float gi = F[g + i] * coef;
       float mi = b1 * F[m + i] + (1.0 - b1) * gi;
       float vi = b2 * F[v + i] + (1.0 - b2) * gi * gi;
       F[m + i] = mi;

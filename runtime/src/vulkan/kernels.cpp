@@ -145,7 +145,7 @@ Status lanes(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   AxisSplit s = split(c, c.op.code == OpCode::ReduceMaxGrad ? 0 : -1);
   d->shader = "lanes";
   d->push.off[0] = c.word(c.in(0));
-  d->push.off[1] = c.word(c.in(1));
+  if (c.op.in.size() > 1) d->push.off[1] = c.word(c.in(1));
   if (c.op.in.size() > 2) d->push.off[3] = c.word(c.in(2));
   d->push.off[2] = c.word(c.out(0));
   d->push.n = static_cast<uint32_t>(s.outer * s.inner);
@@ -172,7 +172,7 @@ Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   const Attrs& at = c.op.attrs;
   d->shader = "optimizer";
-  for (size_t i = 0; i < c.op.in.size(); ++i) d->push.off[i] = c.word(c.in(i));
+  for (size_t i = 0; i < std::min<size_t>(c.op.in.size(), 6); ++i) d->push.off[i] = c.word(c.in(i));
   switch (c.op.code) {
     case OpCode::LrSchedule:
       d->push.off[2] = c.word(c.out(0));
@@ -184,11 +184,13 @@ Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
     case OpCode::StepIncrement:
       d->push.off[2] = c.word(c.out(0));
       return Status::Ok();
-    case OpCode::SgdUpdate:
+    case OpCode::SgdUpdate:  // offsets 0-4 from the inputs; grad_coef is input 6
+      d->push.off[5] = c.word(c.in(6));
       d->push.f[0] = static_cast<float>(at.f("momentum"));
       d->push.f[1] = static_cast<float>(at.f("weight_decay"));
       break;
-    default:  // AdamwUpdate
+    default:  // AdamwUpdate: offsets 0-5 from the inputs; grad_coef is input 7
+      d->push.p[0] = c.word(c.in(7));
       d->push.f[0] = static_cast<float>(at.f("beta1"));
       d->push.f[1] = static_cast<float>(at.f("beta2"));
       d->push.f[2] = static_cast<float>(at.f("eps"));
@@ -199,10 +201,12 @@ Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return Status::Ok();
 }
 
-// check_finite: clear the flag, scan each gradient, then count (check_finite.comp).
+// check_finite: clear, one workgroup per gradient, then count (check_finite.comp).
 Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->shader = "check_finite";
   d->push.off[4] = c.word(c.in(0));
+  d->push.off[5] = c.word(c.out(1));
+  d->push.f[0] = static_cast<float>(c.op.attrs.f("clip", 0.0));
   Dispatch phase = *d;
   phase.op = 0;
   out->push_back(phase);
@@ -210,7 +214,6 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
     phase.op = 1;
     phase.push.off[0] = c.word(c.in(i));
     phase.push.n = static_cast<uint32_t>(numel(c.in(i).type.shape));
-    phase.groups[0] = groups_for(phase.push.n, c.opts);
     out->push_back(phase);
   }
   d->op = 2;
@@ -272,8 +275,9 @@ const std::vector<Entry>& table() {
       {OpCode::SoftmaxXent, {f, i}, {f}, classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, classifier},
       {OpCode::Accuracy, {f, i}, {f}, classifier},
       {OpCode::LrSchedule, {i}, {f}, optimizer},     {OpCode::StepIncrement, {i}, {i}, optimizer},
-      {OpCode::SgdUpdate, {f, f, f, f, i}, {f, f}, optimizer},
-      {OpCode::AdamwUpdate, {f, f, f, f, f, i}, {f, f, f}, optimizer},
+      // f32 parameters and state only (the scales input is then left as it is).
+      {OpCode::SgdUpdate, {f, f, f, f, i, f, f}, {f, f, f}, optimizer},
+      {OpCode::AdamwUpdate, {f, f, f, f, f, i, f, f}, {f, f, f, f}, optimizer},
   };
   return t;
 }
@@ -298,7 +302,8 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
   for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
   for (int id : op.out) { outs.push_back(ts[id].type.dtype); d.writes.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
   Lower fn = nullptr;
-  if (op.code == OpCode::CheckFinite && !in.empty() && in[0] == DType::i32 && outs == std::vector<DType>{DType::i32} &&
+  if (op.code == OpCode::CheckFinite && !in.empty() && in[0] == DType::i32 &&
+      outs == std::vector<DType>{DType::i32, DType::f32} &&
       std::all_of(in.begin() + 1, in.end(), [](DType t) { return t == DType::f32; }))
     fn = check_finite;  // variadic: (train_state, f32 grads...)
   for (const Entry& e : table())
