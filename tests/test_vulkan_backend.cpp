@@ -1,0 +1,137 @@
+// The Vulkan backend's edges: device selection and its errors, a bad label
+// reported with its Lua line, the staging path, and a short Fashion-MNIST run
+// that must track the CPU's losses.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "harness.h"
+#include "sgrt/dataset.h"
+#include "sgrt/trainer.h"
+#include "test_vulkan_support.h"
+
+using namespace sgrt;
+
+namespace {
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+const char* kClassifier = R"(
+  local sg = require "sg"
+  local x = sg.input("x", {4, 3})
+  local y = sg.input("y", {4}, "i32")
+  local w = sg.param("w", {3, 5}, {"normal", 0, 0.5})
+  local logits = x:matmul(w)
+  sg.loss(sg.softmax_cross_entropy(logits, y))
+  sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+}  // namespace
+
+TEST_CASE("SGRT_VULKAN_DEVICE: by name, and a clear error when nothing matches") {
+  if (!test::vulkan_device_present()) return;
+  std::unique_ptr<Backend> be;
+  {
+    ScopedEnv e("SGRT_VULKAN_DEVICE", "no-such-gpu");
+    Status st = make_backend("vulkan", &be);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("SGRT_VULKAN_DEVICE=no-such-gpu") != std::string::npos);
+    CHECK(st.message().find("devices: 0: ") != std::string::npos);
+  }
+  {
+    ScopedEnv e("SGRT_VULKAN_DEVICE", "99");
+    CHECK_FALSE(make_backend("vulkan", &be).ok());
+  }
+  {
+    // CI runs on lavapipe ("llvmpipe (LLVM ...)"); the tests must not silently skip there.
+    ScopedEnv e("SGRT_VULKAN_DEVICE", "LLVMPIPE");
+    Status st = make_backend("vulkan", &be);
+    if (std::getenv("CI")) CHECK_MESSAGE(st.ok(), "CI must have lavapipe: " << st.message());
+    else if (!st.ok()) MESSAGE("no lavapipe here: " << st.message());
+  }
+}
+
+TEST_CASE("no Vulkan driver at all: make_backend fails with one clear line") {
+  ScopedEnv e("VK_ICD_FILENAMES", "/nonexistent/icd.json");
+  ScopedEnv d("VK_DRIVER_FILES", "/nonexistent/icd.json");
+  std::unique_ptr<Backend> be;
+  Status st = make_backend("vulkan", &be);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == StatusCode::unsupported);
+  CHECK(st.message().find("no Vulkan") != std::string::npos);
+}
+
+TEST_CASE("a label outside [0, classes) is an error naming the op's Lua line") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(kClassifier, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = test::open_session(m, "vulkan");
+  test::write_vec<float>(*s, "x", std::vector<float>(12, 0.5f));
+  test::write_vec<int32_t>(*s, "y", {0, 1, 7, 2});
+  int p = -1;
+  REQUIRE(s->find_program("eval", &p).ok());
+  st = s->run(p);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("softmax_cross_entropy") != std::string::npos);
+  CHECK(st.message().find(".lua:7") != std::string::npos);
+  test::write_vec<int32_t>(*s, "y", {0, 1, 4, 2});
+  CHECK(s->run(p).ok());  // the error word is reset for the next run
+}
+
+TEST_CASE("the staging path (device-local arena) moves the same bytes") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(kClassifier, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  ScopedEnv e("SGRT_VULKAN_STAGING", "1");
+  auto staged = test::open_session(m, "vulkan", 9);
+  unsetenv("SGRT_VULKAN_STAGING");
+  auto mapped = test::open_session(m, "vulkan", 9);
+  for (auto* s : {staged.get(), mapped.get()}) {
+    test::write_vec<float>(*s, "x", {1, 2, 3, -1, 0.5f, 0, 2, 2, -2, 0.25f, 1, 3});
+    test::write_vec<int32_t>(*s, "y", {0, 4, 2, 1});
+    test::run(*s, "train_step");
+  }
+  CHECK(test::read_f32(*staged, "w") == test::read_f32(*mapped, "w"));
+  CHECK(test::loss_of(*staged) == test::loss_of(*mapped));
+}
+
+TEST_CASE("fashion MLP: 200 steps on vulkan track the cpu's losses") {
+  if (!test::vulkan_device_present()) return;
+  std::unique_ptr<Dataset> data;
+  if (!open_fashion_mnist(kFashionMnistDir, &data).ok()) {
+    MESSAGE("skipping: no Fashion-MNIST under " << kFashionMnistDir);
+    return;
+  }
+  std::ifstream f(std::string(SGRT_SOURCE_DIR) + "/models/fashion_mlp.lua");
+  std::stringstream lua;
+  lua << f.rdbuf();
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(lua.str(), &m, {{"batch", "100"}, {"hidden", "128"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  TrainResult res[2];
+  const char* backends[2] = {"cpu", "vulkan"};
+  for (int b = 0; b < 2; ++b) {
+    auto s = test::open_session(m, backends[b], 1);
+    TrainOptions o;
+    o.steps = 200;
+    o.seed = 1;
+    o.log_every = 50;
+    st = train(*s, *data, o, &res[b]);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  REQUIRE(res[0].losses.size() == res[1].losses.size());
+  for (size_t i = 0; i < res[0].losses.size(); ++i) {
+    INFO("step " << res[0].losses[i].first);
+    CHECK(res[1].losses[i].second == doctest::Approx(res[0].losses[i].second).epsilon(1e-3));
+  }
+  CHECK(res[1].final_eval.loss == doctest::Approx(res[0].final_eval.loss).epsilon(1e-3));
+  MESSAGE("eval loss cpu " << res[0].final_eval.loss << ", vulkan " << res[1].final_eval.loss);
+}
