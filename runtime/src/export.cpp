@@ -276,12 +276,12 @@ class Exporter {
   Status fold_state(const std::vector<bool>& used) {
     for (size_t id = 0; id < m_.tensors().size(); ++id) {
       const TensorInfo& t = m_.tensors()[id];
-      if (!used[id] || !t.persistent || t.bytes == 0 || t.role == Role::input || t.init == InitKind::buffer ||
-          static_cast<int>(id) == m_.train_state())
+      if (!used[id] || !t.persistent || t.bytes == 0 || t.role == Role::input || static_cast<int>(id) == m_.train_state())
         continue;
       std::vector<uint8_t> v;
       SG_TRY(read(static_cast<int>(id), &v));
-      set_buffer(*r_->tensors[id], std::move(v));
+      if (t.init == InitKind::buffer) r_->buffers[t.init_buffer]->data = std::move(v);  // re-exported: current values
+      else set_buffer(*r_->tensors[id], std::move(v));
     }
     return Status::Ok();
   }
