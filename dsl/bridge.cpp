@@ -38,12 +38,27 @@ Loc user_loc(lua_State* L) {
   return Loc{};
 }
 
-[[noreturn]] void raise(lua_State* L, const std::string& msg) {
-  lua_pushstring(L, msg.c_str());
-  lua_error(L);
-  __builtin_unreachable();
-}
+// Errors leave a C function as a C++ exception, so its strings and vectors are
+// destroyed; guarded() turns it into a Lua error once no C++ frame is live
+// (lua_error longjmps, which would skip destructors).
+struct ScriptError {
+  std::string msg;
+};
+
+[[noreturn]] void raise(lua_State*, const std::string& msg) { throw ScriptError{msg}; }
 [[noreturn]] void raise_at(lua_State* L, const std::string& msg) { raise(L, user_loc(L).str() + ": " + msg); }
+
+template <lua_CFunction F>
+int guarded(lua_State* L) {
+  try {
+    return F(L);
+  } catch (const ScriptError& e) {
+    lua_pushstring(L, e.msg.c_str());
+  } catch (const std::exception& e) {
+    lua_pushstring(L, e.what());
+  }
+  return lua_error(L);
+}
 
 int tensor_id(lua_State* L, int idx) {
   State& s = state(L);
@@ -365,11 +380,14 @@ int l_train_state(lua_State* L) {
 
 int l_fail(lua_State* L) { raise_at(L, luaL_checkstring(L, 1)); }
 
+#define SG_FN(name, fn) {name, guarded<fn>}
+
 const luaL_Reg kFunctions[] = {
-    {"input", l_input},   {"param", l_param},       {"op", l_op},       {"shape", l_shape},
-    {"dtype", l_dtype},   {"loss", l_loss},         {"metric", l_metric}, {"output", l_output},
-    {"optimizer", l_optimizer}, {"data", l_data},   {"train", l_train}, {"recipe", l_recipe},
-    {"config", l_config}, {"fail", l_fail},         {"train_state", l_train_state}, {nullptr, nullptr}};
+    SG_FN("input", l_input),   SG_FN("param", l_param),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
+    SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
+    SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
+    SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state), {nullptr, nullptr}};
+#undef SG_FN
 
 // package.searchers entry for the embedded library: require "sg", "sg.nn", ...
 int embedded_searcher(lua_State* L) {
