@@ -33,8 +33,9 @@ void print_eval(const char* what, const EvalReport& e) {
 Status cmd_train(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2,
-                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set", "--opt-level"},
-                    {"--quiet", "--no-plan"}, &a));
+                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set",
+                     "--opt-level", "--checkpoint-every", "--stop-after", "--init-weights"},
+                    {"--quiet", "--no-plan", "--resume"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   TrainOptions opts;
   int64_t seed;
@@ -43,6 +44,15 @@ Status cmd_train(int argc, char** argv) {
   SG_TRY(a.get_int("--seed", 1, &seed));
   opts.seed = static_cast<uint64_t>(seed);
   opts.log_path = a.get("--log");
+  SG_TRY(a.get_int("--checkpoint-every", 0, &opts.checkpoint_every));
+  SG_TRY(a.get_int("--stop-after", 0, &opts.stop_after));
+  opts.checkpoint_dir = a.get("--checkpoint");
+  opts.resume = a.has("--resume");
+  opts.init_weights = a.get("--init-weights");
+  if ((opts.checkpoint_every > 0 || opts.resume) && opts.checkpoint_dir.empty())
+    return Status::Invalid("--checkpoint-every and --resume need --checkpoint DIR");
+  if (opts.resume && (a.has("--seed") || a.has("--init-weights")))
+    return Status::Invalid("--resume continues the saved run: its seed and weights come from the checkpoint");
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
   SG_TRY(open_session(a, a.positional[0], &s, &data));
@@ -62,13 +72,15 @@ Status cmd_train(int argc, char** argv) {
   }
   TrainResult result;
   SG_TRY(train(*s, *data, opts, &result));
+  if (result.stopped) {
+    std::printf("stopped after step %lld%s%s\n", static_cast<long long>(opts.stop_after),
+                opts.checkpoint_dir.empty() ? "" : "; resume with --resume --checkpoint ", opts.checkpoint_dir.c_str());
+    return Status::Ok();
+  }
   std::printf("test loss %.4f", result.final_eval.loss);
   for (auto& [n, v] : result.final_eval.metrics) std::printf(", %s %.4f", n.c_str(), v);
   std::printf(" (%.0f samples/s)\n", result.samples_per_s);
-  if (a.has("--checkpoint")) {
-    SG_TRY(save_checkpoint(*s, a.get("--checkpoint"), result.losses.empty() ? 0 : result.losses.back().first));
-    if (!quiet) std::fprintf(stderr, "checkpoint saved to %s\n", a.get("--checkpoint").c_str());
-  }
+  if (!quiet && !opts.checkpoint_dir.empty()) std::fprintf(stderr, "checkpoint saved to %s\n", opts.checkpoint_dir.c_str());
   return Status::Ok();
 }
 

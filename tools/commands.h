@@ -11,5 +11,6 @@ Status cmd_train(int argc, char** argv);
 Status cmd_eval(int argc, char** argv);
 Status cmd_export(int argc, char** argv);  // cmd_export.cpp: deployable graph, weights folded in
 Status cmd_run(int argc, char** argv);  // cmd_run.cpp: sample text from a language model
+Status cmd_export_weights(int argc, char** argv);  // cmd_weights.cpp: parameters to safetensors
 
 }  // namespace sgrt::tool

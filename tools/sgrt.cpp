@@ -13,11 +13,14 @@ const char kUsage[] =
     "  info    MODEL.sg|MODEL.lua [--json]\n"
     "  train   MODEL.lua|MODEL.sg [--backend cpu] [--steps N] [--data PATH] [--checkpoint DIR]\n"
     "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--set k=v]... [--quiet]\n"
+    "          [--opt-level fp32|O1|O2|O3] [--checkpoint-every K] [--stop-after K] [--resume]\n"
+    "          [--init-weights W.safetensors]\n"
     "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend cpu]\n"
     "          (an exported DEPLOY.sg needs no --checkpoint)\n"
     "  export  MODEL.sg --checkpoint DIR -o DEPLOY.sg [--infer-only] [--quantize fp8|fp8-channel|fp4|nvfp4]\n"
     "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
-    "          [--top-k K] [--seed S] [--backend cpu]\n";
+    "          [--top-k K] [--seed S] [--backend cpu]\n"
+    "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n";
 
 }  // namespace
 
@@ -35,7 +38,8 @@ int main(int argc, char** argv) {
   else if (cmd == "eval") st = cmd_eval(argc, argv);
   else if (cmd == "export") st = cmd_export(argc, argv);
   else if (cmd == "run") st = cmd_run(argc, argv);
-  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, run; see sgrt --help)");
+  else if (cmd == "export-weights") st = cmd_export_weights(argc, argv);
+  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, export, run, export-weights; see sgrt --help)");
   if (!st.ok()) {
     std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
     return st.exit_code();

@@ -11,7 +11,7 @@
 namespace sgrt {
 namespace {
 
-constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '2'};
 
 bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.bytes > 0; }
 
@@ -58,12 +58,15 @@ uint64_t model_identity(const Model& m) {
   return h;
 }
 
-Status save_checkpoint(const Session& s, const std::string& dir, int64_t step) {
+Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create: " + std::strerror(errno));
   const Model& m = s.model();
   std::vector<uint8_t> b(kMagic, kMagic + 8);
   put(&b, model_identity(m));
-  put(&b, step);
+  put(&b, meta.step);
+  put(&b, meta.total_steps);
+  put(&b, meta.seed);
+  put(&b, meta.batches_per_epoch);
   uint32_t count = 0;
   for (const TensorInfo& t : m.tensors()) count += saved(t);
   put(&b, count);
@@ -81,7 +84,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, int64_t step) {
   return write_file_atomic(file_in(dir), b.data(), b.size());
 }
 
-Status load_checkpoint(Session& s, const std::string& dir, int64_t* step) {
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta) {
   std::string path = file_in(dir);
   std::vector<uint8_t> b;
   SG_TRY(read_file(path, &b));
@@ -91,8 +94,13 @@ Status load_checkpoint(Session& s, const std::string& dir, int64_t* step) {
   char magic[8];
   uint64_t id = 0;
   uint32_t count = 0;
-  if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
-  if (!r.get(&id) || !r.get(step) || !r.get(&count)) return Status::Invalid(path + ": truncated header");
+  if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
+  if (magic[7] != kMagic[7])
+    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads version " + kMagic[7]);
+  CheckpointMeta got;
+  if (!r.get(&id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
+      !r.get(&got.batches_per_epoch) || !r.get(&count))
+    return Status::Invalid(path + ": truncated header");
   const Model& m = s.model();
   if (id != model_identity(m))
     return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
@@ -110,7 +118,25 @@ Status load_checkpoint(Session& s, const std::string& dir, int64_t* step) {
     found.push_back({t, r.here()});
     if (!r.skip(bytes)) return Status::Invalid(path + ": truncated tensor '" + name + "'");
   }
+  uint32_t expected = 0;
+  for (const TensorInfo& t : m.tensors()) expected += saved(t);
+  if (count != expected || r.here() != b.data() + n)
+    return Status::Invalid(path + ": holds " + std::to_string(count) + " tensor records, the model has " + std::to_string(expected));
   for (auto [t, data] : found) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
+  *meta = got;
+  return Status::Ok();
+}
+
+Status save_checkpoint(const Session& s, const std::string& dir, int64_t step) {
+  CheckpointMeta meta;
+  meta.step = step;
+  return save_checkpoint(s, dir, meta);
+}
+
+Status load_checkpoint(Session& s, const std::string& dir, int64_t* step) {
+  CheckpointMeta meta;
+  SG_TRY(load_checkpoint(s, dir, &meta));
+  *step = meta.step;
   return Status::Ok();
 }
 

@@ -5,8 +5,10 @@
 #include <numeric>
 
 #include "sg_generated.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
+#include "sgrt/safetensors.h"
 
 namespace sgrt {
 namespace {
@@ -58,9 +60,9 @@ void shuffle(std::vector<int64_t>* order, uint64_t seed, int64_t epoch) {
 
 class Log {
  public:
-  Status open(const std::string& path) {
+  Status open(const std::string& path, bool append) {
     if (path.empty()) return Status::Ok();
-    f_ = std::fopen(path.c_str(), "w");
+    f_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (!f_) return Status::Io(path + ": cannot open the log for writing");
     return Status::Ok();
   }
@@ -121,6 +123,24 @@ std::string eval_json(const char* event, const EvalReport& e, int64_t step) {
   return j + "}";
 }
 
+// Initial state of a run: fresh (parameters from their initializers or from
+// safetensors) or resumed from the checkpoint, whose seed and planned total win.
+Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
+  SG_TRY(s.init(run->seed, run->total_steps));
+  if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_safetensors(s, opts.init_weights);
+  if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
+  CheckpointMeta saved;
+  SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved));
+  if (opts.steps > 0 && opts.steps != saved.total_steps)
+    return Status::Invalid(opts.checkpoint_dir + ": the run was planned for " + std::to_string(saved.total_steps) +
+                           " steps (--steps is the run's total), not " + std::to_string(opts.steps));
+  if (saved.batches_per_epoch != run->batches_per_epoch)
+    return Status::Invalid(opts.checkpoint_dir + ": saved with " + std::to_string(saved.batches_per_epoch) +
+                           " batches per epoch, the data now gives " + std::to_string(run->batches_per_epoch));
+  *run = saved;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
@@ -166,19 +186,24 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
   int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
-  SG_TRY(s.init(opts.seed, total));
+  CheckpointMeta run{0, total, opts.seed, per_epoch};
+  SG_TRY(start_run(s, opts, &run));
+  total = run.total_steps;
+  out->start_step = run.step;
 
   Log log;
-  SG_TRY(log.open(opts.log_path));
+  SG_TRY(log.open(opts.log_path, opts.resume));
   std::vector<int64_t> order(data.size(Split::train));
   QuantCounters counters(m);
+  int64_t ignored;
+  SG_TRY(counters.delta(s, &ignored, &ignored));  // a resumed run counts from its checkpoint
   int32_t ts[kTrainStateLen] = {};
   auto t0 = std::chrono::steady_clock::now();
   auto window_start = t0;
   int64_t window_steps = 0;
-  for (int64_t step = 0; step < total; ++step) {
+  for (int64_t step = run.step; step < total; ++step) {
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
-    if (pos == 0) shuffle(&order, opts.seed, epoch);
+    if (pos == 0 || step == out->start_step) shuffle(&order, run.seed, epoch);
     SG_TRY(b.load(s, data, Split::train, order.data() + pos * b.batch()));
     SG_TRY(s.run(prog));
     ++window_steps;
@@ -218,9 +243,17 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       log.line(eval_json("eval", e, step + 1));
       if (opts.on_eval) opts.on_eval(e);
     }
+    run.step = step + 1;
+    bool stop = opts.stop_after > 0 && run.step == opts.stop_after && !last;
+    bool save = (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
+    if (save && !opts.checkpoint_dir.empty()) SG_TRY(save_checkpoint(s, opts.checkpoint_dir, run));
+    if (stop) {
+      out->stopped = true;
+      return Status::Ok();
+    }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out->samples_per_s = secs > 0 ? static_cast<double>(total * b.batch()) / secs : 0;
+  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * b.batch()) / secs : 0;
   SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
   out->final_eval.epoch = (total - 1) / per_epoch;
   log.line(eval_json("done", out->final_eval, total));

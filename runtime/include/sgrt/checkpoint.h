@@ -1,6 +1,14 @@
-// Checkpoints: every persistent tensor but the inputs (parameters, optimizer
-// state, train state), by name, with the model's identity and the step.
-// One file, DIR/checkpoint.sgck, written atomically, checksummed.
+// Checkpoints: everything a run needs to continue exactly, in one file,
+// DIR/checkpoint.sgck, written atomically (file_io.h) and checksummed:
+//   - every persistent tensor but the inputs, by name: parameters (or their
+//     low-precision masters), optimizer state with its scales, the train state
+//     (step, planned total, non-finite counters), the quantization states with
+//     their amax histories;
+//   - the run's identity and position (CheckpointMeta): seed, step, planned
+//     total and batches per epoch. The trainer's shuffle is a pure function of
+//     (seed, epoch), so these fix the data loader's position too;
+//   - the model's identity (names, dtypes and shapes of the saved tensors).
+// Format version 2 (magic "SGCKPT02"); docs/optimizer.md has the layout.
 #pragma once
 #include <string>
 
@@ -11,8 +19,20 @@ namespace sgrt {
 // Identity of a model's persistent state: names, dtypes and shapes.
 uint64_t model_identity(const Model& m);
 
+struct CheckpointMeta {
+  int64_t step = 0;               // steps done
+  int64_t total_steps = 0;        // the run's planned total (the lr schedule's horizon)
+  uint64_t seed = 0;              // initialization and per-epoch shuffling
+  int64_t batches_per_epoch = 0;  // data position: epoch step / this, batch step % this
+};
+
+Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
+// Validates the whole file (checksum, model identity, every record) before
+// writing any tensor into the session.
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta);
+
+// Step-only forms for tools that need no run position (eval, export, run).
 Status save_checkpoint(const Session& s, const std::string& dir, int64_t step);
-// Validates the whole file before writing any tensor into the session.
 Status load_checkpoint(Session& s, const std::string& dir, int64_t* step);
 
 }  // namespace sgrt

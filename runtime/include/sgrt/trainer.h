@@ -31,6 +31,14 @@ struct TrainOptions {
   int64_t log_every = 0;   // 0: the model's log_every
   std::string log_path;    // JSON lines; empty: no log file
   int64_t max_nonfinite_run = 8;  // stop after this many consecutive non-finite steps
+  // Checkpoints (sgrt/checkpoint.h): saved to checkpoint_dir every
+  // checkpoint_every steps, at stop_after and at the end. resume continues the
+  // run saved there exactly (its seed and planned total; the log is appended).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t stop_after = 0;   // > 0: end after this step as if interrupted (no final eval)
+  bool resume = false;
+  std::string init_weights;  // safetensors file whose tensors replace the initial parameters
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
 };
@@ -39,6 +47,8 @@ struct TrainResult {
   std::vector<std::pair<int64_t, float>> losses;  // (step, loss) at each logged step
   EvalReport final_eval;
   double samples_per_s = 0;
+  int64_t start_step = 0;  // > 0 when resumed
+  bool stopped = false;    // ended at stop_after: final_eval was not run
 };
 
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out);

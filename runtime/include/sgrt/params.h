@@ -1,0 +1,23 @@
+// A parameter's value as f32, wherever the optimizer's state level keeps it:
+// the parameter tensor itself (fp32 level), or its low-precision master
+// "NAME.master" under the scale in "NAME.opt_scales" (O1-O3; the parameter is
+// then a working copy each program remakes, docs/optimizer.md).
+#pragma once
+#include <vector>
+
+#include "sgrt/session.h"
+
+namespace sgrt {
+
+Status read_param(const Session& s, int param, std::vector<float>* out);
+
+// The bytes that store `values` as the parameter (write them with
+// Session::write); NaN, inf and values the master's format cannot hold under
+// its scale are an error, found before anything is written.
+struct ParamBytes {
+  int tensor = -1;
+  std::vector<uint8_t> bytes;
+};
+Status encode_param(const Session& s, int param, const std::vector<float>& values, ParamBytes* out);
+
+}  // namespace sgrt

@@ -1,0 +1,35 @@
+// Parameters to and from safetensors files (huggingface/safetensors), by name:
+//   u64 little-endian N | N bytes of JSON | data
+// The JSON maps each tensor name to {"dtype": "F32"|"F16"|"BF16", "shape": [...],
+// "data_offsets": [begin, end]} (offsets from the start of the data, row-major,
+// little endian), plus an optional "__metadata__" object of strings.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sgrt/dtype.h"
+#include "sgrt/session.h"
+
+namespace sgrt {
+
+struct SafeTensor {
+  std::string name;
+  DType dtype = DType::f32;  // f32, f16 or bf16
+  Shape shape;
+  std::vector<float> values;  // converted to f32
+};
+
+// Parses and validates a whole file (header, dtypes, shapes against byte
+// ranges, ranges inside the data and not overlapping); errors name the path.
+Status read_safetensors(const std::string& path, std::vector<SafeTensor>* out);
+// Writes atomically; each tensor stored as its `dtype`.
+Status write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors);
+
+// Every parameter of the session's model from the file, by name and shape.
+// Everything is checked before any parameter is written: a missing, unknown
+// or mis-shaped tensor leaves the session unchanged.
+Status import_safetensors(Session& s, const std::string& path);
+// Every parameter as `dtype` (f32, f16 or bf16).
+Status export_safetensors(const Session& s, const std::string& path, DType dtype);
+
+}  // namespace sgrt

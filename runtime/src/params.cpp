@@ -1,0 +1,78 @@
+#include "sgrt/params.h"
+
+#include <cmath>
+
+#include "formats/formats.h"
+#include "sgrt/quant.h"
+
+namespace sgrt {
+namespace {
+
+// The tensor that holds the parameter's value and the multiplier it is stored under.
+struct Storage {
+  int tensor;
+  float scale = 1.f;
+};
+
+Status storage_of(const Session& s, int param, Storage* out) {
+  const Model& m = s.model();
+  const TensorInfo& p = m.tensors().at(param);
+  if (p.role != Role::param) return Status::Invalid(p.name + " is not a parameter");
+  out->tensor = param;
+  if (p.persistent) return Status::Ok();
+  int master = m.find_tensor(p.name + ".master"), scales = m.find_tensor(p.name + ".opt_scales");
+  if (master < 0 || scales < 0) return Status::Invalid(p.name + ": the model keeps no value for this parameter");
+  float sc[kOptScaleLen];
+  SG_TRY(s.read(scales, sc, sizeof sc));
+  *out = Storage{master, sc[kOptScaleW]};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status read_param(const Session& s, int param, std::vector<float>* out) {
+  Storage st;
+  SG_TRY(storage_of(s, param, &st));
+  const TensorInfo& t = s.model().tensors()[st.tensor];
+  size_t n = static_cast<size_t>(numel(t.type.shape));
+  out->assign(n, 0.f);
+  if (t.type.dtype == DType::f32) return s.read(st.tensor, out->data(), t.bytes);
+  std::vector<uint8_t> raw(t.bytes);
+  SG_TRY(s.read(st.tensor, raw.data(), raw.size()));
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.type.dtype) {
+      case DType::f16: (*out)[i] = fmt::f16_decode(reinterpret_cast<const uint16_t*>(raw.data())[i]) / st.scale; break;
+      case DType::e4m3: (*out)[i] = fmt::e4m3_decode(raw[i]) / st.scale; break;
+      default: return Status::Unsupported(t.name + ": masters in " + dtype_name(t.type.dtype) + " are not supported");
+    }
+  }
+  return Status::Ok();
+}
+
+Status encode_param(const Session& s, int param, const std::vector<float>& values, ParamBytes* out) {
+  Storage st;
+  SG_TRY(storage_of(s, param, &st));
+  const TensorInfo& t = s.model().tensors()[st.tensor];
+  const std::string& name = s.model().tensors()[param].name;
+  if (values.size() != static_cast<size_t>(numel(t.type.shape)))
+    return Status::Invalid(name + ": " + std::to_string(values.size()) + " values for " + type_str(t.type));
+  if (t.type.dtype != DType::f32 && t.type.dtype != DType::f16 && t.type.dtype != DType::e4m3)
+    return Status::Unsupported(t.name + ": masters in " + dtype_name(t.type.dtype) + " are not supported");
+  float limit = t.type.dtype == DType::f16 ? fmt::kF16Max : t.type.dtype == DType::e4m3 ? fmt::kE4M3Max : INFINITY;
+  out->tensor = st.tensor;
+  out->bytes.assign(t.bytes, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    float x = values[i] * st.scale;
+    if (!(std::fabs(x) <= limit))  // also NaN
+      return Status::Invalid(name + ": value " + std::to_string(values[i]) + " at index " + std::to_string(i) +
+                             " does not fit its " + dtype_name(t.type.dtype) + " storage");
+    switch (t.type.dtype) {
+      case DType::f16: reinterpret_cast<uint16_t*>(out->bytes.data())[i] = fmt::f16_encode(x); break;
+      case DType::e4m3: out->bytes[i] = fmt::e4m3_encode(x); break;
+      default: reinterpret_cast<float*>(out->bytes.data())[i] = x;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace sgrt

@@ -1,0 +1,287 @@
+#include "sgrt/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "formats/formats.h"
+#include "sgrt/file_io.h"
+#include "sgrt/params.h"
+
+namespace sgrt {
+namespace {
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // the format's own limit on the JSON header
+
+struct Format { const char* name; DType dtype; size_t bytes; };
+constexpr Format kFormats[] = {{"F32", DType::f32, 4}, {"F16", DType::f16, 2}, {"BF16", DType::bf16, 2}};
+
+const Format* format_named(const std::string& n) {
+  for (const Format& f : kFormats) if (n == f.name) return &f;
+  return nullptr;
+}
+const Format* format_of(DType d) {
+  for (const Format& f : kFormats) if (d == f.dtype) return &f;
+  return nullptr;
+}
+
+// Just enough JSON for a safetensors header: objects, arrays, strings,
+// non-negative integers; other values are skipped.
+class Json {
+ public:
+  explicit Json(std::string_view s) : s_(s) {}
+  bool fail(const std::string& what) { if (err_.empty()) err_ = what + " at byte " + std::to_string(pos_); return false; }
+  const std::string& error() const { return err_; }
+
+  void ws() { while (pos_ < s_.size() && std::strchr(" \t\r\n", s_[pos_])) ++pos_; }
+  bool eat(char c) { ws(); if (pos_ < s_.size() && s_[pos_] == c) { ++pos_; return true; } return false; }
+  bool at_end() { ws(); return pos_ == s_.size(); }
+
+  bool string(std::string* out) {
+    if (!eat('"')) return fail("expected a string");
+    out->clear();
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c == '\\') {
+        if (pos_ >= s_.size()) break;
+        char e = s_[pos_++];
+        if (e == 'u') {  // names here are ASCII; keep other code points as '?'
+          if (pos_ + 4 > s_.size()) return fail("bad \\u escape");
+          unsigned v = std::stoul(std::string(s_.substr(pos_, 4)), nullptr, 16);
+          pos_ += 4;
+          c = v < 0x80 ? static_cast<char>(v) : '?';
+        } else {
+          const char* from = "\"\\/bfnrt";
+          const char* to = "\"\\/\b\f\n\r\t";
+          const char* k = std::strchr(from, e);
+          if (!k) return fail("bad escape");
+          c = to[k - from];
+        }
+      }
+      out->push_back(c);
+    }
+    if (pos_ >= s_.size()) return fail("unterminated string");
+    ++pos_;
+    return true;
+  }
+  bool integer(uint64_t* out) {
+    ws();
+    size_t start = pos_;
+    *out = 0;
+    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+      if (*out > (UINT64_MAX - 9) / 10) return fail("integer too large");
+      *out = *out * 10 + static_cast<uint64_t>(s_[pos_++] - '0');
+    }
+    return pos_ > start || fail("expected a non-negative integer");
+  }
+  bool int_array(std::vector<uint64_t>* out) {
+    out->clear();
+    if (!eat('[')) return fail("expected an array");
+    if (eat(']')) return true;
+    do {
+      uint64_t v;
+      if (!integer(&v)) return false;
+      out->push_back(v);
+    } while (eat(','));
+    return eat(']') || fail("expected ']'");
+  }
+  bool skip_value(int depth = 0) {
+    ws();
+    if (depth > 32) return fail("nested too deeply");
+    if (pos_ >= s_.size()) return fail("unexpected end");
+    char c = s_[pos_];
+    if (c == '"') { std::string t; return string(&t); }
+    if (c == '{' || c == '[') {
+      ++pos_;
+      char close = c == '{' ? '}' : ']';
+      if (eat(close)) return true;
+      do {
+        if (c == '{') {
+          std::string k;
+          if (!string(&k) || !eat(':')) return fail("expected \"key\":");
+        }
+        if (!skip_value(depth + 1)) return false;
+      } while (eat(','));
+      return eat(close) || fail(std::string("expected '") + close + "'");
+    }
+    size_t start = pos_;
+    while (pos_ < s_.size() && std::strchr("+-.0123456789eEtruefalsn", s_[pos_])) ++pos_;
+    return pos_ > start || fail("unexpected character");
+  }
+
+ private:
+  std::string_view s_;
+  size_t pos_ = 0;
+  std::string err_;
+};
+
+struct Entry {
+  std::string name, dtype;
+  std::vector<uint64_t> shape, offsets;
+};
+
+Status parse_header(std::string_view text, std::vector<Entry>* out) {
+  Json j(text);
+  auto bad = [&](const std::string& what) { return Status::Invalid("malformed header: " + (what.empty() ? j.error() : what)); };
+  if (!j.eat('{')) return bad("not a JSON object");
+  if (j.eat('}')) return j.at_end() ? Status::Ok() : bad("text after the header object");
+  do {
+    Entry e;
+    if (!j.string(&e.name) || !j.eat(':')) return bad("");
+    if (e.name == "__metadata__") {
+      if (!j.skip_value()) return bad("");
+      continue;
+    }
+    if (!j.eat('{')) return bad("tensor '" + e.name + "' is not an object");
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    if (!j.eat('}')) {
+      do {
+        std::string key;
+        if (!j.string(&key) || !j.eat(':')) return bad("");
+        bool ok = key == "dtype" ? (has_dtype = true, j.string(&e.dtype))
+                  : key == "shape" ? (has_shape = true, j.int_array(&e.shape))
+                  : key == "data_offsets" ? (has_offsets = true, j.int_array(&e.offsets))
+                  : j.skip_value();
+        if (!ok) return bad("");
+      } while (j.eat(','));
+      if (!j.eat('}')) return bad("");
+    }
+    if (!has_dtype || !has_shape || !has_offsets || e.offsets.size() != 2)
+      return bad("tensor '" + e.name + "' needs dtype, shape and data_offsets [begin, end]");
+    out->push_back(std::move(e));
+  } while (j.eat(','));
+  if (!j.eat('}') || !j.at_end()) return bad("");
+  return Status::Ok();
+}
+
+float decode(const Format& f, const uint8_t* p) {
+  uint32_t u = 0;
+  std::memcpy(&u, p, f.bytes);  // little-endian host
+  switch (f.dtype) {
+    case DType::f16: return fmt::f16_decode(u);
+    case DType::bf16: return fmt::bf16_decode(u);
+    default: return fmt::bits_float(u);
+  }
+}
+
+void encode(const Format& f, float x, uint8_t* p) {
+  uint32_t u = f.dtype == DType::f16 ? fmt::f16_encode(x) : f.dtype == DType::bf16 ? fmt::bf16_encode(x) : fmt::float_bits(x);
+  std::memcpy(p, &u, f.bytes);
+}
+
+}  // namespace
+
+Status read_safetensors(const std::string& path, std::vector<SafeTensor>* out) {
+  std::vector<uint8_t> b;
+  SG_TRY(read_file(path, &b));
+  auto bad = [&](const std::string& what) { return Status::Invalid(path + ": " + what); };
+  uint64_t n = 0;
+  if (b.size() < 8) return bad("too short for a safetensors file (" + std::to_string(b.size()) + " bytes)");
+  std::memcpy(&n, b.data(), 8);
+  if (n > kMaxHeader || n > b.size() - 8) return bad("header length " + std::to_string(n) + " runs past the file's end");
+  std::vector<Entry> entries;
+  SG_TRY(parse_header(std::string_view(reinterpret_cast<const char*>(b.data() + 8), n), &entries).with_context(path));
+  const uint8_t* data = b.data() + 8 + n;
+  uint64_t data_bytes = b.size() - 8 - n;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  out->clear();
+  for (const Entry& e : entries) {
+    const Format* f = format_named(e.dtype);
+    if (!f) return bad("tensor '" + e.name + "' has dtype " + e.dtype + " (this reader takes F32, F16, BF16)");
+    uint64_t count = 1;
+    for (uint64_t d : e.shape) {
+      if (d != 0 && count > (1ull << 40) / d) return bad("tensor '" + e.name + "' is too large");
+      count *= d;
+    }
+    uint64_t begin = e.offsets[0], end = e.offsets[1];
+    if (begin > end || end > data_bytes || end - begin != count * f->bytes)
+      return bad("tensor '" + e.name + "': data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "] do not hold " + std::to_string(count) + " " + e.dtype + " values inside the " +
+                 std::to_string(data_bytes) + "-byte data");
+    ranges.push_back({begin, end});
+    SafeTensor t;
+    t.name = e.name;
+    t.dtype = f->dtype;
+    for (uint64_t d : e.shape) t.shape.push_back(static_cast<int64_t>(d));
+    t.values.resize(count);
+    for (uint64_t i = 0; i < count; ++i) t.values[i] = decode(*f, data + begin + i * f->bytes);
+    out->push_back(std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) return bad("tensors' data ranges overlap");
+  return Status::Ok();
+}
+
+Status write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors) {
+  std::string header = "{";
+  uint64_t offset = 0;
+  for (const SafeTensor& t : tensors) {
+    const Format* f = format_of(t.dtype);
+    if (!f) return Status::Invalid(t.name + ": safetensors export takes f32, f16 or bf16");
+    std::string shape;
+    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    uint64_t bytes = t.values.size() * f->bytes;
+    header += std::string(header.size() > 1 ? "," : "") + "\"" + t.name + "\":{\"dtype\":\"" + f->name +
+              "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + bytes) + "]}";
+    offset += bytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  std::vector<uint8_t> b(8 + header.size() + offset);
+  uint64_t n = header.size();
+  std::memcpy(b.data(), &n, 8);
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  uint8_t* p = b.data() + 8 + header.size();
+  for (const SafeTensor& t : tensors) {
+    const Format* f = format_of(t.dtype);
+    for (float x : t.values) { encode(*f, x, p); p += f->bytes; }
+  }
+  return write_file_atomic(path, b.data(), b.size());
+}
+
+Status import_safetensors(Session& s, const std::string& path) {
+  std::vector<SafeTensor> file;
+  SG_TRY(read_safetensors(path, &file));
+  const Model& m = s.model();
+  std::map<std::string, const SafeTensor*> by_name;
+  for (const SafeTensor& t : file) by_name[t.name] = &t;
+  std::vector<std::pair<int, const SafeTensor*>> plan;
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    const TensorInfo& p = m.tensors()[id];
+    if (p.role != Role::param) continue;
+    auto it = by_name.find(p.name);
+    if (it == by_name.end()) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
+    if (it->second->shape != p.type.shape)
+      return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(it->second->shape) + ", " + m.label() +
+                             " needs " + shape_str(p.type.shape));
+    plan.push_back({static_cast<int>(id), it->second});
+    by_name.erase(it);
+  }
+  if (!by_name.empty())
+    return Status::Invalid(path + ": tensor '" + by_name.begin()->first + "' is not a parameter of " + m.label());
+  std::vector<ParamBytes> encoded(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) SG_TRY(encode_param(s, plan[i].first, plan[i].second->values, &encoded[i]).with_context(path));
+  for (const ParamBytes& e : encoded) SG_TRY(s.write(e.tensor, e.bytes.data(), e.bytes.size()));
+  return Status::Ok();
+}
+
+Status export_safetensors(const Session& s, const std::string& path, DType dtype) {
+  if (!format_of(dtype)) return Status::Invalid(std::string("safetensors export takes f32, f16 or bf16, not ") + dtype_name(dtype));
+  const Model& m = s.model();
+  std::vector<SafeTensor> out;
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    const TensorInfo& p = m.tensors()[id];
+    if (p.role != Role::param) continue;
+    SafeTensor t;
+    t.name = p.name;
+    t.dtype = dtype;
+    t.shape = p.type.shape;
+    SG_TRY(read_param(s, static_cast<int>(id), &t.values));
+    out.push_back(std::move(t));
+  }
+  return write_safetensors(path, out);
+}
+
+}  // namespace sgrt

@@ -1,0 +1,40 @@
+// `sgrt export-weights`: a model's parameters (from a checkpoint, or as
+// initialized) to a safetensors file, by name. The other direction is
+// `sgrt train --init-weights W.safetensors` (sgrt/safetensors.h).
+#include <cstdio>
+
+#include "commands.h"
+#include "model_source.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/safetensors.h"
+
+namespace sgrt::tool {
+
+Status cmd_export_weights(int argc, char** argv) {
+  Args a;
+  SG_TRY(parse_args(argc, argv, 2, {"--checkpoint", "--output", "--dtype", "--seed", "--recipe", "--set", "--opt-level"},
+                    {"--no-plan"}, &a));
+  if (a.positional.size() != 1) return Status::Invalid("export-weights takes one MODEL.sg (or MODEL.lua)");
+  if (!a.has("--output")) return Status::Invalid("export-weights needs -o W.safetensors");
+  DType dtype;
+  std::string dname = a.get("--dtype", "f32");
+  if (!dtype_from_name(dname.c_str(), &dtype) || (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16))
+    return Status::Invalid("--dtype takes f32, f16 or bf16, not '" + dname + "'");
+  int64_t seed;
+  SG_TRY(a.get_int("--seed", 1, &seed));
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_model(a, a.positional[0], &m));
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend("cpu", &be));
+  std::unique_ptr<Session> s;
+  SG_TRY(Session::create(m, std::move(be), &s));
+  SG_TRY(s->init(static_cast<uint64_t>(seed), 0));
+  int64_t step = 0;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  SG_TRY(export_safetensors(*s, a.get("--output"), dtype));
+  std::printf("wrote the parameters of %s (step %lld) to %s as %s\n", a.positional[0].c_str(), static_cast<long long>(step),
+              a.get("--output").c_str(), dtype_name(dtype));
+  return Status::Ok();
+}
+
+}  // namespace sgrt::tool
