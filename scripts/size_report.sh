@@ -1,0 +1,54 @@
+#!/bin/sh
+# Size and dependencies of the deployable runtime, libsgrt (static and shared),
+# for each build directory given: stripped sizes, the backends inside, the
+# shared library's dynamic dependencies, and what it must not contain (Lua,
+# the compiler).
+#
+#   scripts/size_report.sh [--check] BUILD_DIR...
+#
+# --check fails (exit 1) when a library holds Lua or compiler symbols, depends
+# on anything beyond libc, libstdc++, libm, zlib (plus libgcc_s and the GPU
+# runtime of a built-in GPU backend), or when a CPU-only static library is
+# 2 MB or more once stripped. ctest runs it on the build tree.
+set -eu
+
+check=0
+if [ "${1:-}" = "--check" ]; then check=1; shift; fi
+[ $# -gt 0 ] || { echo "usage: $0 [--check] BUILD_DIR..." >&2; exit 2; }
+
+limit=2000000
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+problem() { echo "  FAIL: $*"; fail=1; }
+
+for build in "$@"; do
+  a="$build/runtime/libsgrt.a" so="$build/runtime/libsgrt.so"
+  [ -f "$a" ] && [ -f "$so" ] || { echo "$build: no libsgrt.a / libsgrt.so (build sgrt_static sgrt_shared)" >&2; exit 2; }
+  backends=cpu
+  nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_vulkan_backend' && backends="$backends,vulkan"
+  nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_cuda_backend' && backends="$backends,cuda"
+  strip --strip-unneeded -o "$tmp/libsgrt.a" "$a"
+  strip --strip-unneeded -o "$tmp/libsgrt.so" "$so"
+  sa=$(stat -c %s "$tmp/libsgrt.a") sso=$(stat -c %s "$tmp/libsgrt.so")
+  needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  echo "$build (backends: $backends)"
+  printf '  libsgrt.a   %9d bytes stripped (%d unstripped)\n' "$sa" "$(stat -c %s "$a")"
+  printf '  libsgrt.so  %9d bytes stripped (%d unstripped)\n' "$sso" "$(stat -c %s "$so")"
+  echo "  libsgrt.so needs: $needed"
+  others=$(nm -D --defined-only "$so" | awk '$2 == "T" && $3 !~ /^sgrt_/' | wc -l)
+  echo "  libsgrt.so exports $(nm -D --defined-only "$so" | awk '$2 == "T"' | wc -l) functions, $others of them not sgrt_*"
+  [ "$others" -eq 0 ] || problem "libsgrt.so exports functions beyond the C API"
+
+  allowed='libc\.so|libstdc\+\+\.so|libm\.so|libz\.so|libgcc_s\.so|ld-linux'
+  case $backends in *vulkan*) allowed="$allowed|libvulkan\.so" ;; esac
+  case $backends in *cuda*) allowed="$allowed|libcuda\.so|libcudart\.so|libcublas(Lt)?\.so|libnccl\.so" ;; esac
+  for lib in $needed; do
+    echo "$lib" | grep -Eq "^($allowed)" || problem "libsgrt.so depends on $lib"
+  done
+  if nm "$a" 2>/dev/null | grep -Eq ' [TUDB] _?(lua_|luaL_|luaopen_)'; then problem "libsgrt.a holds Lua symbols"; fi
+  if nm -C "$a" 2>/dev/null | grep -q 'sgrt::compiler::\|sgrt::dsl::'; then problem "libsgrt.a holds the compiler or the DSL"; fi
+  if [ "$backends" = cpu ] && [ "$sa" -ge "$limit" ]; then problem "CPU-only libsgrt.a is $sa bytes stripped (limit $limit)"; fi
+done
+
+[ $check -eq 0 ] || [ $fail -eq 0 ] || exit 1
