@@ -21,6 +21,37 @@ std::string mib(uint64_t b) {
   return buf;
 }
 
+// Bytes each trained parameter costs, read off the optimizer updates of
+// train_step: its stored weight (the parameter, or its low-precision master),
+// its gradient and its optimizer state (moments or momentum, their scales).
+struct ParamMemory {
+  uint64_t params = 0, weights = 0, grads = 0, state = 0;
+  std::string formats;  // e.g. "weights f16, grads f32, state e4m3+f16"
+};
+
+ParamMemory param_memory(const Model& m) {
+  ParamMemory r;
+  int p = m.find_program("train_step");
+  if (p < 0) return r;
+  for (const OpInfoLoaded& op : m.programs()[p].ops) {
+    if (op.code != OpCode::AdamwUpdate && op.code != OpCode::SgdUpdate) continue;
+    const auto& ts = m.tensors();
+    int nstate = op.code == OpCode::AdamwUpdate ? 2 : 1;
+    r.params += numel(ts[op.in[0]].type.shape);
+    r.weights += ts[op.in[0]].bytes;
+    r.grads += ts[op.in[1]].bytes;
+    r.state += ts[op.in[2 + nstate + 2]].bytes;  // the scales
+    std::string st;
+    for (int k = 0; k < nstate; ++k) {
+      r.state += ts[op.in[2 + k]].bytes;
+      st += std::string(k ? "+" : "") + dtype_name(ts[op.in[2 + k]].type.dtype);
+    }
+    r.formats = std::string("weights ") + dtype_name(ts[op.in[0]].type.dtype) + ", grads " +
+                dtype_name(ts[op.in[1]].type.dtype) + ", state " + st;
+  }
+  return r;
+}
+
 void print_human(const Model& m) {
   const sg::Model& r = m.root();
   const sg::MemoryPlan& mem = *r.memory();
@@ -33,6 +64,12 @@ void print_human(const Model& m) {
   uint64_t params = 0;
   for (const TensorInfo& t : m.tensors()) if (t.role == Role::param) params += numel(t.type.shape);
   std::printf("parameters: %llu\n", static_cast<unsigned long long>(params));
+  if (ParamMemory pm = param_memory(m); pm.params > 0) {
+    double n = static_cast<double>(pm.params);
+    std::printf("bytes per trained parameter: weights %.2f + grads %.2f + optimizer state %.2f = %.2f (%s); "
+                "arena %.2f\n", pm.weights / n, pm.grads / n, pm.state / n, (pm.weights + pm.grads + pm.state) / n,
+                pm.formats.c_str(), mem.arena_bytes() / n);
+  }
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
   std::printf("\n%-4s %-30s %-11s %-5s %-12s %10s %10s  %-12s %-6s %5s  %-22s %s\n", "id", "tensor", "role", "dtype",
@@ -58,6 +95,11 @@ void print_json(const Model& m) {
                   ",\"memory\":{\"arena_bytes\":" + std::to_string(mem.arena_bytes()) + ",\"persistent_bytes\":" +
                   std::to_string(mem.persistent_bytes()) + ",\"naive_bytes\":" + std::to_string(mem.naive_bytes()) +
                   "},\"programs\":[";
+  ParamMemory pm = param_memory(m);
+  j.insert(j.size() - std::string(",\"programs\":[").size(),
+           ",\"trained_params\":{\"count\":" + std::to_string(pm.params) + ",\"weight_bytes\":" + std::to_string(pm.weights) +
+               ",\"grad_bytes\":" + std::to_string(pm.grads) + ",\"state_bytes\":" + std::to_string(pm.state) +
+               ",\"formats\":" + json_str(pm.formats) + "}");
   for (size_t i = 0; i < m.programs().size(); ++i) {
     const ProgramInfo& p = m.programs()[i];
     j += std::string(i ? "," : "") + "{\"name\":" + json_str(p.name) + ",\"peak_bytes\":" + std::to_string(p.peak_bytes) + ",\"ops\":[";
