@@ -12,7 +12,8 @@ struct OptimizerOps {
   std::vector<Op> updates;   // lr_schedule, check_finite, one update per (param, grad), step_increment
 };
 
-Status lower_optimizer(Graph& g, const Backward& bw, OptimizerOps* out);
+// Below fp32 it also inserts into bw.ops each gradient's quantize_grad.
+Status lower_optimizer(Graph& g, Backward& bw, OptimizerOps* out);
 
 // The state levels ("fp32", "O1", "O2", "O3"), for error messages and --opt-level.
 bool is_opt_level(const std::string& name);

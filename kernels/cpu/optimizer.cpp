@@ -43,7 +43,13 @@ Status k_optimizer(const OpArgs& a) {
       // (squares of finite floats cannot overflow a double). Chunk partials
       // are added in chunk order, so the norm is the same on any thread count.
       double sumsq = 0;
-      for (size_t k = 1; k < a.in.size(); ++k) {
+      if (at.i("norms", 0)) {  // low-precision gradients: quantize_grad left each one's norm
+        for (size_t k = 1; k < a.in.size(); ++k) {
+          double norm = a.in[k].f()[kOptGradNorm];
+          sumsq += norm * norm;
+        }
+      }
+      for (size_t k = 1; k < a.in.size() && !at.i("norms", 0); ++k) {
         const float* g = a.in[k].f();
         int64_t n = a.in[k].n, chunks = (n + kGrain - 1) / kGrain;
         double* part = static_cast<double*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(double)));
@@ -65,6 +71,7 @@ Status k_optimizer(const OpArgs& a) {
       return Status::Ok();
     }
     case OpCode::SgdUpdate: return sgd_update(a);
+    case OpCode::QuantizeGrad: return quantize_grad(a);
     case OpCode::AdamwUpdate: return adamw_update(a);
     case OpCode::Dequantize: {
       int slot = static_cast<int>(at.i("slot"));

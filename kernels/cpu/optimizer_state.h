@@ -1,6 +1,7 @@
-// Optimizer state in f32, f16 or e4m3 behind a power-of-two scale (quant.h's
-// OptScaleSlot): stored code = encode(x * s), value = decode(code) / s. The
-// updates read and write parameters, moments and momentum through this view.
+// Optimizer state and gradients in f32, f16, e4m3 or e5m2 behind a power-of-two
+// scale (quant.h's OptScaleSlot): stored code = encode(x * s), value =
+// decode(code) / s. The updates read and write parameters, moments, momentum
+// and gradients through this view.
 #pragma once
 #include <cmath>
 
@@ -19,6 +20,7 @@ class ScaledState {
     switch (dtype_) {
       case DType::f16: return fmt::f16_decode(static_cast<const uint16_t*>(data_)[i]) * inv_;
       case DType::e4m3: return fmt::e4m3_decode(static_cast<const uint8_t*>(data_)[i]) * inv_;
+      case DType::e5m2: return fmt::e5m2_decode(static_cast<const uint8_t*>(data_)[i]) * inv_;
       default: return static_cast<const float*>(data_)[i];
     }
   }
@@ -26,6 +28,7 @@ class ScaledState {
     switch (dtype_) {
       case DType::f16: static_cast<uint16_t*>(data_)[i] = fmt::f16_encode(x * scale_); break;
       case DType::e4m3: static_cast<uint8_t*>(data_)[i] = fmt::e4m3_encode(x * scale_); break;
+      case DType::e5m2: static_cast<uint8_t*>(data_)[i] = fmt::e5m2_encode(x * scale_); break;
       default: static_cast<float*>(data_)[i] = x;
     }
   }
@@ -47,5 +50,7 @@ class ScaledState {
 // SGD with momentum and AdamW (optimizer_update.cpp).
 Status sgd_update(const OpArgs& a);
 Status adamw_update(const OpArgs& a);
+// A gradient to its low-precision copy under its current amax, and its norm.
+Status quantize_grad(const OpArgs& a);
 
 }  // namespace sgrt::cpu

@@ -69,12 +69,12 @@ void apply(int64_t n, const TensorArg* views, int nstate, float* scales, bool sc
 // (param, grad, momentum, lr, train_state, scales, grad_coef)
 Status sgd_update(const OpArgs& a) {
   if (a.in[4].i32()[kSkipStep]) return Status::Ok();
-  const float* g = a.in[1].f();
+  ScaledState g(a.in[1], a.in[5].f()[kOptScaleG]);
   float lr = a.in[3].f()[0], coef = a.in[6].f()[0];
   float mu = static_cast<float>(a.attrs->f("momentum")), wd = static_cast<float>(a.attrs->f("weight_decay"));
   TensorArg views[2] = {a.in[0], a.in[2]};
   apply(a.in[0].n, views, 1, a.in[5].f(), a.attrs->i("scale_w", 0) != 0, [&](int64_t i, Values v) {
-    float gi = g[i] * coef + wd * v.w;
+    float gi = g.get(i) * coef + wd * v.w;
     v.s1 = mu * v.s1 + gi;
     v.w -= lr * v.s1;
     return v;
@@ -86,7 +86,7 @@ Status sgd_update(const OpArgs& a) {
 Status adamw_update(const OpArgs& a) {
   if (a.in[5].i32()[kSkipStep]) return Status::Ok();
   const Attrs& at = *a.attrs;
-  const float* g = a.in[1].f();
+  ScaledState g(a.in[1], a.in[6].f()[kOptScaleG]);
   float lr = a.in[4].f()[0], coef = a.in[7].f()[0];
   int64_t t = a.in[5].i32()[kStep] + 1;
   float b1 = static_cast<float>(at.f("beta1")), b2 = static_cast<float>(at.f("beta2"));
@@ -95,12 +95,45 @@ Status adamw_update(const OpArgs& a) {
   float step = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = 1.f - lr * wd;
   TensorArg views[3] = {a.in[0], a.in[2], a.in[3]};
   apply(a.in[0].n, views, 2, a.in[6].f(), at.i("scale_w", 0) != 0, [&](int64_t i, Values v) {
-    float gi = g[i] * coef;
+    float gi = g.get(i) * coef;
     v.w *= decay;
     v.s1 = b1 * v.s1 + (1.f - b1) * gi;
     v.s2 = b2 * v.s2 + (1.f - b2) * gi * gi;
     v.w -= step * v.s1 / (std::sqrt(v.s2) / bc2_sqrt + eps);
     return v;
+  });
+  return Status::Ok();
+}
+
+// (grad f32, scales) -> (q, scales): current scaling, as quantize's
+// current_amax mode but with the scale in the optimizer's scales, where the
+// update reads it, and the norm that check_finite adds up for clipping. A
+// non-finite gradient keeps the previous scale; its norm flags the step.
+Status quantize_grad(const OpArgs& a) {
+  const float* g = a.in[0].f();
+  float* scales = a.out[1].f();
+  int64_t n = a.in[0].n, chunks = (n + kGrain - 1) / kGrain;
+  struct Part { float amax; double sumsq; };
+  Part* part = static_cast<Part*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(Part)));
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    Part p{0, 0};
+    for (int64_t i = b; i < e; ++i) {
+      p.amax = std::max(p.amax, std::fabs(g[i]));
+      p.sumsq += static_cast<double>(g[i]) * g[i];
+    }
+    part[b / kGrain] = p;
+  });
+  Part total{0, 0};
+  for (int64_t c = 0; c < chunks; ++c) {
+    total.amax = std::max(total.amax, part[c].amax);
+    total.sumsq += part[c].sumsq;
+  }
+  ScaledState q(a.out[0], scales[kOptScaleG]);
+  scales[kOptScaleG] = std::isfinite(total.sumsq) ? q.next_scale(total.amax) : scales[kOptScaleG];
+  scales[kOptGradNorm] = static_cast<float>(std::sqrt(total.sumsq));
+  ScaledState out(a.out[0], scales[kOptScaleG]);
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out.set(i, g[i]);
   });
   return Status::Ok();
 }

@@ -57,6 +57,7 @@ const std::vector<Entry>& table() {
       {OpCode::SgdUpdate, {}, {}, k_optimizer, Match::any},
       {OpCode::AdamwUpdate, {}, {}, k_optimizer, Match::any},
       {OpCode::Dequantize, {}, {}, k_optimizer, Match::any},
+      {OpCode::QuantizeGrad, {}, {}, k_optimizer, Match::any},
       {OpCode::CheckFinite, {i, f}, {i, f}, k_optimizer, Match::variadic},
       {OpCode::Quantize, {}, {}, k_quantize, Match::any},
       {OpCode::QMatMul, {}, {}, k_qmatmul, Match::any},

@@ -241,7 +241,6 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       int nstate = code == OpCode::SgdUpdate ? 1 : 2;
       for (int i = 1; i <= nstate + 1; ++i) SG_TRY(same_shapes(code, ins[0], ins[i]));
       for (int i = 0; i <= nstate + 1; ++i) SG_TRY(expect_float(code, ins, i));
-      if (ins[1].dtype != DType::f32) return fail(code, "the gradient must be f32, got " + type_str(ins[1]));
       if (!ins[nstate + 2].shape.empty()) return fail(code, "lr must be a scalar, got " + type_str(ins[nstate + 2]));
       SG_TRY(check_train_state(code, ins[nstate + 3]));
       SG_TRY(check_opt_scales(code, ins[nstate + 4]));
@@ -250,6 +249,15 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       (*outs)[0] = ins[0];
       for (int i = 0; i < nstate; ++i) (*outs)[1 + i] = ins[2 + i];
       (*outs)[nstate + 1] = ins[nstate + 4];
+      return Status::Ok();
+    }
+    case OpCode::QuantizeGrad: {
+      if (ins[0].dtype != DType::f32) return fail(code, "the gradient must be f32, got " + type_str(ins[0]));
+      SG_TRY(check_opt_scales(code, ins[1]));
+      DType d = static_cast<DType>(attrs.i("dtype"));
+      if (d != DType::e4m3 && d != DType::e5m2 && d != DType::f16) return fail(code, "dtype must be e4m3, e5m2 or f16");
+      out = TensorType{ins[0].shape, d};
+      (*outs)[1] = ins[1];
       return Status::Ok();
     }
     case OpCode::Dequantize:

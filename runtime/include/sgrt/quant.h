@@ -11,10 +11,12 @@ namespace sgrt {
 enum TrainStateSlot : int { kStep = 0, kTotalSteps, kSkipStep, kNonfiniteRun, kNonfiniteTotal, kTrainStateLen };
 
 // An optimizer update's scale tensor f32[kOptScaleLen], one per parameter: the
-// power-of-two multipliers of its low-precision state (stored q = x * s, so
-// x = q / s; 1 for f32 state). The update writes the scales for the next step
-// from the amax of the values it just computed (docs/optimizer.md).
-enum OptScaleSlot : int { kOptScaleM = 0, kOptScaleV, kOptScaleW, kOptScaleLen };
+// power-of-two multipliers of its low-precision state and gradient (stored
+// q = x * s, so x = q / s; 1 for f32). The update writes the state's scales for
+// the next step from the amax of the values it just computed; quantize_grad
+// writes the gradient's from its current amax, with the gradient's L2 norm for
+// clipping (docs/optimizer.md).
+enum OptScaleSlot : int { kOptScaleM = 0, kOptScaleV, kOptScaleW, kOptScaleG, kOptGradNorm, kOptScaleLen };
 
 // quantize's attr "granularity": which elements share one scale. The 2-D view
 // of x is [rows = numel / last dim, cols = last dim].
