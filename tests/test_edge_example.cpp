@@ -1,13 +1,16 @@
 // examples/edge (plain C against libsgrt, shared and static builds) prints the
 // same losses and predictions, to the bit, as the C++ session doing the same
-// steps on the same exported graph and data.
+// steps on the same exported graph and data; `sgrt export` and `sgrt eval`
+// (no --checkpoint for an exported graph) on the command line.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <numeric>
 
 #include "harness.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/dataset.h"
 #include "sgrt/export.h"
 
@@ -133,5 +136,39 @@ TEST_CASE("edge example: same losses and predictions as the C++ session, shared 
   for (const char* f : {"deploy.sg", "tuned.sg", "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                         "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     std::remove((dir + "/" + f).c_str());
+  rmdir(tmpl);
+}
+
+TEST_CASE("sgrt export and eval on the command line: an exported graph evaluates without --checkpoint") {
+  char tmpl[] = "/tmp/sgrt_export_cli_XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  std::string dir = tmpl, tool = SGRT_BINARY_DIR "/tools/sgrt";
+  compiler::Graph g;
+  Status st = compile_graph(read_text(SGRT_SOURCE_DIR "/models/fashion_mlp.lua"), &g, {{"hidden", "32"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<uint8_t> bytes = compiler::serialize(g);
+  std::ofstream(dir + "/mlp.sg", std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::unique_ptr<Model> m;
+  REQUIRE(Model::load_bytes(bytes, "mlp.sg", &m).ok());
+  auto s = open_session(std::move(m), "cpu", 2);
+  REQUIRE(save_checkpoint(*s, dir + "/ck", 0).ok());
+
+  int status = -1;
+  std::string out = run_command(tool + " eval " + dir + "/mlp.sg --checkpoint " + dir + "/ck", &status);
+  CHECK(status == 0);
+  std::string want = out.substr(out.find(": "));  // "step 0: test loss ..."
+  run_command(tool + " export " + dir + "/mlp.sg --checkpoint " + dir + "/ck -o " + dir + "/d.sg --infer-only", &status);
+  CHECK(status == 0);
+  out = run_command(tool + " eval " + dir + "/d.sg", &status);
+  CHECK(status == 0);
+  CHECK(out.substr(out.find(": ")) == want);  // same loss and accuracy
+  run_command(tool + " export " + dir + "/mlp.sg --checkpoint " + dir + "/ck -o " + dir + "/q.sg --quantize fp8 2>&1", &status);
+  CHECK(WEXITSTATUS(status) == 2);  // --quantize needs --infer-only
+  out = run_command(tool + " eval " + dir + "/mlp.sg 2>&1", &status);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(out.find("needs --checkpoint") != std::string::npos);
+
+  for (const char* f : {"mlp.sg", "d.sg", "ck/checkpoint.sgck"}) std::remove((dir + "/" + f).c_str());
+  rmdir((dir + "/ck").c_str());
   rmdir(tmpl);
 }
