@@ -196,7 +196,8 @@ def bench(cfg):
                       "interop_threads": torch.get_num_interop_threads(),
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "blas": blas_in_use(),
                       "torch": torch.__version__,
-                      "config": [l.strip() for l in torch.__config__.show().splitlines() if "BLAS" in l or "CPU capability" in l]}))
+                      "config": [f.strip(" -,") for f in torch.__config__.show().replace(",", "\n").splitlines()
+                                 if "BLAS_INFO" in f or "CPU capability" in f]}))
 
 
 def main():

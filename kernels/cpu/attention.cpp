@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/fast_math.h"
 #include "cpu/gemm.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -47,7 +48,8 @@ void attention_forward(const OpArgs& a) {
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j <= i; ++j) m = std::fmax(m, row[j]);
         float sum = 0.f;
-        for (int64_t j = 0; j <= i; ++j) sum += row[j] = std::exp(row[j] - m);
+        for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - m);
+        for (int64_t j = 0; j <= i; ++j) sum += row[j];
         float inv = 1.f / sum;
         for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
         for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
@@ -73,7 +75,7 @@ void attention_backward(const OpArgs& a) {
       for (int64_t i = 0; i < d.T; ++i) {
         float* row = p + i * d.T;
         float l = lse[bh * d.T + i];
-        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - l);
+        for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - l);
         for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
       }
       gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, 0.f, dv + off, d.C);

@@ -1,6 +1,7 @@
 // Elementwise ops and their gradients, FP32.
 #include <cmath>
 
+#include "cpu/fast_math.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
 
@@ -11,10 +12,10 @@ constexpr int64_t kGrain = 1 << 14;
 
 // GPT-2's tanh approximation of GELU and its derivative.
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-inline float gelu(float x) { return 0.5f * x * (1.f + std::tanh(kGeluC * (x + 0.044715f * x * x * x))); }
+inline float gelu(float x) { return 0.5f * x * (1.f + fast_tanh(kGeluC * (x + 0.044715f * x * x * x))); }
 inline float gelu_grad(float x) {
   float u = kGeluC * (x + 0.044715f * x * x * x);
-  float t = std::tanh(u);
+  float t = fast_tanh(u);
   return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x);
 }
 
@@ -48,7 +49,7 @@ Status k_elementwise(const OpArgs& a) {
       break;
     }
     case OpCode::Relu: map1(a, [](float x) { return x > 0.f ? x : 0.f; }); break;
-    case OpCode::Gelu: map1(a, gelu); break;
+    case OpCode::Gelu: map1(a, [](float x) { return gelu(x); }); break;  // a lambda inlines and vectorizes
     case OpCode::Tanh: map1(a, [](float x) { return std::tanh(x); }); break;
     case OpCode::Sigmoid: map1(a, [](float x) { return 1.f / (1.f + std::exp(-x)); }); break;
     case OpCode::Exp: map1(a, [](float x) { return std::exp(x); }); break;
@@ -57,10 +58,10 @@ Status k_elementwise(const OpArgs& a) {
     case OpCode::GeluGrad: map2(a, [](float x, float dy) { return dy * gelu_grad(x); }); break;
     case OpCode::TanhGrad: map2(a, [](float y, float dy) { return dy * (1.f - y * y); }); break;
     case OpCode::SigmoidGrad: map2(a, [](float y, float dy) { return dy * y * (1.f - y); }); break;
-    case OpCode::Silu: map1(a, [](float x) { return x / (1.f + std::exp(-x)); }); break;
+    case OpCode::Silu: map1(a, [](float x) { return x / (1.f + fast_exp(-x)); }); break;
     case OpCode::SiluGrad:
       map2(a, [](float x, float dy) {
-        float s = 1.f / (1.f + std::exp(-x));
+        float s = 1.f / (1.f + fast_exp(-x));
         return dy * s * (1.f + x * (1.f - s));
       });
       break;

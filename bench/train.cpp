@@ -1,0 +1,158 @@
+// Training-step throughput: the GPT of models/gpt.lua (n_layer 4, n_head 4,
+// n_embd 256, block 128, batch 16) under fp32, fp8 and fp4, and the
+// Fashion-MNIST MLP (models/fashion_mlp.lua) in fp32, each next to the same
+// model in PyTorch on the CPU with the same thread count
+// (scripts/make_gpt_reference.py --bench; skipped with a note when
+// python3-torch is missing). One JSON line per measurement: medians over the
+// timed steps and the ratio to PyTorch (> 1: sgrt is faster).
+//
+//   bench_train [--steps N] [--threads T] [--no-pytorch]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compile.h"
+#include "cpu/parallel.h"
+#include "dsl.h"
+#include "serialize.h"
+#include "sgrt/session.h"
+
+using namespace sgrt;
+
+namespace {
+
+struct Bench {
+  std::string model, recipe;
+  std::map<std::string, std::string> set;
+  std::vector<std::pair<std::string, int>> inputs;  // i32 input -> value range (0: f32 in [0, 1))
+  int64_t items_per_step;                           // tokens or samples
+  const char* unit;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_train: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void check(const Status& st) {
+  if (!st.ok()) die(st.message());
+}
+
+// Median seconds per train_step after one untimed step.
+double time_steps(const Bench& b, int steps) {
+  dsl::ScriptOptions opts;
+  opts.set = b.set;
+  compiler::Graph g;
+  check(dsl::load_script(SGRT_SOURCE_DIR "/" + b.model, opts, &g));
+  g.recipe = b.recipe;
+  check(compiler::compile(g));
+  std::unique_ptr<Model> m;
+  check(Model::load_bytes(compiler::serialize(g), b.model, &m));
+  std::shared_ptr<const Model> model = std::move(m);
+  std::unique_ptr<Backend> be;
+  check(make_backend("cpu", &be));
+  std::unique_ptr<Session> s;
+  check(Session::create(model, std::move(be), &s));
+  check(s->init(1, 1000));
+  std::mt19937 rng(7);
+  for (auto& [name, range] : b.inputs) {
+    int id = model->find_tensor(name);
+    if (id < 0) die(b.model + " has no input " + name);
+    int64_t n = numel(model->tensors()[id].type.shape);
+    if (range > 0) {
+      std::vector<int32_t> v(n);
+      for (int32_t& x : v) x = static_cast<int32_t>(rng() % range);
+      check(s->write(id, v.data(), v.size() * 4));
+    } else {
+      std::vector<float> v(n);
+      for (float& x : v) x = static_cast<float>(rng() % 256) / 255.f;
+      check(s->write(id, v.data(), v.size() * 4));
+    }
+  }
+  int prog;
+  check(s->find_program("train_step", &prog));
+  std::vector<double> t;
+  for (int i = 0; i <= steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    check(s->run(prog));
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) t.push_back(dt);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Runs the PyTorch bench; returns its JSON line (empty when unavailable).
+std::string pytorch(const std::string& args) {
+  std::string cmd = "OMP_WAIT_POLICY=passive /usr/bin/python3 " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  int rc = pclose(p);
+  if (rc != 0 || out.find('{') == std::string::npos) return "";
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out.substr(out.rfind('{'));
+}
+
+double json_number(const std::string& j, const std::string& key) {
+  size_t at = j.find("\"" + key + "\":");
+  return at == std::string::npos ? 0 : std::atof(j.c_str() + at + key.size() + 3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 5, threads = 2;
+  bool torch = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-pytorch")) torch = false;
+    else die(std::string("unknown argument ") + argv[i] + " (--steps N, --threads T, --no-pytorch)");
+  }
+  cpu::set_num_threads(threads);
+  const std::map<std::string, std::string> gpt = {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"},
+                                                   {"block", "128"}, {"batch", "16"}};
+  const std::string t = std::to_string(threads), n = std::to_string(steps);
+  struct Group {
+    std::vector<Bench> runs;
+    std::string torch_args;
+  };
+  std::vector<Group> groups = {
+      {{{"models/gpt.lua", "fp32", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"},
+        {"models/gpt.lua", "fp8", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"},
+        {"models/gpt.lua", "fp4", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"}},
+       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16 --threads " + t + " --steps " + n},
+      {{{"models/fashion_mlp.lua", "fp32", {{"batch", "100"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 100,
+         "samples_per_s"}},
+       "--bench mlp --batch 100 --hidden 500 --threads " + t + " --steps " + std::to_string(steps * 10)},
+  };
+  for (Group& grp : groups) {
+    std::string ref = torch ? pytorch(grp.torch_args) : "";
+    const char* unit = grp.runs[0].unit;
+    double ref_rate = json_number(ref, unit);
+    if (!ref.empty()) std::printf("%s\n", ref.c_str());
+    else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"note\":\"%s\"}\n", grp.runs[0].model.c_str(),
+                     torch ? "PyTorch unavailable (apt-get install python3-torch)" : "skipped (--no-pytorch)");
+    for (const Bench& b : grp.runs) {
+      int k = b.unit == std::string("samples_per_s") ? steps * 10 : steps;
+      double sec = time_steps(b, k);
+      double rate = b.items_per_step / sec;
+      std::printf("{\"framework\":\"sgrt\",\"model\":\"%s\",\"recipe\":\"%s\",\"%s\":%.1f,\"step_s\":%.5f,\"steps\":%d,"
+                  "\"threads\":%d",
+                  b.model.c_str(), b.recipe.c_str(), unit, rate, sec, k, threads);
+      if (ref_rate > 0) std::printf(",\"vs_pytorch\":%.3f", rate / ref_rate);
+      std::printf("}\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
