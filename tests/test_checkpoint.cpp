@@ -1,0 +1,142 @@
+// Checkpoints continue a run exactly, and survive being killed mid-write.
+//  - `sgrt train --stop-after k` then `--resume` gives the same --log lines, bit
+//    for bit (every field but the wall-clock samples_per_s), as one
+//    uninterrupted run: FP32, under fp8-delayed (whose amax histories must come
+//    back) and at state level O2; stopping mid-epoch and at an epoch's end.
+//    Batches of 6000 make an epoch 10 steps, so a short run crosses epochs.
+//  - A child process saving a large checkpoint over and over is SIGKILLed at
+//    random moments; the checkpoint then loads and is one complete version.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "harness.h"
+#include "sgrt/checkpoint.h"
+#include "tool_runner.h"
+
+using namespace sgrt;
+
+namespace {
+
+const std::string kMlp = SGRT_SOURCE_DIR "/models/fashion_mlp.lua";
+constexpr int kSteps = 30;
+
+std::vector<std::string> train_args(const std::string& log, const std::vector<std::string>& extra) {
+  std::vector<std::string> a{"train", kMlp, "--set", "hidden=16", "--set", "batch=6000", "--steps", std::to_string(kSteps),
+                             "--log-every", "1", "--quiet", "--log", log};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// The log's lines without the one field that measures time.
+std::vector<std::string> log_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(test::slurp(path));
+  static const std::regex speed(",\"samples_per_s\":[^,}]*");
+  for (std::string l; std::getline(in, l);) lines.push_back(std::regex_replace(l, speed, ""));
+  return lines;
+}
+
+void check_resume_is_exact(const std::vector<std::string>& extra, int stop) {
+  test::TempDir dir;
+  std::string full = dir.path + "/full.jsonl", part = dir.path + "/part.jsonl", ck = dir.path + "/ck";
+  test::ToolResult r = test::run_tool(train_args(full, extra));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<std::string> first = train_args(part, extra);
+  first.insert(first.end(), {"--checkpoint", ck, "--stop-after", std::to_string(stop)});
+  r = test::run_tool(first);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<std::string> interrupted = log_lines(part);
+  CHECK(interrupted.size() >= static_cast<size_t>(stop));  // steps 1..stop (and evals)
+  CHECK(interrupted.back().find("\"step\":" + std::to_string(stop)) != std::string::npos);
+  std::vector<std::string> second = train_args(part, extra);
+  second.insert(second.end(), {"--checkpoint", ck, "--resume"});
+  r = test::run_tool(second);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<std::string> a = log_lines(full), b = log_lines(part);
+  REQUIRE(a.size() == static_cast<size_t>(kSteps + kSteps / 10));  // a line per step, an eval per epoch
+  CHECK(a.size() == b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    CAPTURE(i);
+    CHECK(a[i] == b[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped and resumed logs the same curve as an uninterrupted one, bit for bit") {
+  SUBCASE("fp32, stopped mid-epoch") { check_resume_is_exact({}, 13); }
+  SUBCASE("fp32, stopped at an epoch's end") { check_resume_is_exact({}, 20); }
+  SUBCASE("fp8-delayed: amax histories restored") { check_resume_is_exact({"--recipe", "fp8-delayed"}, 17); }
+  SUBCASE("state level O2 under fp8") { check_resume_is_exact({"--opt-level", "O2", "--recipe", "fp8"}, 11); }
+}
+
+TEST_CASE("resuming with another --steps than the run was planned for is refused") {
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck";
+  std::vector<std::string> args = train_args(dir.path + "/log", {"--checkpoint", ck, "--stop-after", "3"});
+  REQUIRE(test::run_tool(args).code == 0);
+  std::string before = test::slurp(ck + "/checkpoint.sgck");
+  args = train_args(dir.path + "/log", {"--checkpoint", ck, "--resume"});
+  args[7] = std::to_string(kSteps + 10);  // --steps
+  test::ToolResult r = test::run_tool(args);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("planned for 30 steps") != std::string::npos);
+  CHECK(test::slurp(ck + "/checkpoint.sgck") == before);
+}
+
+TEST_CASE("a process killed while writing a checkpoint leaves the previous one loadable") {
+  // 1024 x 1024 weights with AdamW state: a 12 MiB file per save.
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+local sg = require "sg"
+local x = sg.input("x", {2, 1024})
+local w = sg.param("w", {1024, 1024})
+sg.loss(sg.mean(sg.mean(sg.matmul(x, w))))
+sg.optimizer.adamw{ lr = 1e-3 }
+)", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck";
+  auto session = test::open_session(m);
+  int w = test::tensor_id(*session, "w"), mom = test::tensor_id(*session, "w.adam_m");
+  std::vector<float> fill(1024 * 1024);
+  // Version k: every element of w and of m is k, and the saved step is k.
+  auto save = [&](int64_t k) {
+    std::fill(fill.begin(), fill.end(), static_cast<float>(k));
+    if (!session->write(w, fill.data(), fill.size() * 4).ok() || !session->write(mom, fill.data(), fill.size() * 4).ok())
+      return false;
+    return save_checkpoint(*session, ck, k).ok();
+  };
+  REQUIRE(save(1));
+  std::mt19937 rng(12345);
+  int64_t version = 1;
+  for (int round = 0; round < 8; ++round) {
+    int64_t first = version + 1;
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // no kernels run here: the session's thread pool is not needed
+      for (int64_t k = first;; ++k)
+        if (!save(k)) _exit(3);
+    }
+    usleep(std::uniform_int_distribution<int>(2000, 150000)(rng));
+    REQUIRE(kill(pid, SIGKILL) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFSIGNALED(status));
+    auto check = test::open_session(m, "cpu", 7);
+    int64_t step = -1;
+    Status loaded = load_checkpoint(*check, ck, &step);
+    REQUIRE_MESSAGE(loaded.ok(), loaded.message());
+    CHECK(step >= version);  // this round's saves, or the last complete one before them
+    std::vector<float> got_w = test::read_f32(*check, "w"), got_m = test::read_f32(*check, "w.adam_m");
+    bool whole = true;
+    for (size_t i = 0; i < got_w.size(); ++i) whole = whole && got_w[i] == step && got_m[i] == step;
+    CHECK_MESSAGE(whole, "round " << round << ": checkpoint of step " << step << " mixes versions");
+    version = std::max(version, step);
+    std::remove((ck + "/checkpoint.sgck.tmp." + std::to_string(pid)).c_str());  // a killed writer's temporary
+  }
+}

@@ -1,0 +1,86 @@
+// Running the real sgrt command line from a test: a scratch folder and one
+// invocation with stdout and stderr captured (tests/test_checkpoint*.cpp).
+#pragma once
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace sgrt::test {
+
+inline const std::string kTool = SGRT_BINARY_DIR "/tools/sgrt";
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A fresh folder under /tmp; removed with its plain files (one level of
+// subfolders) at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/sgrt_tool_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { remove_tree(path, 1); }
+  std::string file(const std::string& name, const std::string& content) const {
+    std::string p = path + "/" + name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+  static void remove_tree(const std::string& dir, int depth) {
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+        std::string p = dir + "/" + e->d_name;
+        if (std::remove(p.c_str()) != 0 && depth > 0) remove_tree(p, depth - 1);
+      }
+      closedir(d);
+    }
+    rmdir(dir.c_str());
+  }
+};
+
+struct ToolResult {
+  int code = -1, signal = 0;
+  std::string out, err;
+};
+
+// Runs the tool with `args` from the repository root.
+inline ToolResult run_tool(const std::vector<std::string>& args) {
+  TempDir io;
+  std::string out = io.path + "/stdout", err = io.path + "/stderr";
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(SGRT_SOURCE_DIR) != 0) _exit(127);
+    std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kTool.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  ToolResult r;
+  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  REQUIRE_MESSAGE(r.code != 127, "could not run " << kTool);
+  return r;
+}
+
+}  // namespace sgrt::test
