@@ -1,0 +1,179 @@
+// Bad checkpoints and bad safetensors files through the real command line:
+// each is one clear error (exit 2, a single stderr line naming the file) and
+// the checkpoint already in the folder is left byte for byte as it was.
+#include <algorithm>
+#include <cstring>
+
+#include <sys/stat.h>
+
+#include "harness.h"
+#include "tool_runner.h"
+
+using namespace sgrt;
+
+namespace {
+
+const std::string kMlp = SGRT_SOURCE_DIR "/models/fashion_mlp.lua";
+
+std::vector<std::string> model_args(int hidden) {
+  return {kMlp, "--set", "hidden=" + std::to_string(hidden), "--set", "batch=6000"};
+}
+
+std::vector<std::string> cmd(const std::string& verb, int hidden, const std::vector<std::string>& extra) {
+  std::vector<std::string> a{verb};
+  for (const std::string& s : model_args(hidden)) a.push_back(s);
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// A finished 3-step run of the MLP with `hidden` units: its checkpoint folder.
+struct Trained {
+  test::TempDir dir;
+  std::string ck;
+  explicit Trained(int hidden) : ck(dir.path + "/ck") {
+    test::ToolResult r = test::run_tool(cmd("train", hidden, {"--steps", "3", "--quiet", "--checkpoint", ck}));
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+  }
+  std::string file() const { return ck + "/checkpoint.sgck"; }
+};
+
+void expect_bad_input(const std::vector<std::string>& args, const std::vector<std::string>& must) {
+  test::ToolResult r = test::run_tool(args);
+  INFO("stderr: " << r.err);
+  CHECK(r.signal == 0);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  for (const std::string& m : must) CHECK_MESSAGE(r.err.find(m) != std::string::npos, "stderr lacks '" << m << "'");
+}
+
+// `sgrt train --resume` (or `args`) on the folder holding `bytes` as its
+// checkpoint fails and leaves those bytes unchanged.
+void expect_resume_fails(const std::string& bytes, const std::vector<std::string>& must, int hidden = 16) {
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck";
+  REQUIRE(mkdir(ck.c_str(), 0755) == 0);
+  std::string path = ck + "/checkpoint.sgck";
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  std::vector<std::string> m = must;
+  m.push_back(path);
+  expect_bad_input(cmd("train", hidden, {"--steps", "3", "--quiet", "--checkpoint", ck, "--resume"}), m);
+  CHECK(test::slurp(path) == bytes);
+}
+
+// A safetensors file written by hand: (name, dtype, shape, payload bytes).
+struct Entry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  size_t bytes;
+};
+std::string safetensors(const std::vector<Entry>& entries) {
+  std::string header = "{", data;
+  for (const Entry& e : entries) {
+    std::string shape;
+    for (int64_t d : e.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    if (header.size() > 1) header += ",";
+    header += "\"" + e.name + "\":{\"dtype\":\"" + e.dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[";
+    header += std::to_string(data.size()) + "," + std::to_string(data.size() + e.bytes) + "]}";
+    data.append(e.bytes, '\0');
+  }
+  header += "}";
+  uint64_t n = header.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + header + data;
+}
+
+// The MLP's parameters at hidden = 16, all F32.
+std::vector<Entry> mlp_entries() {
+  return {{"fc1.w", "F32", {16, 784}, 16 * 784 * 4}, {"fc1.b", "F32", {16}, 64},
+          {"fc2.w", "F32", {10, 16}, 640}, {"fc2.b", "F32", {10}, 40}};
+}
+
+// `sgrt train --init-weights FILE --checkpoint DIR` with a good checkpoint in
+// DIR fails before training and leaves the checkpoint as it was.
+void expect_import_fails(const Trained& t, const std::string& content, const std::vector<std::string>& must) {
+  test::TempDir dir;
+  std::string w = dir.file("w.safetensors", content);
+  std::string before = test::slurp(t.file());
+  std::vector<std::string> m = must;
+  m.push_back(w);
+  expect_bad_input(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--init-weights", w}), m);
+  CHECK(test::slurp(t.file()) == before);
+}
+
+}  // namespace
+
+TEST_CASE("truncated, corrupted and foreign checkpoints are refused and left unchanged") {
+  Trained good(16), other(24);
+  std::string bytes = test::slurp(good.file());
+  REQUIRE(bytes.size() > 1000);
+  for (size_t keep : {size_t(0), size_t(10), bytes.size() / 2, bytes.size() - 1}) {
+    CAPTURE(keep);
+    expect_resume_fails(bytes.substr(0, keep), {});
+  }
+  for (size_t at : {size_t(9), bytes.size() / 3, bytes.size() - 20}) {
+    CAPTURE(at);
+    std::string flipped = bytes;
+    flipped[at] ^= 0x10;
+    expect_resume_fails(flipped, {"checksum"});
+  }
+  expect_resume_fails(test::slurp(other.file()), {"another model"});
+  expect_resume_fails(bytes, {"another model"}, 24);
+  // eval and export-weights read the same way.
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck", out = dir.path + "/w.safetensors";
+  REQUIRE(mkdir(ck.c_str(), 0755) == 0);
+  { std::ofstream(ck + "/checkpoint.sgck", std::ios::binary) << bytes.substr(0, bytes.size() / 2); }
+  expect_bad_input(cmd("eval", 16, {"--checkpoint", ck}), {ck});
+  expect_bad_input(cmd("export-weights", 16, {"--checkpoint", ck, "-o", out}), {ck});
+  CHECK(test::slurp(out).empty());
+}
+
+TEST_CASE("safetensors with missing, unknown or mis-shaped tensors, or a malformed header, are refused") {
+  Trained t(16);
+  std::vector<Entry> e = mlp_entries();
+  SUBCASE("the good file is accepted") {
+    test::TempDir dir;
+    std::string w = dir.file("w.safetensors", safetensors(e));
+    test::ToolResult r = test::run_tool(cmd("train", 16, {"--steps", "1", "--quiet", "--init-weights", w}));
+    CHECK_MESSAGE(r.code == 0, r.err);
+  }
+  SUBCASE("missing") {
+    e.pop_back();
+    expect_import_fails(t, safetensors(e), {"no tensor 'fc2.b'"});
+  }
+  SUBCASE("unknown") {
+    e.push_back({"fc3.w", "F32", {2}, 8});
+    expect_import_fails(t, safetensors(e), {"'fc3.w' is not a parameter"});
+  }
+  SUBCASE("mis-shaped") {
+    e[0].shape = {784, 16};
+    expect_import_fails(t, safetensors(e), {"'fc1.w'", "[784, 16]", "[16, 784]"});
+  }
+  SUBCASE("bytes that do not match the shape") {
+    e[1].bytes = 60;
+    expect_import_fails(t, safetensors(e), {"'fc1.b'", "data_offsets"});
+  }
+  SUBCASE("an unsupported dtype") {
+    e[3] = {"fc2.b", "I64", {10}, 80};
+    expect_import_fails(t, safetensors(e), {"I64"});
+  }
+  SUBCASE("header length past the end") {
+    std::string f = safetensors(e);
+    uint64_t n = f.size();
+    std::memcpy(f.data(), &n, 8);
+    expect_import_fails(t, f, {"header length"});
+  }
+  SUBCASE("header not JSON") {
+    std::string f = safetensors(e);
+    f[8 + 8] = '#';  // the first key's colon
+    expect_import_fails(t, f, {"malformed header"});
+  }
+  SUBCASE("too short") { expect_import_fails(t, "abc", {"too short"}); }
+  SUBCASE("overlapping data") {
+    std::string f = safetensors({{"fc2.b", "F32", {10}, 40}, {"fc1.b", "F32", {16}, 64}});
+    std::string h = "\"data_offsets\":[40,104]";
+    size_t at = f.find(h);
+    REQUIRE(at != std::string::npos);
+    f.replace(at, h.size(), "\"data_offsets\":[20,84]");  // same length: the header size holds
+    expect_import_fails(t, f, {"overlap"});
+  }
+}
