@@ -70,7 +70,10 @@ std::string safetensors(const std::vector<Entry>& entries) {
   std::string header = "{", data;
   for (const Entry& e : entries) {
     std::string shape;
-    for (int64_t d : e.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (int64_t d : e.shape) {
+      if (!shape.empty()) shape += ",";
+      shape += std::to_string(d);
+    }
     if (header.size() > 1) header += ",";
     header += "\"" + e.name + "\":{\"dtype\":\"" + e.dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[";
     header += std::to_string(data.size()) + "," + std::to_string(data.size() + e.bytes) + "]}";

@@ -220,7 +220,10 @@ Status write_safetensors(const std::string& path, const std::vector<SafeTensor>&
     const Format* f = format_of(t.dtype);
     if (!f) return Status::Invalid(t.name + ": safetensors export takes f32, f16 or bf16");
     std::string shape;
-    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (int64_t d : t.shape) {
+      if (!shape.empty()) shape += ",";
+      shape += std::to_string(d);
+    }
     uint64_t bytes = t.values.size() * f->bytes;
     header += std::string(header.size() > 1 ? "," : "") + "\"" + t.name + "\":{\"dtype\":\"" + f->name +
               "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
