@@ -10,6 +10,7 @@ packages=(
   doctest-dev                # unit tests
   zlib1g-dev                 # gzip'd IDX data, checkpoints
   dataset-fashion-mnist      # the default data set
+  jargon-text                # the GPT's default text corpus (The Jargon File)
   libopenblas-dev            # baseline for bench/gemm only
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
 )
