@@ -111,6 +111,27 @@ class Propagator {
       case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Softmax:
         set(y, 1.0, 1.0, name + ": output in [-1, 1]");
         break;
+      // Transformer ops (docs/transformers.md).
+      case OpCode::Embedding:
+        set(y, in(0).scale, in(0).bound, "embedding: rows of the table, scale unchanged");
+        break;
+      case OpCode::Attention:
+        set(y, in(2).scale, in(2).bound, "attention: convex combinations of v's rows");
+        break;
+      case OpCode::Rope:  // each pair turns: |y| <= sqrt(2) max|x|
+        set(y, in(0).scale, bounded(0) ? in(0).bound * std::sqrt(2.0) : -1, "rope: a rotation, scale unchanged");
+        break;
+      case OpCode::LayerNorm: case OpCode::RmsNorm:
+        set(y, in(1).scale, -1, name + ": unit-RMS rows times the gain's scale");
+        break;
+      case OpCode::Silu:
+        set(y, in(0).scale, bounded(0) ? in(0).bound : -1, "silu: |silu(x)| <= |x|");
+        break;
+      case OpCode::Dropout: {
+        double keep = 1.0 / (1.0 - op.attrs.f("p"));
+        set(y, pow2_floor(in(0).scale * keep), bounded(0) ? in(0).bound * keep : -1, "dropout: sa / (1 - p)");
+        break;
+      }
       case OpCode::Fill:
         set(y, pow2_floor(std::max(1e-30, std::fabs(op.attrs.f("value")))), std::fabs(op.attrs.f("value")), "fill");
         break;
