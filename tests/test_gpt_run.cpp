@@ -1,0 +1,60 @@
+// `sgrt run` through the real command line: a tiny GPT trained for a few steps
+// on a small corpus samples reproducibly from its checkpoint (same seed, same
+// bytes; the prompt comes first), and a prompt longer than the block is one
+// line on stderr with exit status 2.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "harness.h"
+
+namespace {
+
+const std::string kTool = SGRT_BINARY_DIR "/tools/sgrt";
+const std::string kSets = " --set n_layer=1 --set n_embd=16 --set n_head=2 --set block=8 --set batch=4";
+
+struct Output {
+  int code = -1;
+  std::string out, err;
+};
+
+Output sh(const std::string& cmd) {
+  sgrt::test::TempFile err(".err");
+  Output o;
+  FILE* p = popen((cmd + " 2>" + err.path).c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[256];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(err.path);
+  o.err.assign(std::istreambuf_iterator<char>(f), {});
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("sgrt run samples reproducibly from a trained GPT; an over-long prompt is exit 2") {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  sgrt::test::TempFile corpus(".txt", text), ck("_ck");
+  std::string model = SGRT_SOURCE_DIR "/models/gpt.lua";
+  Output t = sh(kTool + " train " + model + kSets + " --steps 30 --data " + corpus.path + " --checkpoint " + ck.path +
+                " --quiet");
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  std::string run = kTool + " run " + model + kSets + " --checkpoint " + ck.path + " --tokens 24 --top-k 5";
+  Output a = sh(run + " --prompt 'the ' --seed 7"), b = sh(run + " --prompt 'the ' --seed 7");
+  REQUIRE_MESSAGE(a.code == 0, a.err);
+  CHECK(a.out == b.out);
+  CHECK(a.out.rfind("the ", 0) == 0);
+  CHECK(a.out.size() == 4 + 24 + 1);  // prompt, sampled bytes, newline
+
+  Output c = sh(run + " --prompt 'longer than eight bytes'");
+  CHECK(c.code == 2);
+  CHECK(c.err.find("longer than the model's block of 8 bytes") != std::string::npos);
+  CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+  std::remove((ck.path + "/checkpoint.sgck").c_str());
+  std::remove(ck.path.c_str());
+}
