@@ -20,89 +20,115 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;
 
-struct Values { float w, s1, s2; };  // parameter, first and second state
+struct Values { float w, s1, s2, g; };  // parameter, first and second state, gradient
 
-// views: param, state 1, state 2 (state 2 unused when nstate == 1); `step`
-// maps (i, old values) to new values. scales[kOptScaleW] moves only when
-// scale_w (O3's scaled master weights).
-template <class Step>
-void apply(int64_t n, const TensorArg* views, int nstate, float* scales, bool scale_w, Step step) {
-  const int slot[3] = {kOptScaleW, kOptScaleM, kOptScaleV};
-  ScaledState old[3] = {{views[0], scales[slot[0]]}, {views[1], scales[slot[1]]},
-                        {views[nstate == 2 ? 2 : 1], scales[slot[nstate == 2 ? 2 : 1]]}};
-  auto load = [&](int64_t i) { return Values{old[0].get(i), old[1].get(i), nstate == 2 ? old[2].get(i) : 0.f}; };
-  bool lowp = false;
-  for (int k = 0; k <= nstate; ++k) lowp = lowp || !old[k].is_f32();
-  if (lowp) {
+// The views an update reads and writes: parameter, first state, second state
+// (SGD has none: nstate 1), gradient.
+struct Views {
+  TensorArg w, s1, s2, g;
+  int nstate;
+  float* scales;
+  bool scale_w;  // O3: the master's scale follows its amax
+};
+
+// One update over every element with the dtypes fixed at compile time: `step`
+// maps the old values to the new ones.
+template <DType W, DType S1, DType S2, DType G, class Step>
+void apply(int64_t n, const Views& v, Step step) {
+  float* sc = v.scales;
+  const float inv[3] = {1.f / sc[kOptScaleW], 1.f / sc[kOptScaleM], 1.f / sc[kOptScaleV]}, ginv = 1.f / sc[kOptScaleG];
+  auto load = [&](int64_t i) {
+    return Values{Codec<W>::get(v.w.data, i, inv[0]), Codec<S1>::get(v.s1.data, i, inv[1]),
+                  v.nstate == 2 ? Codec<S2>::get(v.s2.data, i, inv[2]) : 0.f, Codec<G>::get(v.g.data, i, ginv)};
+  };
+  if (W != DType::f32 || S1 != DType::f32 || S2 != DType::f32) {
     int64_t chunks = (n + kGrain - 1) / kGrain;
     float* amax = static_cast<float*>(thread_scratch(3, static_cast<size_t>(chunks) * 3 * sizeof(float)));
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
       float m[3] = {0, 0, 0};
       for (int64_t i = b; i < e; ++i) {
-        Values v = step(i, load(i));
-        m[0] = std::max(m[0], std::fabs(v.w));
-        m[1] = std::max(m[1], std::fabs(v.s1));
-        m[2] = std::max(m[2], std::fabs(v.s2));
+        Values x = step(load(i));
+        m[0] = std::max(m[0], std::fabs(x.w));
+        m[1] = std::max(m[1], std::fabs(x.s1));
+        m[2] = std::max(m[2], std::fabs(x.s2));
       }
       std::copy(m, m + 3, amax + b / kGrain * 3);
     });
     float total[3] = {0, 0, 0};
     for (int64_t c = 0; c < chunks; ++c)
       for (int k = 0; k < 3; ++k) total[k] = std::max(total[k], amax[c * 3 + k]);
-    if (scale_w) scales[kOptScaleW] = old[0].next_scale(total[0]);
-    for (int k = 1; k <= nstate; ++k) scales[slot[k]] = old[k].next_scale(total[k]);
+    if (v.scale_w) sc[kOptScaleW] = next_scale(W, sc[kOptScaleW], total[0]);
+    sc[kOptScaleM] = next_scale(S1, sc[kOptScaleM], total[1]);
+    if (v.nstate == 2) sc[kOptScaleV] = next_scale(S2, sc[kOptScaleV], total[2]);
   }
-  ScaledState out[3] = {{views[0], scales[slot[0]]}, {views[1], scales[slot[1]]},
-                        {views[nstate == 2 ? 2 : 1], scales[slot[nstate == 2 ? 2 : 1]]}};
+  const float out[3] = {sc[kOptScaleW], sc[kOptScaleM], sc[kOptScaleV]};
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      Values v = step(i, load(i));
-      out[0].set(i, v.w);
-      out[1].set(i, v.s1);
-      if (nstate == 2) out[2].set(i, v.s2);
+      Values x = step(load(i));
+      Codec<W>::set(v.w.data, i, x.w, out[0]);
+      Codec<S1>::set(v.s1.data, i, x.s1, out[1]);
+      if (v.nstate == 2) Codec<S2>::set(v.s2.data, i, x.s2, out[2]);
     }
   });
 }
+
+// apply<> for the dtypes the state levels use (compiler/optimizer.cpp).
+template <class Step>
+Status dispatch(int64_t n, const Views& v, Step step) {
+  using D = DType;
+  auto in = [](const TensorArg& t, DType a, DType b) { return t.type->dtype == a || t.type->dtype == b; };
+  if (!in(v.w, D::f32, D::f16) || !in(v.s1, D::f32, D::e4m3) || !in(v.s2, D::f32, D::f16) || !in(v.g, D::f32, D::e5m2))
+    return Status::Unsupported(std::string("optimizer update: no CPU kernel for parameter ") + dtype_name(v.w.type->dtype) +
+                               ", state " + dtype_name(v.s1.type->dtype) + "/" + dtype_name(v.s2.type->dtype) +
+                               ", gradient " + dtype_name(v.g.type->dtype));
+  with_dtype<D::f32, D::f16>(v.w.type->dtype, [&](auto w) {
+    with_dtype<D::f32, D::e4m3>(v.s1.type->dtype, [&](auto s1) {
+      with_dtype<D::f32, D::f16>(v.s2.type->dtype, [&](auto s2) {
+        with_dtype<D::f32, D::e5m2>(v.g.type->dtype, [&](auto g) { apply<w(), s1(), s2(), g()>(n, v, step); });
+      });
+    });
+  });
+  return Status::Ok();
+}
+
+// SGD's missing second state.
+const TensorType kNoState{{}, DType::f32};
 
 }  // namespace
 
 // (param, grad, momentum, lr, train_state, scales, grad_coef)
 Status sgd_update(const OpArgs& a) {
   if (a.in[4].i32()[kSkipStep]) return Status::Ok();
-  ScaledState g(a.in[1], a.in[5].f()[kOptScaleG]);
   float lr = a.in[3].f()[0], coef = a.in[6].f()[0];
   float mu = static_cast<float>(a.attrs->f("momentum")), wd = static_cast<float>(a.attrs->f("weight_decay"));
-  TensorArg views[2] = {a.in[0], a.in[2]};
-  apply(a.in[0].n, views, 1, a.in[5].f(), a.attrs->i("scale_w", 0) != 0, [&](int64_t i, Values v) {
-    float gi = g.get(i) * coef + wd * v.w;
-    v.s1 = mu * v.s1 + gi;
-    v.w -= lr * v.s1;
-    return v;
+  Views v{a.in[0], a.in[2], TensorArg{nullptr, &kNoState, 0}, a.in[1], 1, a.in[5].f(), a.attrs->i("scale_w", 0) != 0};
+  return dispatch(a.in[0].n, v, [&](Values x) {
+    float gi = x.g * coef + wd * x.w;
+    x.s1 = mu * x.s1 + gi;
+    x.w -= lr * x.s1;
+    return x;
   });
-  return Status::Ok();
 }
 
 // (param, grad, m, v, lr, train_state, scales, grad_coef)
 Status adamw_update(const OpArgs& a) {
   if (a.in[5].i32()[kSkipStep]) return Status::Ok();
   const Attrs& at = *a.attrs;
-  ScaledState g(a.in[1], a.in[6].f()[kOptScaleG]);
   float lr = a.in[4].f()[0], coef = a.in[7].f()[0];
   int64_t t = a.in[5].i32()[kStep] + 1;
   float b1 = static_cast<float>(at.f("beta1")), b2 = static_cast<float>(at.f("beta2"));
   float eps = static_cast<float>(at.f("eps")), wd = static_cast<float>(at.f("weight_decay"));
   float bc1 = 1.f - std::pow(b1, static_cast<float>(t)), bc2 = 1.f - std::pow(b2, static_cast<float>(t));
   float step = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = 1.f - lr * wd;
-  TensorArg views[3] = {a.in[0], a.in[2], a.in[3]};
-  apply(a.in[0].n, views, 2, a.in[6].f(), at.i("scale_w", 0) != 0, [&](int64_t i, Values v) {
-    float gi = g.get(i) * coef;
-    v.w *= decay;
-    v.s1 = b1 * v.s1 + (1.f - b1) * gi;
-    v.s2 = b2 * v.s2 + (1.f - b2) * gi * gi;
-    v.w -= step * v.s1 / (std::sqrt(v.s2) / bc2_sqrt + eps);
-    return v;
+  Views v{a.in[0], a.in[2], a.in[3], a.in[1], 2, a.in[6].f(), at.i("scale_w", 0) != 0};
+  return dispatch(a.in[0].n, v, [&](Values x) {
+    float gi = x.g * coef;
+    x.w *= decay;
+    x.s1 = b1 * x.s1 + (1.f - b1) * gi;
+    x.s2 = b2 * x.s2 + (1.f - b2) * gi * gi;
+    x.w -= step * x.s1 / (std::sqrt(x.s2) / bc2_sqrt + eps);
+    return x;
   });
-  return Status::Ok();
 }
 
 // (grad f32, scales) -> (q, scales): current scaling, as quantize's
