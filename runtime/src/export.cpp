@@ -104,8 +104,9 @@ class Exporter {
   }
 
   bool is_param(int id) const {
+    // A transient param is a low-precision master's working copy (docs/optimizer.md): the master is folded instead.
     return id >= 0 && id < static_cast<int>(m_.tensors().size()) && m_.tensors()[id].role == Role::param &&
-           m_.tensors()[id].type.dtype == DType::f32;
+           m_.tensors()[id].type.dtype == DType::f32 && m_.tensors()[id].persistent;
   }
 
   template <class T>
@@ -405,7 +406,7 @@ Status export_to_file(const Session& s, const ExportOptions& opts, const std::st
 
 bool carries_weights(const Model& m) {
   return std::all_of(m.tensors().begin(), m.tensors().end(),
-                     [](const TensorInfo& t) { return t.role != Role::param || t.init == InitKind::buffer; });
+                     [](const TensorInfo& t) { return t.role != Role::param || !t.persistent || t.init == InitKind::buffer; });
 }
 
 }  // namespace sgrt
