@@ -1,0 +1,260 @@
+// matmul (f32) and qmatmul (quantized operands) on cuBLASLt, FP32 accumulation.
+// Semantics: kernels/cpu/matmul.cpp, quant_ops.cpp (k_qmatmul) and cpu/gemm.h.
+//
+// matmul: cuBLASLt in FP32 with CUBLAS_COMPUTE_32F (no TF32), any transposition.
+//
+// qmatmul picks one path at prepare, by operand dtypes, scale kinds and device:
+//   fp8  both operands E4M3/E5M2/E2M1 (not both E5M2), scales per tensor or per
+//        outer index, FP8 tensor cores (sm_89+), K % 16 == 0. Operands are packed
+//        K-major when cuBLASLt's TN layout needs it (E2M1 becomes E4M3 on the way:
+//        exact, the FP4 paper's "FP4 on FP8 tensor cores"); per-tensor scales go
+//        through cuBLASLt's A/B scale pointers, per-outer scales through an epilogue.
+//   bf16 all operands exact in BF16 (FP8, FP4, BF16): decoded to K-major BF16 with
+//        every power-of-two / E8M0 / E4M3 block scale applied (products stay exact),
+//        then a BF16 GEMM. Block scales (MX, NVFP4) and sm_87 (no FP8) land here;
+//        native block-scaled MXFP8/NVFP4 GEMMs need sm_100+ and are not used.
+//   f32  anything else (F16 or F32 operands): decoded to F32, F32 GEMM.
+// A path cuBLASLt declines at prepare falls through to the next one.
+// NVFP4's FP32 tensor scales are not exact in BF16: the epilogue applies them.
+#include <memory>
+
+#include "common.cuh"
+#include "lt_gemm.h"
+#include "scale.cuh"
+#include "sgrt/quant.h"
+
+namespace sgrt::cuda {
+namespace {
+
+enum class ScaleKind : uint8_t { none, tensor, outer, inner, block };
+
+// One qmatmul operand, its stored matrix seen as [rows, cols] row-major.
+struct Operand {
+  const void* data = nullptr;
+  DType dt = DType::f32;
+  int64_t ld = 0;          // stored cols
+  bool rows_outer = true;  // stored row index is M (A) / N (B); else it is K
+  ScaleKind kind = ScaleKind::none;
+  const void* scale = nullptr;
+  DType scale_dt = DType::i32;
+  int64_t scale_ld = 0, block = 0;
+  const float* tensor_scale = nullptr;  // NVFP4: state[kStateTensorScale]
+};
+
+// Multiplier at index j of a scale tensor: i32 exponent e means 2^-e (quantize.h).
+__device__ inline float scale_value(const Operand& p, int64_t j) {
+  switch (p.scale_dt) {
+    case DType::i32: return ldexpf(1.f, -static_cast<const int32_t*>(p.scale)[j]);
+    case DType::f32: return static_cast<const float*>(p.scale)[j];
+    default: return load_as_float(p.scale, p.scale_dt, j);  // E8M0 / E4M3 block scales
+  }
+}
+
+// The multiplier of element (o, k) applied while decoding.
+__device__ inline float decode_scale(const Operand& p, int64_t o, int64_t k) {
+  switch (p.kind) {
+    case ScaleKind::tensor: return scale_value(p, 0);
+    case ScaleKind::outer: return scale_value(p, o);
+    case ScaleKind::inner: return scale_value(p, k);
+    case ScaleKind::block: return scale_value(p, o * p.scale_ld + k / p.block);
+    default: return 1.f;
+  }
+}
+
+enum class PackTo : uint8_t { fp8, bf16, f32 };
+
+// dst[o, k] (K-major, [outer, K]) = op(X)[o, k]: codes (fp8; E2M1 -> E4M3), or
+// decoded values times their scale (bf16 / f32).
+template <PackTo P>
+__global__ void pack_kernel(Operand p, int64_t outer, int64_t K, void* dst) {
+  SG_GRID_STRIDE(t, outer * K) {
+    const int64_t o = t / K, k = t % K, src = p.rows_outer ? o * p.ld + k : k * p.ld + o;
+    if constexpr (P == PackTo::fp8) {
+      const uint8_t* b = static_cast<const uint8_t*>(p.data);
+      static_cast<uint8_t*>(dst)[t] = p.dt == DType::e2m1 ? fmt::e4m3_encode(load_as_float(p.data, p.dt, src)) : b[src];
+    } else {
+      const float v = load_as_float(p.data, p.dt, src) * decode_scale(p, o, k);
+      if constexpr (P == PackTo::bf16) static_cast<uint16_t*>(dst)[t] = fmt::bf16_encode(v);
+      else static_cast<float*>(dst)[t] = v;
+    }
+  }
+}
+
+// FP8 path: per-tensor multipliers for cuBLASLt's scale pointers.
+__global__ void tensor_scales_kernel(Operand a, Operand b, float* out) {
+  out[0] = a.kind == ScaleKind::tensor ? scale_value(a, 0) : 1.f;
+  out[1] = b.kind == ScaleKind::tensor ? scale_value(b, 0) : 1.f;
+}
+
+// C[m, n] *= (tsA * outer A[m]) * (tsB * outer B[n]) for what the GEMM left out.
+__global__ void epilogue_kernel(Operand a, Operand b, bool a_outer, bool b_outer, int64_t M, int64_t N, float* c) {
+  const float ta = a.tensor_scale ? *a.tensor_scale : 1.f, tb = b.tensor_scale ? *b.tensor_scale : 1.f;
+  SG_GRID_STRIDE(i, M * N) {
+    const int64_t m = i / N, n = i % N;
+    c[i] *= (a_outer ? ta * scale_value(a, m) : ta) * (b_outer ? tb * scale_value(b, n) : tb);
+  }
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::e4m3: case DType::e2m1: return CUDA_R_8F_E4M3;  // E2M1 is packed to E4M3
+    case DType::e5m2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+  }
+}
+
+bool is_fp8ish(DType t) { return t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1; }
+
+// Describes qmatmul operand `which` (0: A, 1: B); mirrors quant_ops.cpp's operand().
+Status make_operand(const OpArgs& a, int which, Operand* o) {
+  const Tensor& data = a.in[which * 3];
+  const Tensor& scale = a.in[which * 3 + 1];
+  bool trans = a.attrs->i(which == 0 ? "trans_a" : "trans_b");
+  auto g = static_cast<QuantGranularity>(a.attrs->i(which == 0 ? "a_granularity" : "b_granularity"));
+  o->data = data.p;
+  o->dt = data.dtype();
+  o->ld = data.shape().back();
+  o->rows_outer = which == 0 ? !trans : trans;
+  o->scale = scale.p;
+  o->scale_dt = scale.dtype();
+  switch (g) {
+    case QuantGranularity::tensor: o->kind = ScaleKind::tensor; break;
+    case QuantGranularity::row: o->kind = o->rows_outer ? ScaleKind::outer : ScaleKind::inner; break;
+    case QuantGranularity::column: o->kind = o->rows_outer ? ScaleKind::inner : ScaleKind::outer; break;
+    case QuantGranularity::mx: case QuantGranularity::nvfp4:
+      if (!o->rows_outer) return Status::Invalid("qmatmul: block scales must run along the contracting dimension");
+      o->kind = ScaleKind::block;
+      o->block = g == QuantGranularity::mx ? 32 : 16;
+      o->scale_ld = scale.shape().back();
+      if (g == QuantGranularity::nvfp4) o->tensor_scale = a.in[which * 3 + 2].f() + kStateTensorScale;
+      break;
+  }
+  return Status::Ok();
+}
+
+enum class Path : uint8_t { fp8, bf16, f32 };
+
+struct Plan {
+  Path path;
+  std::unique_ptr<LtGemm> gemm;
+  void* pa = nullptr;  // packed operands (nullptr: used in place)
+  void* pb = nullptr;
+  float* tensor_scales = nullptr;
+};
+
+// Plans `path` for C[M,N] = op(A) op(B); Unsupported when this path cannot run it.
+Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64_t N, int64_t K, float* c, BindCtx& ctx,
+                 Plan* plan) {
+  plan->path = path;
+  GemmSpec s;
+  s.m = M, s.n = N, s.k = K;
+  s.trans_a = false, s.trans_b = true;  // both K-major
+  s.lda = K, s.ldb = K, s.ldc = N;
+  size_t elem = path == Path::fp8 ? 1 : path == Path::bf16 ? 2 : 4;
+  if (path == Path::fp8) {
+    bool ok = ctx.dev.fp8() && is_fp8ish(A.dt) && is_fp8ish(B.dt) && !(A.dt == DType::e5m2 && B.dt == DType::e5m2) &&
+              K % 16 == 0;
+    for (const Operand* o : {&A, &B}) ok = ok && (o->kind == ScaleKind::tensor || o->kind == ScaleKind::outer);
+    if (!ok) return Status::Unsupported("not an FP8 GEMM");
+    s.type_a = cuda_type(A.dt), s.type_b = cuda_type(B.dt);
+    plan->tensor_scales = static_cast<float*>(ctx.scratch->reserve(2 * sizeof(float)));
+    s.scale_a = plan->tensor_scales, s.scale_b = plan->tensor_scales + 1;
+  } else {
+    auto exact_in_bf16 = [](DType t) { return is_fp8ish(t) || t == DType::bf16; };
+    if (path == Path::bf16 && !(exact_in_bf16(A.dt) && exact_in_bf16(B.dt))) return Status::Unsupported("not a BF16 GEMM");
+    s.type_a = s.type_b = path == Path::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  }
+  // FP8 operands already K-major and stored as FP8 are used in place.
+  auto in_place = [&](const Operand& o) { return path == Path::fp8 && o.rows_outer && o.dt != DType::e2m1; };
+  plan->pa = in_place(A) ? nullptr : ctx.scratch->reserve(elem * M * K);
+  plan->pb = in_place(B) ? nullptr : ctx.scratch->reserve(elem * N * K);
+  s.addr_a = reinterpret_cast<uintptr_t>(plan->pa ? plan->pa : A.data);
+  s.addr_b = reinterpret_cast<uintptr_t>(plan->pb ? plan->pb : B.data);
+  s.addr_c = reinterpret_cast<uintptr_t>(c);
+  s.workspace_bytes = kLtWorkspaceBytes;
+  s.workspace = ctx.scratch->reserve(s.workspace_bytes);
+  return LtGemm::plan(ctx.lt, s, &plan->gemm);
+}
+
+// The first path that can run the GEMM (f32 always can, unless cuBLASLt fails).
+// A declined path's scratch stays reserved: a little waste at prepare, none at run time.
+Status plan_first(const Operand& A, const Operand& B, int64_t M, int64_t N, int64_t K, float* c, BindCtx& ctx,
+                  Plan* plan) {
+  for (Path p : {Path::fp8, Path::bf16})
+    if (plan_path(p, A, B, M, N, K, c, ctx, plan).ok()) return Status::Ok();
+  return plan_path(Path::f32, A, B, M, N, K, c, ctx, plan);
+}
+
+template <PackTo P>
+void pack(const Operand& o, int64_t outer, int64_t K, void* dst, const Device& dev, cudaStream_t s) {
+  pack_kernel<P><<<grid_for(outer * K, dev), kThreads, 0, s>>>(o, outer, K, dst);
+}
+
+Status bind_qmatmul(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  Operand A, B;
+  SG_TRY(make_operand(a, 0, &A));
+  SG_TRY(make_operand(a, 1, &B));
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[3].shape();
+  int64_t ar = a.in[0].n / as.back(), ac = as.back(), br = a.in[3].n / bs.back(), bc = bs.back();
+  int64_t M = A.rows_outer ? ar : ac, K = A.rows_outer ? ac : ar, N = B.rows_outer ? br : bc;
+  float* c = a.out[0].f();
+  auto plan = std::make_shared<Plan>();
+  SG_TRY(plan_first(A, B, M, N, K, c, ctx, plan.get()));
+  const bool fp8 = plan->path == Path::fp8;
+  // The epilogue: NVFP4 tensor scales, and on the FP8 path per-outer scales.
+  const bool a_outer = fp8 && A.kind == ScaleKind::outer, b_outer = fp8 && B.kind == ScaleKind::outer;
+  const bool epilogue = a_outer || b_outer || A.tensor_scale || B.tensor_scale;
+  const Device dev = ctx.dev;
+  *out = [=](cudaStream_t s) {
+    const Plan& p = *plan;
+    if (p.pa) {
+      if (p.path == Path::fp8) pack<PackTo::fp8>(A, M, K, p.pa, dev, s);
+      else if (p.path == Path::bf16) pack<PackTo::bf16>(A, M, K, p.pa, dev, s);
+      else pack<PackTo::f32>(A, M, K, p.pa, dev, s);
+    }
+    if (p.pb) {
+      if (p.path == Path::fp8) pack<PackTo::fp8>(B, N, K, p.pb, dev, s);
+      else if (p.path == Path::bf16) pack<PackTo::bf16>(B, N, K, p.pb, dev, s);
+      else pack<PackTo::f32>(B, N, K, p.pb, dev, s);
+    }
+    if (fp8) tensor_scales_kernel<<<1, 1, 0, s>>>(A, B, p.tensor_scales);
+    SG_TRY(launched("qmatmul pack_kernel"));
+    SG_TRY(p.gemm->run(p.pa ? p.pa : A.data, p.pb ? p.pb : B.data, c, s));
+    if (epilogue) epilogue_kernel<<<grid_for(M * N, dev), kThreads, 0, s>>>(A, B, a_outer, b_outer, M, N, c);
+    return launched("qmatmul epilogue_kernel");
+  };
+  return Status::Ok();
+}
+
+Status bind_matmul_f32(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[1].shape();
+  int64_t ar = a.in[0].n / as.back(), ac = as.back(), br = a.in[1].n / bs.back(), bc = bs.back();
+  GemmSpec s;
+  s.trans_a = a.attrs->i("trans_a"), s.trans_b = a.attrs->i("trans_b");
+  s.m = s.trans_a ? ac : ar, s.k = s.trans_a ? ar : ac, s.n = s.trans_b ? br : bc;
+  s.lda = ac, s.ldb = bc, s.ldc = s.n;
+  const float* A = a.in[0].f();
+  const float* B = a.in[1].f();
+  float* c = a.out[0].f();
+  s.addr_a = reinterpret_cast<uintptr_t>(A), s.addr_b = reinterpret_cast<uintptr_t>(B), s.addr_c = reinterpret_cast<uintptr_t>(c);
+  s.workspace_bytes = kLtWorkspaceBytes;
+  s.workspace = ctx.scratch->reserve(s.workspace_bytes);
+  std::shared_ptr<LtGemm> gemm;
+  {
+    std::unique_ptr<LtGemm> g;
+    SG_TRY(LtGemm::plan(ctx.lt, s, &g));
+    gemm = std::move(g);
+  }
+  *out = [=](cudaStream_t st) { return gemm->run(A, B, c, st); };
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status bind_matmul(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  return a.code == OpCode::QMatMul ? bind_qmatmul(a, ctx, out) : bind_matmul_f32(a, ctx, out);
+}
+
+}  // namespace sgrt::cuda

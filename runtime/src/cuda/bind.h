@@ -1,0 +1,90 @@
+// How the CUDA backend turns an op into launches. At prepare, a binder (one per
+// kernel family, in kernels/cuda/<family>.cu) checks the op, reserves the scratch
+// it needs and returns a Launch: a closure over device pointers that enqueues the
+// op's kernels on the stream. run() only calls Launches: no allocation, no sync.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sgrt/model.h"
+
+namespace sgrt::cuda {
+
+struct Tensor {
+  void* p = nullptr;  // device address in the arena
+  const TensorType* type = nullptr;
+  int64_t n = 0;  // element count
+  float* f() const { return static_cast<float*>(p); }
+  int32_t* i32() const { return static_cast<int32_t*>(p); }
+  const Shape& shape() const { return type->shape; }
+  DType dtype() const { return type->dtype; }
+};
+
+struct OpArgs {
+  OpCode code;
+  const Attrs* attrs = nullptr;
+  std::vector<Tensor> in, out;
+};
+
+struct Device {
+  int cc = 0;  // compute capability, major * 10 + minor
+  int sms = 0;
+  size_t smem_optin = 0;  // largest dynamic shared memory a block may opt into
+  bool fp8() const { return cc >= 89; }  // FP8 tensor cores: Ada, Hopper, Blackwell
+};
+
+// The first bad label a classifier kernel saw; flag 0 = none. Kernels cannot fail
+// mid-step, so they record it here and the backend reports it at the next sync or read.
+struct ErrorRecord {
+  int32_t flag, tag, label, row, classes;
+};
+
+// Scratch an op uses only while it runs. Ops run one after another on one stream,
+// so all ops share one region whose size is the largest any op reserves.
+class Scratch {
+ public:
+  explicit Scratch(uintptr_t base) : base_(base) {}
+  void begin_op() { used_ = 0; }
+  // A 256-byte aligned region of `bytes` for the op being bound.
+  void* reserve(size_t bytes) {
+    size_t off = used_;
+    used_ += (bytes + 255) / 256 * 256;
+    if (used_ > peak_) peak_ = used_;
+    return reinterpret_cast<void*>(base_ + off);
+  }
+  size_t peak() const { return peak_; }
+
+ private:
+  uintptr_t base_;
+  size_t used_ = 0, peak_ = 0;
+};
+
+struct BindCtx {
+  Device dev;
+  cublasLtHandle_t lt = nullptr;
+  Scratch* scratch = nullptr;
+  ErrorRecord* errors = nullptr;  // device
+  int32_t tag = 0;                // this op's index in the backend's op list (for ErrorRecord)
+};
+
+using Launch = std::function<Status(cudaStream_t)>;
+using Binder = Status (*)(const OpArgs&, BindCtx&, Launch*);
+
+// Whether the backend has a kernel for `code` with any dtypes (cuda_backend.cpp).
+bool has_kernel(OpCode code);
+
+// Kernel families (kernels/cuda/*.cu).
+Status bind_elementwise(const OpArgs&, BindCtx&, Launch*);  // elementwise.cu: maps, their gradients, fill, dge_grad
+Status bind_layout(const OpArgs&, BindCtx&, Launch*);       // layout.cu: reshape, transpose, broadcast_to, sum_to
+Status bind_reduce(const OpArgs&, BindCtx&, Launch*);       // reduce.cu: axis reductions, softmax and gradients
+Status bind_classifier(const OpArgs&, BindCtx&, Launch*);   // classifier.cu: cross-entropy, its gradient, accuracy
+Status bind_optimizer(const OpArgs&, BindCtx&, Launch*);    // optimizer.cu: lr, check_finite, updates, step, dequantize
+Status bind_quantize(const OpArgs&, BindCtx&, Launch*);     // quantize.cu: scaled FP8/FP4/16-bit quantization
+Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul and qmatmul on cuBLASLt
+Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
+
+}  // namespace sgrt::cuda

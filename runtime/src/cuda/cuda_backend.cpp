@@ -1,0 +1,269 @@
+// The CUDA backend: one device arena sized by the memory plan, one stream, every
+// op bound to its kernels at prepare (bind.h). run() enqueues launches only: no
+// allocation, no host synchronization. write/read copy through the stream and wait;
+// sync() and read() also report a bad label a classifier kernel recorded.
+//
+// prepare, in order: resolve every op to a binder (a missing kernel fails before
+// anything is allocated); bind once with the arena at address 0 to learn the
+// scratch size; check arena + scratch against free device memory; allocate; bind
+// for real.
+#include <algorithm>
+#include <cstring>
+
+#include "../backends.h"
+#include "bind.h"
+#include "cuda_status.h"
+
+namespace sgrt {
+namespace {
+
+using namespace cuda;
+
+enum class Match { exact, variadic, any };  // variadic: the last input dtype repeats
+
+struct Entry {
+  OpCode code;
+  std::vector<DType> in, out;
+  Binder fn;
+  Match match = Match::exact;
+};
+
+bool matches(const Entry& e, const std::vector<DType>& in, const std::vector<DType>& out) {
+  switch (e.match) {
+    case Match::exact: return e.in == in && e.out == out;
+    case Match::any: return true;  // the shape rule admits only dtypes the binder handles
+    case Match::variadic:
+      if (in.size() < e.in.size() || e.out != out) return false;
+      for (size_t k = 0; k < in.size(); ++k)
+        if (in[k] != e.in[std::min(k, e.in.size() - 1)]) return false;
+      return true;
+  }
+  return false;
+}
+
+// (op, dtypes) -> binder; ops absent here fail at prepare with their name and dtypes.
+const std::vector<Entry>& table() {
+  using D = DType;
+  const D f = D::f32, i = D::i32;
+  static const std::vector<Entry> t = {
+      {OpCode::MatMul, {f, f}, {f}, bind_matmul},          {OpCode::QMatMul, {}, {}, bind_matmul, Match::any},
+      {OpCode::Add, {f, f}, {f}, bind_elementwise},        {OpCode::Sub, {f, f}, {f}, bind_elementwise},
+      {OpCode::Mul, {f, f}, {f}, bind_elementwise},        {OpCode::Div, {f, f}, {f}, bind_elementwise},
+      {OpCode::Neg, {f}, {f}, bind_elementwise},           {OpCode::Scale, {f}, {f}, bind_elementwise},
+      {OpCode::Relu, {f}, {f}, bind_elementwise},          {OpCode::Gelu, {f}, {f}, bind_elementwise},
+      {OpCode::Tanh, {f}, {f}, bind_elementwise},          {OpCode::Sigmoid, {f}, {f}, bind_elementwise},
+      {OpCode::Exp, {f}, {f}, bind_elementwise},           {OpCode::Log, {f}, {f}, bind_elementwise},
+      {OpCode::ReluGrad, {f, f}, {f}, bind_elementwise},   {OpCode::GeluGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::TanhGrad, {f, f}, {f}, bind_elementwise},   {OpCode::SigmoidGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::Silu, {f}, {f}, bind_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::Fill, {}, {f}, bind_elementwise},           {OpCode::DgeGrad, {f, f, i}, {f}, bind_elementwise},
+      {OpCode::Reshape, {f}, {f}, bind_layout},            {OpCode::Reshape, {i}, {i}, bind_layout},
+      {OpCode::Transpose, {f}, {f}, bind_layout},          {OpCode::BroadcastTo, {f}, {f}, bind_layout},
+      {OpCode::SumTo, {f}, {f}, bind_layout},
+      {OpCode::ReduceSum, {f}, {f}, bind_reduce},          {OpCode::ReduceMean, {f}, {f}, bind_reduce},
+      {OpCode::ReduceMax, {f}, {f}, bind_reduce},          {OpCode::ReduceMaxGrad, {f, f, f}, {f}, bind_reduce},
+      {OpCode::Softmax, {f}, {f}, bind_reduce},            {OpCode::LogSoftmax, {f}, {f}, bind_reduce},
+      {OpCode::SoftmaxGrad, {f, f}, {f}, bind_reduce},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, bind_reduce},
+      {OpCode::SoftmaxXent, {f, i}, {f}, bind_classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, bind_classifier},
+      {OpCode::Accuracy, {f, i}, {f}, bind_classifier},
+      {OpCode::LrSchedule, {i}, {f}, bind_optimizer},      {OpCode::StepIncrement, {i}, {i}, bind_optimizer},
+      {OpCode::CheckFinite, {i, f}, {i, f}, bind_optimizer, Match::variadic},
+      // Updates take f32, f16 or e4m3 params and state (the shape rule admits which).
+      {OpCode::SgdUpdate, {}, {}, bind_optimizer, Match::any},
+      {OpCode::AdamwUpdate, {}, {}, bind_optimizer, Match::any},
+      {OpCode::Dequantize, {}, {}, bind_optimizer, Match::any},
+      {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
+      {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
+      {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
+  };
+  return t;
+}
+
+Binder find_binder(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, std::string* sig) {
+  std::vector<DType> in, out;
+  for (int id : op.in) in.push_back(ts[id].type.dtype);
+  for (int id : op.out) out.push_back(ts[id].type.dtype);
+  for (const Entry& e : table())
+    if (e.code == op.code && matches(e, in, out)) return e.fn;
+  auto list = [](const std::vector<DType>& v) {
+    std::string s;
+    for (DType d : v) s += std::string(s.empty() ? "" : ", ") + dtype_name(d);
+    return s;
+  };
+  *sig = std::string(op_info(op.code).name) + "(" + list(in) + ") -> (" + list(out) + ")";
+  return nullptr;
+}
+
+std::string mib(size_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+struct BoundOp {
+  Launch launch;
+  const OpInfoLoaded* op;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    programs_.clear();  // cuBLASLt plans go before their handle
+    if (lt_) cublasLtDestroy(lt_);
+    cudaFree(workspace_);
+    cudaFree(arena_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  const char* name() const override { return "cuda"; }
+
+  Status open() {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return Status::Unsupported(std::string("no CUDA device: ") +
+                                 (e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none"));
+    }
+    cudaDeviceProp p{};
+    SG_CUDA(cudaSetDevice(0));
+    SG_CUDA(cudaGetDeviceProperties(&p, 0));
+    device_name_ = p.name;
+    dev_.cc = p.major * 10 + p.minor;
+    dev_.sms = p.multiProcessorCount;
+    dev_.smem_optin = p.sharedMemPerBlockOptin;
+    SG_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SG_CUBLAS(cublasLtCreate(&lt_));
+    return Status::Ok();
+  }
+
+  Status prepare(const Model& model) override {
+    if (arena_) return Status::Runtime("cuda backend: prepare called twice");
+    const std::vector<TensorInfo>& ts = model.tensors();
+    std::vector<std::vector<std::pair<Binder, const OpInfoLoaded*>>> resolved;
+    for (const ProgramInfo& p : model.programs()) {
+      resolved.emplace_back();
+      for (const OpInfoLoaded& op : p.ops) {
+        std::string sig;
+        Binder b = find_binder(op, ts, &sig);
+        if (!b) return Status::Unsupported(op.loc + ": the cuda backend has no kernel for " + sig);
+        resolved.back().push_back({b, &op});
+      }
+    }
+    size_t arena_bytes = std::max<size_t>(256, (model.arena_bytes() + 255) / 256 * 256);
+    size_t scratch_bytes = 0;
+    SG_TRY(bind_all(resolved, ts, 0, 0, &scratch_bytes));  // dry run: sizes and errors only
+    size_t free_b = 0, total_b = 0, need = arena_bytes + scratch_bytes + sizeof(ErrorRecord);
+    SG_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b)
+      return Status::Runtime("cuda backend: the model needs " + mib(need) + " of device memory (arena " + mib(arena_bytes) +
+                             ", kernel workspace " + mib(scratch_bytes) + ") but " + device_name_ + " has " +
+                             mib(free_b) + " free of " + mib(total_b));
+    SG_CUDA(cudaMalloc(&arena_, arena_bytes));
+    SG_CUDA(cudaMalloc(&workspace_, scratch_bytes + sizeof(ErrorRecord)));
+    SG_CUDA(cudaMemset(arena_, 0, arena_bytes));
+    SG_CUDA(cudaMemset(workspace_, 0, scratch_bytes + sizeof(ErrorRecord)));
+    size_ = arena_bytes;
+    errors_ = reinterpret_cast<ErrorRecord*>(static_cast<uint8_t*>(workspace_) + scratch_bytes);
+    size_t again = 0;
+    SG_TRY(bind_all(resolved, ts, reinterpret_cast<uintptr_t>(arena_), reinterpret_cast<uintptr_t>(workspace_), &again));
+    if (again > scratch_bytes) return Status::Runtime("cuda backend: binding reserved more scratch than its dry run");
+    return Status::Ok();
+  }
+
+  Status write(uint64_t offset, const void* src, size_t bytes) override {
+    if (offset > size_ || bytes > size_ - offset) return Status::Runtime("cuda backend: write outside the arena");
+    SG_CUDA(cudaMemcpyAsync(static_cast<uint8_t*>(arena_) + offset, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(write)");
+  }
+
+  Status read(uint64_t offset, void* dst, size_t bytes) override {
+    if (offset > size_ || bytes > size_ - offset) return Status::Runtime("cuda backend: read outside the arena");
+    SG_CUDA(cudaMemcpyAsync(dst, static_cast<uint8_t*>(arena_) + offset, bytes, cudaMemcpyDeviceToHost, stream_));
+    SG_CUDA(cudaStreamSynchronize(stream_));
+    return recorded_errors();
+  }
+
+  Status run(int program) override {
+    if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cuda backend: no such program");
+    for (const BoundOp& b : programs_[program]) {
+      Status st = b.launch(stream_);
+      if (!st.ok()) return st.with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
+    }
+    return Status::Ok();
+  }
+
+  Status sync() override {
+    SG_CUDA(cudaStreamSynchronize(stream_));
+    return recorded_errors();
+  }
+
+ private:
+  // Binds every op against an arena at `arena` and a workspace at `work` (0 in the
+  // dry run: pointers are then offsets, which is all the binders' checks look at).
+  Status bind_all(const std::vector<std::vector<std::pair<Binder, const OpInfoLoaded*>>>& resolved,
+                  const std::vector<TensorInfo>& ts, uintptr_t arena, uintptr_t work, size_t* scratch_peak) {
+    Scratch scratch(work);
+    BindCtx ctx;
+    ctx.dev = dev_;
+    ctx.lt = lt_;
+    ctx.scratch = &scratch;
+    ctx.errors = errors_;
+    programs_.clear();
+    tags_.clear();
+    for (const auto& prog : resolved) {
+      std::vector<BoundOp> ops;
+      for (const auto& [binder, op] : prog) {
+        OpArgs a{op->code, &op->attrs, {}, {}};
+        for (int id : op->in) a.in.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
+        for (int id : op->out) a.out.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
+        scratch.begin_op();
+        ctx.tag = static_cast<int32_t>(tags_.size());
+        tags_.push_back(op);
+        Launch l;
+        Status st = binder(a, ctx, &l);
+        if (!st.ok()) return st.with_context(op->loc + ": cuda " + std::string(op_info(op->code).name));
+        ops.push_back({std::move(l), op});
+      }
+      programs_.push_back(std::move(ops));
+    }
+    *scratch_peak = scratch.peak();
+    return Status::Ok();
+  }
+
+  // A label error a classifier kernel recorded since the last check (then cleared).
+  Status recorded_errors() {
+    ErrorRecord e{};
+    SG_CUDA(cudaMemcpy(&e, errors_, sizeof e, cudaMemcpyDeviceToHost));
+    if (!e.flag) return Status::Ok();
+    SG_CUDA(cudaMemset(errors_, 0, sizeof e));
+    const OpInfoLoaded* op = e.tag >= 0 && e.tag < static_cast<int32_t>(tags_.size()) ? tags_[e.tag] : nullptr;
+    return Status::Runtime((op ? op->loc + ": " + std::string(op_info(op->code).name) : std::string("classifier")) +
+                           ": label " + std::to_string(e.label) + " at row " + std::to_string(e.row) +
+                           " is outside [0, " + std::to_string(e.classes) + ")");
+  }
+
+  std::string device_name_;
+  Device dev_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* arena_ = nullptr;
+  void* workspace_ = nullptr;  // kernel scratch, then the ErrorRecord
+  ErrorRecord* errors_ = nullptr;
+  size_t size_ = 0;
+  std::vector<std::vector<BoundOp>> programs_;
+  std::vector<const OpInfoLoaded*> tags_;  // ErrorRecord::tag -> op
+};
+
+}  // namespace
+
+bool cuda::has_kernel(OpCode code) {
+  for (const Entry& e : table())
+    if (e.code == code) return true;
+  return false;
+}
+
+Status make_cuda_backend(std::unique_ptr<Backend>* out) {
+  auto be = std::make_unique<CudaBackend>();
+  SG_TRY(be->open());
+  *out = std::move(be);
+  return Status::Ok();
+}
+
+}  // namespace sgrt

@@ -1,0 +1,82 @@
+#include "lt_gemm.h"
+
+#include <string>
+
+#include "cuda_status.h"
+
+namespace sgrt::cuda {
+namespace {
+
+// Largest power of two dividing the address, at most 256 (what cuBLASLt asks about).
+uint32_t alignment(uintptr_t addr) {
+  uintptr_t a = addr & (~addr + 1);
+  return a == 0 || a > 256 ? 256u : static_cast<uint32_t>(a);
+}
+
+}  // namespace
+
+LtGemm::~LtGemm() {
+  if (lc_) cublasLtMatrixLayoutDestroy(lc_);
+  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+  if (la_) cublasLtMatrixLayoutDestroy(la_);
+  if (op_) cublasLtMatmulDescDestroy(op_);
+}
+
+Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGemm>* out) {
+  std::unique_ptr<LtGemm> g(new LtGemm());
+  g->lt_ = lt;
+  g->spec_ = s;
+  // Column-major view: D[N,M] = opA(B) @ opB(A) with m' = N, n' = M.
+  cublasOperation_t ta = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SG_CUBLAS(cublasLtMatmulDescCreate(&g->op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (s.scale_b)  // cuBLASLt's A is our B
+    SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &s.scale_b, sizeof s.scale_b));
+  if (s.scale_a)
+    SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &s.scale_a, sizeof s.scale_a));
+  if (s.fast_accum) {
+    int8_t on = 1;
+    SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
+  }
+  uint64_t n = static_cast<uint64_t>(s.n), m = static_cast<uint64_t>(s.m), k = static_cast<uint64_t>(s.k);
+  SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->la_, s.type_b, s.trans_b ? k : n, s.trans_b ? n : k, s.ldb));
+  SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->lb_, s.type_a, s.trans_a ? m : k, s.trans_a ? k : m, s.lda));
+  SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->lc_, CUDA_R_32F, n, m, s.ldc));
+
+  cublasLtMatmulPreference_t pref;
+  SG_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  uint32_t al[4] = {alignment(s.addr_b), alignment(s.addr_a), alignment(s.addr_c), alignment(s.addr_c)};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  Status st = cublas_status(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                 &s.workspace_bytes, sizeof s.workspace_bytes),
+                            "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  for (int i = 0; i < 4 && st.ok(); ++i)
+    st = cublas_status(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]),
+                       "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  if (st.ok())
+    st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref, 1, &best, &found),
+                       "cublasLtMatmulAlgoGetHeuristic");
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (!st.ok() || found == 0)
+    return Status::Unsupported("cublasLt has no algorithm for this GEMM (M=" + std::to_string(s.m) + ", N=" +
+                               std::to_string(s.n) + ", K=" + std::to_string(s.k) + ")" +
+                               (st.ok() ? std::string() : ": " + st.message()));
+  g->algo_ = best.algo;
+  *out = std::move(g);
+  return Status::Ok();
+}
+
+Status LtGemm::run(const void* a, const void* b, float* c, cudaStream_t stream) const {
+  const float one = 1.f, zero = 0.f;
+  return cublas_status(cublasLtMatmul(lt_, op_, &one, b, la_, a, lb_, &zero, c, lc_, c, lc_, &algo_, spec_.workspace,
+                                      spec_.workspace_bytes, stream),
+                       "cublasLtMatmul");
+}
+
+}  // namespace sgrt::cuda

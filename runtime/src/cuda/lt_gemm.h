@@ -1,0 +1,55 @@
+// A cuBLASLt GEMM, planned once (descriptors, layouts, algorithm) and run many times,
+// in the row-major terms of matmul:
+//
+//   C[M,N] (f32) = op(A)[M,K] @ op(B)[K,N]      FP32 accumulation
+//
+// A is stored [M,K] ([K,M] when trans_a), B [K,N] ([N,K] when trans_b), leading
+// dimensions in elements. cuBLASLt is column-major, so it computes C^T = op(B)^T op(A)^T:
+// its "A" is our B and its "B" our A. FP8 kernels need its TN form, that is
+// trans_b && !trans_a here (both operands K-major), and K, lda, ldb multiples of 16.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "sgrt/status.h"
+
+namespace sgrt::cuda {
+
+struct GemmSpec {
+  int64_t m = 0, n = 0, k = 0;
+  cudaDataType_t type_a = CUDA_R_32F, type_b = CUDA_R_32F;  // 32F (no TF32), 16BF, 16F, 8F_E4M3, 8F_E5M2
+  bool trans_a = false, trans_b = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  // FP8 only: per-tensor multipliers in device memory (nullptr: 1).
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  bool fast_accum = false;  // FP8: accumulate in the tensor core's own precision (faster, less exact)
+  // Addresses the GEMM will use (for the algorithm's alignment requirements).
+  uintptr_t addr_a = 0, addr_b = 0, addr_c = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// cuBLASLt's recommended workspace on Hopper; plenty for the others.
+constexpr size_t kLtWorkspaceBytes = 32u << 20;
+
+class LtGemm {
+ public:
+  ~LtGemm();
+  // Fails (Unsupported) when cuBLASLt has no algorithm for the spec on this device.
+  static Status plan(cublasLtHandle_t lt, const GemmSpec& spec, std::unique_ptr<LtGemm>* out);
+  Status run(const void* a, const void* b, float* c, cudaStream_t stream) const;
+
+ private:
+  LtGemm() = default;
+  cublasLtHandle_t lt_ = nullptr;
+  GemmSpec spec_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+}  // namespace sgrt::cuda
