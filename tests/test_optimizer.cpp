@@ -21,6 +21,8 @@
 #include "formats/formats.h"
 #include "harness.h"
 #include "sgrt/params.h"
+#include "sgrt/quant.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 
@@ -243,4 +245,31 @@ TEST_CASE("an unknown state level is an error at its Lua line") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("O4") != std::string::npos);
   CHECK(st.message().find(":8") != std::string::npos);
+}
+
+TEST_CASE("sgrt info: 16 bytes per parameter for fp32 Adam falling to 6 at O2 and O3, and the arena shrinks") {
+  // Expected from the formats alone: weights + gradient + m + v bytes per
+  // parameter, plus each of the MLP's 4 parameter tensors' f32[5] scales.
+  struct Want { const char* level; int w, g, state; };
+  uint64_t last_arena = UINT64_MAX;
+  for (Want want : {Want{"fp32", 4, 4, 8}, Want{"O1", 2, 1, 8}, Want{"O2", 2, 1, 3}, Want{"O3", 2, 1, 3}}) {
+    std::string name = want.level;
+    CAPTURE(name);
+    test::ToolResult r = test::run_tool({"info", "models/fashion_mlp.lua", "--opt-level", want.level, "--json"});
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    auto field = [&](const std::string& key) {
+      size_t at = r.out.find("\"" + key + "\":");
+      REQUIRE(at != std::string::npos);
+      return std::stoull(r.out.substr(at + key.size() + 3));
+    };
+    uint64_t n = field("count");
+    CHECK(n == 784 * 500 + 500 + 500 * 10 + 10);
+    CHECK(field("weight_bytes") == n * want.w);
+    CHECK(field("grad_bytes") == n * want.g);
+    CHECK(field("state_bytes") == n * want.state + 4 * kOptScaleLen * 4);
+    uint64_t arena = field("arena_bytes");
+    if (std::string(want.level) != "O3") CHECK(arena < last_arena);
+    else CHECK(arena == last_arena);  // O3 differs from O2 only in the master's scale
+    last_arena = arena;
+  }
 }
