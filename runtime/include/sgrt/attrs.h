@@ -37,7 +37,8 @@ class Attrs {
   }
   Attr& slot(std::string_view name) {
     for (Attr& a : attrs_) if (a.name == name) return a;
-    attrs_.push_back(Attr{std::string(name)});
+    attrs_.emplace_back();
+    attrs_.back().name = std::string(name);
     return attrs_.back();
   }
   std::vector<Attr> attrs_;
