@@ -1,6 +1,8 @@
 // What every sgrt compute shader shares: the arena (binding 0, seen as float,
-// int and uint words), the error word (binding 1), the push constants and the
-// op code the pipeline was specialized on. Mirrored by runtime/src/vulkan/push.h.
+// int and uint words), the error word (binding 1), the scratch words (binding 2:
+// cross-workgroup counters, each op its own, zero between ops), the push
+// constants and the op code the pipeline was specialized on. Mirrored by
+// runtime/src/vulkan/push.h.
 #ifndef SGRT_COMMON_GLSL
 #define SGRT_COMMON_GLSL
 
@@ -12,6 +14,7 @@ layout(set = 0, binding = 0) buffer ArenaU { uint U[]; };
 // 0 while all is well; a kernel that finds bad data (a label out of range)
 // writes its op's tag + 1 and the host names that op after the run.
 layout(set = 0, binding = 1) buffer Errors { uint error_tag; };
+layout(set = 0, binding = 2) buffer Scratch { uint scratch[]; };
 
 // Offsets are in 4-byte words from the arena's start. dim/stride describe up to
 // 8 axes for the strided kernels (gather, reduce_axes).

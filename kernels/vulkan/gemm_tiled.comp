@@ -1,17 +1,43 @@
-// The portable GEMM: C[M,N] = op(A) op(B), f32, tiled through shared memory.
-// OP bit 0: trans_a, bit 1: trans_b. off = {a, b, c}; p = {M, N, K};
-// dim = {lda, ldb} (row lengths of the stored 2-D views). A 64x64 tile of C per
-// workgroup, 4x4 per invocation; every C element sums k in order (deterministic).
+// The portable GEMM: C[M,N] = op(A) op(B) with FP32 accumulation, tiled through
+// shared memory; matmul (f32) and qmatmul (codes decoded while the tiles load).
+// OP bits 0-1: trans_a, trans_b; 2-4 / 5-7: A's / B's sgrt::DType; 8-10 / 11-13:
+// A's / B's scale kind (SK_*; matmul: 0). off = {a, b, c, a_scale, b_scale,
+// a_state}; p = {M, N, K}; dim = {lda, ldb, a_scale_ld, b_scale_ld, b_state}
+// (lda, ldb: row lengths of the stored 2-D views; scale_ld: block scales per
+// row). Scales apply as cpu/gemm.cpp's: inner and block ones multiply the
+// decoded codes (exactly), tensor / outer ones and NVFP4's tensor scale make the
+// epilogue (acc * cs[j]) * rs[i]. A 64x64 tile of C per workgroup, 4x4 per
+// invocation; every C element sums k in order (deterministic).
 #version 450
-#include "common.glsl"
+#include "quant.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
 const uint BM = 64u, BN = 64u, BK = 16u, T = 4u;
 const bool TA = (OP & 1u) != 0u;
 const bool TB = (OP & 2u) != 0u;
+const uint ADT = (OP >> 2) & 7u, BDT = (OP >> 5) & 7u, ASK = (OP >> 8) & 7u, BSK = (OP >> 11) & 7u;
+const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 5u;
+const uint kStateTensorScale = 3u;
 
 shared float As[BK][BM + 1u];
 shared float Bs[BK][BN + 1u];
+
+// op(X)[o][k], stored at element idx of the tensor at word `off`, decoded and
+// times its inner or block scale (scale tensor at word `so`, `sld` per row).
+float load(uint dt, uint sk, uint off, uint idx, uint so, uint sld, uint o, uint k) {
+  float v = decode(dt, load_code(off, idx, dt_bits(dt)));
+  if (sk == SK_INNER) v *= pow2(-I[so + k]);
+  else if (sk == SK_MX) v *= fmt_e8m0_decode(load_code(so, o * sld + k / 32u, 8u));
+  else if (sk == SK_NVFP4) v *= fmt_decode(FMT_E4M3, load_code(so, o * sld + k / 16u, 8u));
+  return v;
+}
+
+// The epilogue multiplier of outer index o (cpu/gemm.cpp's outer_scales, alpha 1).
+float outer(uint sk, uint so, uint state, uint o) {
+  float m = sk == SK_NVFP4 ? F[state + kStateTensorScale] : 1.0;
+  if (sk == SK_TENSOR) m *= pow2(-I[so]);
+  return sk == SK_OUTER ? m * pow2(-I[so + o]) : m;
+}
 
 void main() {
   uint M = pc.p[0], N = pc.p[1], K = pc.p[2], lda = pc.dim[0], ldb = pc.dim[1];
@@ -25,12 +51,12 @@ void main() {
     for (uint e = tid; e < BM * BK; e += 256u) {
       uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK;
       uint gm = row0 + m, gk = k0 + k;
-      As[k][m] = gm < M && gk < K ? F[pc.off[0] + (TA ? gk * lda + gm : gm * lda + gk)] : 0.0;
+      As[k][m] = gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
     }
     for (uint e = tid; e < BN * BK; e += 256u) {
       uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN;
       uint gn = col0 + n, gk = k0 + k;
-      Bs[k][n] = gn < N && gk < K ? F[pc.off[1] + (TB ? gn * ldb + gk : gk * ldb + gn)] : 0.0;
+      Bs[k][n] = gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
     }
     barrier();
     for (uint k = 0u; k < BK; ++k) {
@@ -44,9 +70,10 @@ void main() {
   for (uint i = 0u; i < T; ++i) {
     uint r = row0 + ty + 16u * i;
     if (r >= M) continue;
+    float rs = outer(ASK, pc.off[3], pc.off[5], r);
     for (uint j = 0u; j < T; ++j) {
       uint c = col0 + tx + 16u * j;
-      if (c < N) F[pc.off[2] + r * N + c] = acc[i][j];
+      if (c < N) F[pc.off[2] + r * N + c] = acc[i][j] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
     }
   }
 }

@@ -2,26 +2,17 @@
 
 #include <algorithm>
 
+#include "lowering.h"
+
 namespace sgrt::vk {
-namespace {
-
-constexpr uint32_t kLocal = 256;  // local size of the 1-D kernels
-constexpr uint32_t kMaxAxes = 8;
-
-struct Ctx {
-  const OpInfoLoaded& op;
-  const std::vector<TensorInfo>& ts;
-  const KernelOptions& opts;
-  const TensorInfo& in(size_t i) const { return ts[op.in[i]]; }
-  const TensorInfo& out(size_t i) const { return ts[op.out[i]]; }
-  uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
-};
-
-using Lower = Status (*)(const Ctx&, Dispatch*, std::vector<Dispatch>*);
 
 uint32_t groups_for(uint64_t n, const KernelOptions& o) {
   return static_cast<uint32_t>(std::clamp<uint64_t>((n + kLocal - 1) / kLocal, 1, o.max_groups));
 }
+
+namespace {
+
+constexpr uint32_t kMaxAxes = 8;
 
 // An axis list for strided.glsl: size-1 axes dropped, contiguous neighbours merged.
 struct Axes {
@@ -221,30 +212,11 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 }
 
 Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
-  const Shape& as = c.in(0).type.shape;
-  const Shape& bs = c.in(1).type.shape;
-  int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
-  bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
-  int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
-  uint32_t tile = c.opts.coop ? 32 : 64;
-  d->shader = c.opts.coop ? "gemm_coop" : "gemm_tiled";
-  d->size = c.opts.coop ? c.opts.coop_threads : 0;
-  d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
-  d->push.off[0] = c.word(c.in(0));
   d->push.off[1] = c.word(c.in(1));
-  d->push.off[2] = c.word(c.out(0));
-  d->push.p[0] = static_cast<uint32_t>(m);
-  d->push.p[1] = static_cast<uint32_t>(n);
-  d->push.p[2] = static_cast<uint32_t>(k);
-  d->push.dim[0] = static_cast<uint32_t>(ac);
-  d->push.dim[1] = static_cast<uint32_t>(bc);
-  d->groups[0] = static_cast<uint32_t>((n + tile - 1) / tile);
-  d->groups[1] = static_cast<uint32_t>((m + tile - 1) / tile);
-  if (d->groups[0] > c.opts.max_groups || d->groups[1] > c.opts.max_groups)
-    return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
-  return Status::Ok();
+  return gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d);
 }
 
+// Empty dtype lists: any dtypes (the shape rule admits only what the lowering handles).
 struct Entry {
   OpCode code;
   std::vector<DType> in, out;
@@ -278,6 +250,8 @@ const std::vector<Entry>& table() {
       // f32 parameters and state only (the scales input is then left as it is).
       {OpCode::SgdUpdate, {f, f, f, f, i, f, f}, {f, f, f}, optimizer},
       {OpCode::AdamwUpdate, {f, f, f, f, f, i, f, f}, {f, f, f, f}, optimizer},
+      {OpCode::Quantize, {}, {}, quantize},          {OpCode::QMatMul, {}, {}, qmatmul},
+      {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
   };
   return t;
 }
@@ -290,13 +264,44 @@ std::string signature(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts)
 
 }  // namespace
 
+uint32_t Scratch::take(uint32_t n, Dispatch* d) {
+  uint32_t first = words;
+  words += n;
+  Range r{kScratchBase + 4ull * first, kScratchBase + 4ull * words};
+  d->reads.push_back(r);
+  d->writes.push_back(r);
+  return first;
+}
+
+Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Dispatch* d) {
+  int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
+  bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
+  int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
+  uint32_t tile = coop ? 32 : 64;
+  d->shader = coop ? "gemm_coop" : "gemm_tiled";
+  d->size = coop ? c.opts.coop_threads : 0;
+  d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
+  d->push.p[0] = static_cast<uint32_t>(m);
+  d->push.p[1] = static_cast<uint32_t>(n);
+  d->push.p[2] = static_cast<uint32_t>(k);
+  d->push.dim[0] = static_cast<uint32_t>(ac);
+  d->push.dim[1] = static_cast<uint32_t>(bc);
+  d->groups[0] = static_cast<uint32_t>((n + tile - 1) / tile);
+  d->groups[1] = static_cast<uint32_t>((m + tile - 1) / tile);
+  if (d->groups[0] > c.opts.max_groups || d->groups[1] > c.opts.max_groups)
+    return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  return Status::Ok();
+}
+
 bool has_kernel(OpCode code) {
   return code == OpCode::CheckFinite ||
          std::any_of(table().begin(), table().end(), [code](const Entry& e) { return e.code == code; });
 }
 
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,
-                std::vector<Dispatch>* out) {
+                Scratch* scratch, std::vector<Dispatch>* out) {
   std::vector<DType> in, outs;
   Dispatch d;
   for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
@@ -307,7 +312,7 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
       std::all_of(in.begin() + 1, in.end(), [](DType t) { return t == DType::f32; }))
     fn = check_finite;  // variadic: (train_state, f32 grads...)
   for (const Entry& e : table())
-    if (e.code == op.code && e.in == in && e.out == outs) fn = e.fn;
+    if (e.code == op.code && ((e.in.empty() && e.out.empty()) || (e.in == in && e.out == outs))) fn = e.fn;
   if (!fn) return Status::Unsupported(op.loc + ": the vulkan backend has no kernel for " + signature(op, ts));
   for (int id : op.in)
     if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
@@ -316,7 +321,7 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
   d.op = static_cast<uint32_t>(op.code);  // the shaders specialized on ops.glsl's codes
   d.push.tag = tag;
   size_t first = out->size();
-  SG_TRY(fn(Ctx{op, ts, opts}, &d, out).with_context(op.loc + ": " + signature(op, ts)));
+  SG_TRY(fn(Ctx{op, ts, opts, scratch}, &d, out).with_context(op.loc + ": " + signature(op, ts)));
   out->push_back(std::move(d));
   for (size_t k = first; k < out->size(); ++k) (*out)[k].push.tag = tag;
   return Status::Ok();

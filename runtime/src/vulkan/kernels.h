@@ -21,19 +21,31 @@ struct Dispatch {
   std::vector<Range> reads, writes;
 };
 
+// Range addresses from kScratchBase on are bytes of the scratch buffer (binding
+// 2), so the barriers order its users as they order arena bytes.
+constexpr uint64_t kScratchBase = 1ull << 62;
+
+// The scratch words handed out so far: each op that needs some gets its own.
+struct Scratch {
+  uint32_t words = 0;
+  // The first of n new words; their range is added to d's reads and writes.
+  uint32_t take(uint32_t n, Dispatch* d);
+};
+
 struct KernelOptions {
   bool coop = false;           // matmul on gemm_coop (FP16 operands, FP32 accumulation)
   uint32_t coop_threads = 0;   // its workgroup size: 4 subgroups
   uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
 };
 
-// Appends the dispatches of `op` (the tag-th op of its program) to *out; an
-// Unsupported error names the op, its dtypes and its source line when the
-// table has no kernel for it or the shapes exceed what the shaders index.
 // Whether the table has a kernel for `code` with any dtypes.
 bool has_kernel(OpCode code);
 
+// Appends the dispatches of `op` (the tag-th op of its program) to *out; an
+// Unsupported error names the op, its dtypes and its source line when the
+// table has no kernel for it or the shapes exceed what the shaders index.
+// Scratch words the op needs come from *scratch.
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& tensors, uint32_t tag,
-                const KernelOptions& opts, std::vector<Dispatch>* out);
+                const KernelOptions& opts, Scratch* scratch, std::vector<Dispatch>* out);
 
 }  // namespace sgrt::vk

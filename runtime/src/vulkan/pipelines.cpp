@@ -5,9 +5,10 @@
 
 namespace sgrt::vk {
 
-Status Pipelines::create(Context* ctx, const Buffer& arena, const Buffer& errors, std::unique_ptr<Pipelines>* out) {
+Status Pipelines::create(Context* ctx, const Buffer& arena, const Buffer& errors, const Buffer& scratch,
+                         std::unique_ptr<Pipelines>* out) {
   std::unique_ptr<Pipelines> p(new Pipelines(ctx));
-  SG_TRY(p->init(arena, errors));
+  SG_TRY(p->init(arena, errors, scratch));
   *out = std::move(p);
   return Status::Ok();
 }
@@ -22,10 +23,11 @@ Pipelines::~Pipelines() {
   if (set_layout_) vkDestroyDescriptorSetLayout(d, set_layout_, nullptr);
 }
 
-Status Pipelines::init(const Buffer& arena, const Buffer& errors) {
+Status Pipelines::init(const Buffer& arena, const Buffer& errors, const Buffer& scratch) {
+  constexpr uint32_t kBindings = 3;
   VkDevice d = ctx_->device();
-  VkDescriptorSetLayoutBinding bind[2] = {};
-  for (uint32_t i = 0; i < 2; ++i) {
+  VkDescriptorSetLayoutBinding bind[kBindings] = {};
+  for (uint32_t i = 0; i < kBindings; ++i) {
     bind[i].binding = i;
     bind[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     bind[i].descriptorCount = 1;
@@ -33,7 +35,7 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors) {
   }
   VkDescriptorSetLayoutCreateInfo sli{};
   sli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-  sli.bindingCount = 2;
+  sli.bindingCount = kBindings;
   sli.pBindings = bind;
   VK_TRY(vkCreateDescriptorSetLayout(d, &sli, nullptr, &set_layout_));
 
@@ -46,7 +48,7 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors) {
   pli.pPushConstantRanges = &range;
   VK_TRY(vkCreatePipelineLayout(d, &pli, nullptr, &layout_));
 
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings};
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = 1;
@@ -59,9 +61,10 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors) {
   dai.descriptorSetCount = 1;
   dai.pSetLayouts = &set_layout_;
   VK_TRY(vkAllocateDescriptorSets(d, &dai, &set_));
-  VkDescriptorBufferInfo infos[2] = {{arena.buffer, 0, VK_WHOLE_SIZE}, {errors.buffer, 0, VK_WHOLE_SIZE}};
-  VkWriteDescriptorSet w[2] = {};
-  for (uint32_t i = 0; i < 2; ++i) {
+  VkDescriptorBufferInfo infos[kBindings] = {
+      {arena.buffer, 0, VK_WHOLE_SIZE}, {errors.buffer, 0, VK_WHOLE_SIZE}, {scratch.buffer, 0, VK_WHOLE_SIZE}};
+  VkWriteDescriptorSet w[kBindings] = {};
+  for (uint32_t i = 0; i < kBindings; ++i) {
     w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     w[i].dstSet = set_;
     w[i].dstBinding = i;
@@ -69,7 +72,7 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors) {
     w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     w[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(d, 2, w, 0, nullptr);
+  vkUpdateDescriptorSets(d, kBindings, w, 0, nullptr);
 
   VkPipelineCacheCreateInfo pci{};
   pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;

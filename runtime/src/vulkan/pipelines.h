@@ -1,4 +1,5 @@
-// The one descriptor set (binding 0: the arena, binding 1: the error word), the
+// The one descriptor set (binding 0: the arena, binding 1: the error word,
+// binding 2: the scratch words), the
 // one pipeline layout (that set + the Push constants), and compute pipelines
 // created once per (shader, specialization) and cached.
 #pragma once
@@ -13,7 +14,8 @@ namespace sgrt::vk {
 
 class Pipelines {
  public:
-  static Status create(Context* ctx, const Buffer& arena, const Buffer& errors, std::unique_ptr<Pipelines>* out);
+  static Status create(Context* ctx, const Buffer& arena, const Buffer& errors, const Buffer& scratch,
+                       std::unique_ptr<Pipelines>* out);
   ~Pipelines();
   Pipelines(const Pipelines&) = delete;
   Pipelines& operator=(const Pipelines&) = delete;
@@ -26,7 +28,7 @@ class Pipelines {
 
  private:
   explicit Pipelines(Context* ctx) : ctx_(ctx) {}
-  Status init(const Buffer& arena, const Buffer& errors);
+  Status init(const Buffer& arena, const Buffer& errors, const Buffer& scratch);
 
   Context* ctx_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;

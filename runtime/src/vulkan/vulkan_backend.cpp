@@ -36,6 +36,7 @@ class VulkanBackend final : public Backend {
     vkDeviceWaitIdle(ctx_->device());
     pipelines_.reset();
     ctx_->destroy_buffer(&staging_);
+    ctx_->destroy_buffer(&scratch_);
     ctx_->destroy_buffer(&errors_);
     ctx_->destroy_buffer(&arena_);
   }
@@ -54,10 +55,11 @@ class VulkanBackend final : public Backend {
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
+    vk::Scratch scratch;
     for (const ProgramInfo& p : model.programs()) {
       std::vector<vk::Dispatch> ds;
       for (size_t i = 0; i < p.ops.size(); ++i)
-        SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &ds));
+        SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds));
       lowered.push_back(std::move(ds));
     }
     bool direct = !env_on("SGRT_VULKAN_STAGING");
@@ -67,8 +69,12 @@ class VulkanBackend final : public Backend {
       SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), true, &staging_));
     }
     SG_TRY(ctx_->create_buffer(16, true, &errors_));
-    SG_TRY(ctx_->run_once([&](VkCommandBuffer cmd) { vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0); }));
-    SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, &pipelines_));
+    SG_TRY(ctx_->create_buffer(std::max<uint64_t>(16, 4ull * scratch.words), false, &scratch_));
+    SG_TRY(ctx_->run_once([&](VkCommandBuffer cmd) {
+      vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
+      vkCmdFillBuffer(cmd, scratch_.buffer, 0, VK_WHOLE_SIZE, 0);
+    }));
+    SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, scratch_, &pipelines_));
     for (size_t p = 0; p < lowered.size(); ++p) {
       Program prog{VK_NULL_HANDLE, &model.programs()[p]};
       SG_TRY(ctx_->allocate_command_buffer(&prog.cmd));
@@ -144,7 +150,7 @@ class VulkanBackend final : public Backend {
   }
 
   std::unique_ptr<vk::Context> ctx_;
-  vk::Buffer arena_, staging_, errors_;
+  vk::Buffer arena_, staging_, errors_, scratch_;
   std::unique_ptr<vk::Pipelines> pipelines_;
   std::vector<Program> programs_;
 };

@@ -1,0 +1,209 @@
+// quantize (cpu/quant_ops.cpp k_quantize over cpu/quantize.cpp): x f32 -> codes q
+// (8, 4 or 16 bits, packed low bits first), scales, and the state's counters,
+// amax history and NVFP4 tensor scale, bit for bit as the CPU.
+// off = {x, q, scale, state}; n = numel; p = {rows, cols, q's dtype};
+// dim = {granularity, mode, history, margin, static exponent, update, scratch word}.
+// Scratch, 5 words, zero between ops: the amax as |x| bits (atomicMax: exact in
+// any order, NaN above inf), saturated, underflowed and kept counts (atomicAdd:
+// integers), NVFP4's tensor scale. OP is the phase, one dispatch each:
+//   0: the tensor's amax (per-tensor and NVFP4 granularity)
+//   1: scales, one invocation per group (per tensor: one; per row; per column;
+//      MX / NVFP4: per word of four block scales)
+//   2: codes, one invocation per output word; saturation and underflow counts
+//   3: the state (left alone when update = 0: eval programs); clears the scratch
+#version 450
+#include "quant.glsl"
+layout(local_size_x = 256) in;
+
+const uint G_TENSOR = 0u, G_ROW = 1u, G_COL = 2u, G_MX = 3u, G_NVFP4 = 4u;  // QuantGranularity
+const uint M_STATIC = 1u, M_DELAYED = 3u;                                 // QuantMode
+const uint ST_SAT = 0u, ST_KEPT = 1u, ST_POS = 2u, ST_TSCALE = 3u, ST_UNDER = 4u, ST_HEADER = 5u;
+const uint S_AMAX = 0u, S_SAT = 1u, S_UNDER = 2u, S_KEPT = 3u, S_TSCALE = 4u, S_WORDS = 5u;
+
+#define X pc.off[0]
+#define Q pc.off[1]
+#define SC pc.off[2]
+#define STATE pc.off[3]
+#define ROWS pc.p[0]
+#define COLS pc.p[1]
+#define FMT pc.p[2]
+#define GRAN pc.dim[0]
+#define MODE pc.dim[1]
+#define HIST pc.dim[2]
+#define MARGIN int(pc.dim[3])
+#define SCR pc.dim[6]
+
+shared uint red[256];
+
+// The workgroup's max (add = false) or sum of v; called in uniform control flow.
+uint wg_reduce(uint v, bool add) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = v;
+  barrier();
+  for (uint s = 128u; s > 0u; s >>= 1) {
+    if (t < s) red[t] = add ? red[t] + red[t + s] : max(red[t], red[t + s]);
+    barrier();
+  }
+  uint r = red[0];
+  barrier();
+  return r;
+}
+
+// max |x| over count elements from `first`, `stride` apart, as bits.
+uint amax_span(uint first, uint count, uint stride) {
+  uint m = 0u;
+  for (uint k = 0u; k < count; ++k) m = max(m, U[X + first + k * stride] & 0x7FFFFFFFu);
+  return m;
+}
+
+uint block_size() { return GRAN == G_MX ? 32u : 16u; }
+uint blocks_per_row() { return (COLS + block_size() - 1u) / block_size(); }
+
+// NVFP4: the multiplier of a block with E4M3 scale `code` (0 for a zero scale).
+float nvfp4_mult(uint code, float ts) {
+  float d = fmt_decode(FMT_E4M3, code) * ts;
+  return d > 0.0 ? div_rn(1.0, d) : 0.0;
+}
+// The block scale: amax / (6 ts) rounded to E4M3, raised while the block would saturate.
+uint nvfp4_block_code(float a, float ts) {
+  uint code = fmt_encode(FMT_E4M3, div_rn(a, 6.0 * ts), false, 0u);
+  float m = nvfp4_mult(code, ts);
+  while (a * m > 6.0 && code < 0x7Eu) m = nvfp4_mult(++code, ts);
+  return code;
+}
+
+// Phase 1, per tensor: static, delayed (from the history's max once it is full)
+// or current; returns 1 when the previous exponent was kept and that counts.
+uint tensor_exponent(uint fmax) {
+  int prev = I[SC];
+  bool kept = false;
+  if (MODE == M_STATIC) {
+    I[SC] = int(pc.dim[4]);
+  } else if (MODE == M_DELAYED && HIST > 0u && F[STATE + ST_POS] >= float(HIST)) {
+    float h = 0.0;
+    for (uint k = 0u; k < HIST; ++k) h = max(h, F[STATE + ST_HEADER + k]);
+    bool unused;
+    I[SC] = scale_exponent(floatBitsToUint(h), fmax, MARGIN, prev, unused);
+  } else {
+    I[SC] = scale_exponent(scratch[SCR + S_AMAX], fmax, MARGIN, prev, kept);
+  }
+  return kept ? 1u : 0u;
+}
+
+void scales() {
+  uint fmax = fmt_max_bits(FMT), amax = 0u, kept = 0u;
+  if (GRAN == G_TENSOR) {
+    if (gl_GlobalInvocationID.x == 0u) kept = tensor_exponent(fmax);
+  } else if (GRAN == G_ROW || GRAN == G_COL) {
+    FOR_EACH_INDEX(g, GRAN == G_ROW ? ROWS : COLS) {
+      uint a = GRAN == G_ROW ? amax_span(g * COLS, COLS, 1u) : amax_span(g, ROWS, COLS);
+      bool k;
+      I[SC + g] = scale_exponent(a, fmax, MARGIN, I[SC + g], k);
+      amax = max(amax, a);
+      kept += k ? 1u : 0u;
+    }
+  } else {
+    uint bs = block_size(), nb = blocks_per_row(), count = ROWS * nb;
+    float ts = 0.0;
+    if (GRAN == G_NVFP4) {  // the tensor scale: amax / (6 * 448), or the previous one
+      uint a = scratch[SCR + S_AMAX];
+      bool k = a == 0u || a >= 0x7F800000u;
+      ts = k ? F[STATE + ST_TSCALE] : div_rn(uintBitsToFloat(a), 6.0 * 448.0);
+      if (gl_GlobalInvocationID.x == 0u) {
+        scratch[SCR + S_TSCALE] = floatBitsToUint(ts);
+        kept = k ? 1u : 0u;
+      }
+    }
+    FOR_EACH_INDEX(w, (count + 3u) / 4u) {
+      uint word = 0u;
+      for (uint j = 0u; j < 4u && 4u * w + j < count; ++j) {
+        uint b = 4u * w + j, c0 = (b % nb) * bs;
+        uint a = amax_span((b / nb) * COLS + c0, min(bs, COLS - c0), 1u);
+        uint code;
+        if (GRAN == G_MX) {  // E8M0 of 2^-e
+          bool k;
+          code = uint(127 - scale_exponent(a, fmax, MARGIN, 0, k));
+          amax = max(amax, a);
+          kept += k ? 1u : 0u;
+        } else {
+          code = nvfp4_block_code(uintBitsToFloat(a), ts);
+        }
+        word |= code << (8u * j);
+      }
+      U[SC + w] = word;
+    }
+  }
+  amax = wg_reduce(amax, false);
+  kept = wg_reduce(kept, true);
+  if (gl_LocalInvocationID.x == 0u) {
+    if (amax != 0u) atomicMax(scratch[SCR + S_AMAX], amax);
+    if (kept != 0u) atomicAdd(scratch[SCR + S_KEPT], kept);
+  }
+}
+
+// x times its group's multiplier (element r * COLS + c).
+float scaled(float x, uint r, uint c, float ts) {
+  if (GRAN == G_NVFP4) return x * nvfp4_mult(load_code(SC, r * blocks_per_row() + c / 16u, 8u), ts);
+  int e = GRAN == G_TENSOR ? I[SC] : GRAN == G_ROW ? I[SC + r] : GRAN == G_COL ? I[SC + c]
+        : 127 - int(load_code(SC, r * blocks_per_row() + c / 32u, 8u));
+  return mul_pow2(x, e);
+}
+
+void encode() {
+  FmtSpec spec = fmt_of(FMT);
+  uint fmax = fmt_max_bits(FMT), bits = dt_bits(FMT), per = 32u / bits;
+  uint zero = bits == 4u ? 0x7u : bits == 16u ? 0x7FFFu : 0x7Fu;  // a code's magnitude bits
+  float ts = uintBitsToFloat(scratch[SCR + S_TSCALE]);
+  uint sat = 0u, under = 0u;
+  FOR_EACH_INDEX(w, (pc.n + per - 1u) / per) {
+    uint word = 0u;
+    for (uint j = 0u; j < per && w * per + j < pc.n; ++j) {
+      uint i = w * per + j;
+      float x = F[X + i], v = scaled(x, i / COLS, i % COLS, ts);
+      uint code = fmt_encode(spec, v, false, 0u), a = floatBitsToUint(v) & 0x7FFFFFFFu;
+      sat += a > fmax && a <= 0x7F800000u ? 1u : 0u;
+      under += (floatBitsToUint(x) & 0x7FFFFFFFu) != 0u && (code & zero) == 0u ? 1u : 0u;
+      word |= code << (bits * j);
+    }
+    uint used = min(pc.n - w * per, per) * bits;  // the last word keeps the bits past n, as the CPU
+    U[Q + w] = used < 32u ? (U[Q + w] & ~((1u << used) - 1u)) | word : word;
+  }
+  sat = wg_reduce(sat, true);
+  under = wg_reduce(under, true);
+  if (gl_LocalInvocationID.x == 0u) {
+    if (sat != 0u) atomicAdd(scratch[SCR + S_SAT], sat);
+    if (under != 0u) atomicAdd(scratch[SCR + S_UNDER], under);
+  }
+}
+
+void update_state() {
+  if (gl_GlobalInvocationID.x != 0u) return;
+  if (pc.dim[5] != 0u) {
+    F[STATE + ST_SAT] += float(scratch[SCR + S_SAT]);
+    F[STATE + ST_KEPT] += float(scratch[SCR + S_KEPT]);
+    F[STATE + ST_UNDER] += float(scratch[SCR + S_UNDER]);
+    uint a = scratch[SCR + S_AMAX];
+    if (HIST > 0u && a < 0x7F800000u) {
+      uint pos = uint(F[STATE + ST_POS]);
+      F[STATE + ST_HEADER + pos % HIST] = uintBitsToFloat(a);
+      F[STATE + ST_POS] = float(pos + 1u);
+    }
+    if (GRAN == G_NVFP4) F[STATE + ST_TSCALE] = uintBitsToFloat(scratch[SCR + S_TSCALE]);
+  }
+  for (uint k = 0u; k < S_WORDS; ++k) scratch[SCR + k] = 0u;
+}
+
+void main() {
+  if (OP == 0u) {
+    uint m = 0u;
+    FOR_EACH_INDEX(i, pc.n) m = max(m, U[X + i] & 0x7FFFFFFFu);
+    m = wg_reduce(m, false);
+    if (gl_LocalInvocationID.x == 0u && m != 0u) atomicMax(scratch[SCR + S_AMAX], m);
+  } else if (OP == 1u) {
+    scales();
+  } else if (OP == 2u) {
+    encode();
+  } else {
+    update_state();
+  }
+}

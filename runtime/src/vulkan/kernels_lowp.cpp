@@ -1,0 +1,150 @@
+// The low-precision ops (semantics: kernels/cpu/quant_ops.cpp, fp4_ops.cpp):
+// quantize in phases with per-op scratch counters (quantize.comp), qmatmul on
+// gemm_tiled with operands decoded as they load, the FP4 DGE and outlier clamping.
+#include <algorithm>
+#include <cmath>
+
+#include "lowering.h"
+#include "sgrt/quant.h"
+
+namespace sgrt::vk {
+namespace {
+
+constexpr uint32_t kQuantScratchWords = 5;  // quantize.comp's S_WORDS
+enum QuantPhase : uint32_t { kAmax, kScales, kEncode, kState };
+// gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's ScaleMode).
+enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale };
+constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
+
+bool is_code_format(DType t) {
+  return t == DType::f16 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1;
+}
+
+// qmatmul's operand `which` (0: A, 1: B) as cpu/quant_ops.cpp's operand(): the
+// scale kind from the granularity and whether the stored rows are the outer index.
+Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
+  const TensorInfo& data = c.in(which * 3);
+  const TensorInfo& scale = c.in(which * 3 + 1);
+  bool trans = c.op.attrs.i(which == 0 ? "trans_a" : "trans_b");
+  auto g = static_cast<QuantGranularity>(c.op.attrs.i(which == 0 ? "a_granularity" : "b_granularity"));
+  bool rows_outer = which == 0 ? !trans : trans;
+  if (data.type.dtype != DType::f32 && !is_code_format(data.type.dtype))
+    return Status::Unsupported("qmatmul: operand " + data.name + " is " + dtype_name(data.type.dtype));
+  DType want = DType::i32;
+  switch (g) {
+    case QuantGranularity::tensor: *kind = kTensorScale; break;
+    case QuantGranularity::row: *kind = rows_outer ? kOuterScale : kInnerScale; break;
+    case QuantGranularity::column: *kind = rows_outer ? kInnerScale : kOuterScale; break;
+    case QuantGranularity::mx: case QuantGranularity::nvfp4:
+      if (!rows_outer) return Status::Unsupported("qmatmul: block scales must run along the contracting dimension");
+      *kind = g == QuantGranularity::mx ? kMxScale : kNvfp4Scale;
+      want = g == QuantGranularity::mx ? DType::e8m0 : DType::e4m3;
+      *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
+      break;
+    default: return Status::Unsupported("qmatmul: unknown granularity " + std::to_string(static_cast<int64_t>(g)));
+  }
+  if (scale.type.dtype != want)
+    return Status::Unsupported("qmatmul: scale " + scale.name + " of granularity " + std::to_string(static_cast<int64_t>(g)) +
+                               " is " + dtype_name(scale.type.dtype) + ", not " + dtype_name(want));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  const Attrs& at = c.op.attrs;
+  auto g = static_cast<QuantGranularity>(at.i("granularity"));
+  auto mode = static_cast<QuantMode>(at.i("mode"));
+  DType fmt = c.out(0).type.dtype;
+  int64_t hist = at.i("history");
+  const Shape& xs = c.in(0).type.shape;
+  uint64_t n = numel(xs), cols = xs.back(), rows = n / cols;
+  bool blocks = g == QuantGranularity::mx || g == QuantGranularity::nvfp4;
+  if (!is_code_format(fmt) || (blocks && dtype_bits(fmt) != 8 && fmt != DType::e2m1))
+    return Status::Unsupported(std::string("quantize to ") + dtype_name(fmt));
+  if (g != QuantGranularity::tensor && (mode == QuantMode::static_pow2 || mode == QuantMode::delayed_amax))
+    return Status::Unsupported("quantize: static and delayed scales are per tensor only");
+  Push& p = d->push;
+  p.off[0] = c.word(c.in(0));
+  p.off[1] = c.word(c.out(0));
+  p.off[2] = c.word(c.out(1));
+  p.off[3] = c.word(c.out(2));
+  p.n = static_cast<uint32_t>(n);
+  p.p[0] = static_cast<uint32_t>(rows);
+  p.p[1] = static_cast<uint32_t>(cols);
+  p.p[2] = static_cast<uint32_t>(fmt);
+  p.dim[0] = static_cast<uint32_t>(g);
+  p.dim[1] = static_cast<uint32_t>(mode);
+  p.dim[2] = static_cast<uint32_t>(hist);
+  p.dim[3] = static_cast<uint32_t>(at.i("margin"));
+  p.dim[4] = static_cast<uint32_t>(at.i("static_log2"));
+  p.dim[5] = at.i("update", 1) != 0;
+  p.dim[6] = c.scratch->take(kQuantScratchWords, d);
+  d->shader = "quantize";
+  auto phase = [&](QuantPhase ph, uint64_t invocations) {
+    Dispatch e = *d;
+    e.op = ph;
+    e.groups[0] = groups_for(invocations, c.opts);
+    out->push_back(std::move(e));
+  };
+  if (g == QuantGranularity::nvfp4 || (g == QuantGranularity::tensor && (mode != QuantMode::static_pow2 || hist > 0)))
+    phase(kAmax, n);
+  uint64_t block = g == QuantGranularity::mx ? 32 : 16, scale_words = (rows * ((cols + block - 1) / block) + 3) / 4;
+  phase(kScales, g == QuantGranularity::tensor ? 1 : g == QuantGranularity::row ? rows
+                 : g == QuantGranularity::column ? cols : scale_words);
+  phase(kEncode, (n * dtype_bits(fmt) + 31) / 32);
+  d->op = kState;
+  return Status::Ok();
+}
+
+Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  uint32_t kind[2] = {}, ld[2] = {};
+  for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
+  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, false, d));
+  d->op |= static_cast<uint32_t>(c.in(0).type.dtype) << 2 | static_cast<uint32_t>(c.in(3).type.dtype) << 5 |
+           kind[0] << 8 | kind[1] << 11;
+  d->push.off[1] = c.word(c.in(3));
+  d->push.off[3] = c.word(c.in(1));
+  d->push.off[4] = c.word(c.in(4));
+  d->push.off[5] = c.word(c.in(2));
+  d->push.dim[2] = ld[0];
+  d->push.dim[3] = ld[1];
+  d->push.dim[4] = c.word(c.in(5));
+  return Status::Ok();
+}
+
+Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  d->shader = "dge_grad";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.off[3] = c.word(c.in(2));
+  d->push.n = static_cast<uint32_t>(numel(c.in(1).type.shape));
+  d->push.p[0] = static_cast<uint32_t>(c.in(1).type.shape[1]);
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+Status clamp_outliers(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& xs = c.in(0).type.shape;
+  int64_t cols = xs.back(), rows = numel(xs) / cols;
+  if (cols > kClampMaxCols)
+    return Status::Unsupported("clamp_outliers: rows of " + std::to_string(cols) + " elements; the vulkan kernel sorts a row in shared memory, at most " +
+                               std::to_string(kClampMaxCols));
+  int64_t hi_k = static_cast<int64_t>(std::floor(c.op.attrs.f("alpha") * static_cast<double>(cols - 1)));
+  uint32_t size = 1;
+  while (size < cols) size <<= 1;
+  d->shader = "clamp_outliers";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.off[3] = c.word(c.out(1));
+  d->push.p[0] = static_cast<uint32_t>(rows);
+  d->push.p[1] = static_cast<uint32_t>(cols);
+  d->push.p[2] = size;
+  d->push.dim[0] = static_cast<uint32_t>(cols - 1 - hi_k);
+  d->push.dim[1] = static_cast<uint32_t>(hi_k);
+  d->groups[0] = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(rows, 1), c.opts.max_groups));
+  return Status::Ok();
+}
+
+}  // namespace sgrt::vk

@@ -1,0 +1,38 @@
+// Internal to the kernel table (kernels.cpp): what an op's lowering sees, and
+// the lowerings that live in their own files.
+#pragma once
+#include <vector>
+
+#include "kernels.h"
+
+namespace sgrt::vk {
+
+constexpr uint32_t kLocal = 256;  // local size of the 1-D kernels
+
+struct Ctx {
+  const OpInfoLoaded& op;
+  const std::vector<TensorInfo>& ts;
+  const KernelOptions& opts;
+  Scratch* scratch;
+  const TensorInfo& in(size_t i) const { return ts[op.in[i]]; }
+  const TensorInfo& out(size_t i) const { return ts[op.out[i]]; }
+  uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
+};
+
+// Fills *d (the op's last dispatch, its reads and writes already listed); may
+// append earlier dispatches to *out.
+using Lower = Status (*)(const Ctx&, Dispatch*, std::vector<Dispatch>*);
+
+uint32_t groups_for(uint64_t n, const KernelOptions& o);
+
+// gemm_tiled / gemm_coop: sizes, transposes and the grid of C = op(A) op(B) for
+// A and B of these shapes (matmul and qmatmul).
+Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Dispatch* d);
+
+// kernels_lowp.cpp: the low-precision ops.
+Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status clamp_outliers(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
+}  // namespace sgrt::vk
