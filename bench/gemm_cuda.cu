@@ -1,0 +1,119 @@
+// FP8 GEMM throughput on cuBLASLt (sgrt's qmatmul path: E4M3 x E4M3, K-major
+// operands, per-tensor scale pointers, FP32 accumulation and output) against
+// cuBLASLt BF16 on the same shapes. One JSON line per shape and dtype: median and
+// best TFLOP/s over the reps, the ratio to BF16 and the share of the H100/H200 SXM
+// dense peaks (FP8 1979, BF16 989 TFLOP/s; NUMERICS.md §6).
+// Usage: bench_gemm_cuda [max size, default 8192] [reps, default 30]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "formats/formats.h"
+#include "lt_gemm.h"
+
+using namespace sgrt;
+using namespace sgrt::cuda;
+
+namespace {
+
+constexpr double kPeakFp8 = 1979e12, kPeakBf16 = 989e12;
+
+// Codes of uniform values in [-1, 1] (a hash per index: no host transfer).
+__global__ void fill_kernel(uint8_t* p, int64_t n, int bytes) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float v = static_cast<float>(fmt::mix32(static_cast<uint32_t>(i) * 2654435761u) >> 8) / 8388608.f - 1.f;
+    if (bytes == 1) p[i] = fmt::e4m3_encode(v);
+    else reinterpret_cast<uint16_t*>(p)[i] = fmt::bf16_encode(v);
+  }
+}
+
+bool ok(Status st, const char* what) {
+  if (!st.ok()) std::fprintf(stderr, "bench_gemm_cuda: %s: %s\n", what, st.message().c_str());
+  return st.ok();
+}
+
+bool check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::fprintf(stderr, "bench_gemm_cuda: %s: %s\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess;
+}
+
+struct Result { double median, best; };
+
+// Times `reps` runs of one planned GEMM (after warm-up), each between CUDA events.
+bool time_gemm(const LtGemm& g, const void* a, const void* b, float* c, int reps, cudaStream_t s, Result* r) {
+  cudaEvent_t e0, e1;
+  if (!check(cudaEventCreate(&e0), "cudaEventCreate") || !check(cudaEventCreate(&e1), "cudaEventCreate")) return false;
+  for (int i = 0; i < 3; ++i) if (!ok(g.run(a, b, c, s), "warm-up")) return false;
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(e0, s);
+    if (!ok(g.run(a, b, c, s), "cublasLtMatmul")) return false;
+    cudaEventRecord(e1, s);
+    if (!check(cudaEventSynchronize(e1), "cudaEventSynchronize")) return false;
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  r->median = ms[ms.size() / 2] * 1e-3;
+  r->best = ms.front() * 1e-3;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t max_n = argc > 1 ? std::atoll(argv[1]) : 8192;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 30;
+  cudaDeviceProp prop{};
+  if (!check(cudaGetDeviceProperties(&prop, 0), "no CUDA device")) return 1;
+  cudaStream_t s;
+  cublasLtHandle_t lt;
+  if (!check(cudaStreamCreate(&s), "cudaStreamCreate") || cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
+  const int64_t cap = max_n * max_n;
+  uint8_t *a, *b, *ws;
+  float *c, *one;
+  if (!check(cudaMalloc(&a, 2 * cap), "cudaMalloc") || !check(cudaMalloc(&b, 2 * cap), "cudaMalloc") ||
+      !check(cudaMalloc(&c, 4 * cap), "cudaMalloc") || !check(cudaMalloc(&ws, kLtWorkspaceBytes), "cudaMalloc") ||
+      !check(cudaMalloc(&one, sizeof(float)), "cudaMalloc"))
+    return 1;
+  const float h_one = 1.f;
+  cudaMemcpy(one, &h_one, sizeof h_one, cudaMemcpyHostToDevice);
+  for (int64_t n = 1024; n <= max_n; n *= 2) {
+    struct Case { const char* name; cudaDataType_t t; int bytes; bool fast; double peak; };
+    const Case cases[] = {{"bf16", CUDA_R_16BF, 2, false, kPeakBf16},
+                          {"e4m3", CUDA_R_8F_E4M3, 1, false, kPeakFp8},
+                          {"e4m3_fast_accum", CUDA_R_8F_E4M3, 1, true, kPeakFp8}};
+    double bf16_median = 0;
+    for (const Case& k : cases) {
+      fill_kernel<<<1024, 256, 0, s>>>(a, n * n, k.bytes);
+      fill_kernel<<<1024, 256, 0, s>>>(b, n * n, k.bytes);
+      GemmSpec g;
+      g.m = g.n = g.k = n;
+      g.type_a = g.type_b = k.t;
+      g.trans_a = false, g.trans_b = true;  // K-major: cuBLASLt's TN, the FP8 layout
+      g.lda = g.ldb = n, g.ldc = n;
+      if (k.bytes == 1) g.scale_a = g.scale_b = one;
+      g.fast_accum = k.fast;
+      g.addr_a = reinterpret_cast<uintptr_t>(a), g.addr_b = reinterpret_cast<uintptr_t>(b);
+      g.addr_c = reinterpret_cast<uintptr_t>(c);
+      g.workspace = ws, g.workspace_bytes = kLtWorkspaceBytes;
+      std::unique_ptr<LtGemm> plan;
+      Result r{};
+      if (!ok(LtGemm::plan(lt, g, &plan), k.name) || !time_gemm(*plan, a, b, c, reps, s, &r)) return 1;
+      const double flop = 2.0 * n * n * n, tf = flop / r.median / 1e12;
+      if (k.bytes == 2) bf16_median = r.median;
+      std::printf("{\"bench\":\"gemm_cuda\",\"gpu\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"out\":\"f32\","
+                  "\"reps\":%d,\"tflops_median\":%.1f,\"tflops_best\":%.1f,\"vs_bf16\":%.2f,\"pct_peak\":%.1f}\n",
+                  prop.name, static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n), k.name, reps,
+                  tf, flop / r.best / 1e12, bf16_median / r.median, 100.0 * tf * 1e12 / k.peak);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
