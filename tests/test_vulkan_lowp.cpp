@@ -1,0 +1,263 @@
+// The low-precision ops on Vulkan (quantize, qmatmul, dge_grad, clamp_outliers)
+// against the CPU, for every recipe, on odd shapes (partial MX / NVFP4 blocks,
+// E2M1 bytes and words straddling rows, several GEMM tiles):
+// - op by op: every program split into one program per op, and before each op
+//   the Vulkan arena gets the CPU's bytes, so both run the op on the same input.
+//   quantize (codes, scales, state: counters, history, tensor scale) and
+//   clamp_outliers must be bit-identical; f32 outputs within kBound (qmatmul sums
+//   the same decoded values in another order; dge_grad uses GLSL's pow).
+// - whole programs: bit-identical to the same ops run one by one on Vulkan
+//   (barriers, replay); losses track the CPU's.
+// - Fashion-MNIST: sgrt train models/fashion_mlp.lua --recipe fp8 --set
+//   hidden=128 --steps 300 reaches the CPU's accuracy on Vulkan.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "../runtime/src/vulkan/kernels.h"
+#include "harness.h"
+#include "sgrt/dataset.h"
+#include "sgrt/trainer.h"
+#include "test_vulkan_support.h"
+
+using namespace sgrt;
+
+namespace {
+
+constexpr double kBound = 1e-5;  // as test_vulkan_ops.cpp
+const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp4", "nvfp4"};
+
+// Three layers (the first two quantized under every recipe; fp4 and nvfp4 keep
+// the last in f32), a transposed weight, gelu and relu activations.
+std::string model(const std::string& recipe) {
+  return R"(
+  local sg = require "sg"
+  local cfg = sg.config{ n = 7, d = 13, h = 11, c = 5 }
+  local x = sg.input("x", {cfg.n, cfg.d})
+  local y = sg.input("y", {cfg.n}, "i32")
+  local w1 = sg.param("w1", {cfg.d, cfg.h}, {"normal", 0, 0.3})
+  local b1 = sg.param("b1", {cfg.h}, {"uniform", -0.1, 0.1})
+  local h = (x:matmul(w1) + b1):gelu()
+  local w2 = sg.param("w2", {cfg.h, cfg.h}, {"normal", 0, 0.3})
+  local g = sg.matmul(h, w2, { trans_b = true }):relu()
+  local w3 = sg.param("w3", {cfg.h, cfg.c}, {"normal", 0, 0.3})
+  local logits = g:matmul(w3)
+  sg.loss(sg.softmax_cross_entropy(logits, y))
+  sg.metric("accuracy", sg.accuracy(logits, y))
+  sg.output("logits", logits)
+  sg.optimizer.adamw{ lr = 1e-2, weight_decay = 0.01 }
+  sg.recipe ")" + recipe + "\"\n";
+}
+const std::map<std::string, std::string> kSmall = {};
+const std::map<std::string, std::string> kLarge = {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
+
+double normalized_error(const std::vector<float>& a, const std::vector<float>& ref) {
+  double diff = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(ref[i]) || std::isnan(a[i])) { if (std::isnan(ref[i]) != std::isnan(a[i])) return INFINITY; continue; }
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  return diff / scale;
+}
+
+std::vector<uint8_t> bytes_of(const Session& s, int id) {
+  std::vector<uint8_t> v(s.model().tensors()[id].bytes);
+  REQUIRE(s.read(id, v.data(), v.size()).ok());
+  return v;
+}
+
+std::vector<float> floats_of(const std::vector<uint8_t>& b) {
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), f.size() * 4);
+  return f;
+}
+
+// Random inputs (labels in [0, 5)) written alike to both sessions.
+void write_inputs(Session& cpu, Session& gpu) {
+  std::mt19937 rng(7);
+  const std::vector<TensorInfo>& ts = cpu.model().tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    const TensorInfo& t = ts[id];
+    if (t.role != Role::input) continue;
+    std::vector<uint32_t> v(static_cast<size_t>(numel(t.type.shape)));
+    for (uint32_t& e : v) {
+      float f = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
+      if (t.type.dtype == DType::i32) e = rng() % 5;
+      else std::memcpy(&e, &f, 4);
+    }
+    for (Session* s : {&cpu, &gpu}) REQUIRE(s->write(static_cast<int>(id), v.data(), v.size() * 4).ok());
+  }
+}
+
+// Every tensor's bytes from the CPU session to the Vulkan one.
+void sync(const Session& cpu, Session& gpu) {
+  const std::vector<TensorInfo>& ts = cpu.model().tensors();
+  for (size_t id = 0; id < ts.size(); ++id)
+    if (ts[id].bytes) REQUIRE(gpu.write(static_cast<int>(id), bytes_of(cpu, static_cast<int>(id)).data(), ts[id].bytes).ok());
+}
+
+std::set<OpCode> g_covered;
+
+// One program per op, "<program>#<index>", in the original order.
+std::vector<std::pair<std::string, size_t>> split_programs(compiler::Graph* g) {
+  std::vector<std::pair<std::string, size_t>> orig;
+  std::vector<compiler::Program> split;
+  for (const compiler::Program& p : g->programs) {
+    orig.emplace_back(p.name, p.ops.size());
+    for (size_t i = 0; i < p.ops.size(); ++i) split.push_back({p.name + "#" + std::to_string(i), {p.ops[i]}, p.peak_bytes});
+  }
+  g->programs = std::move(split);
+  return orig;
+}
+
+std::shared_ptr<const Model> load(const compiler::Graph& g) {
+  std::unique_ptr<Model> m;
+  Status st = Model::load_bytes(compiler::serialize(g), "test.sg", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+// Runs `program` (split) op by op on both sessions from the CPU's bytes and
+// compares each op's outputs.
+void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t count, const std::string& recipe) {
+  for (size_t i = 0; i < count; ++i) {
+    std::string name = program + "#" + std::to_string(i);
+    const OpInfoLoaded& op = cpu.model().programs()[cpu.model().find_program(name)].ops[0];
+    g_covered.insert(op.code);
+    sync(cpu, gpu);
+    test::run(cpu, name);
+    test::run(gpu, name);
+    bool exact = op.code == OpCode::Quantize || op.code == OpCode::ClampOutliers;
+    for (int id : op.out) {
+      const TensorInfo& t = cpu.model().tensors()[id];
+      INFO(recipe << " " << name << " " << op_info(op.code).name << " (" << op.loc << "): " << t.name << " " << type_str(t.type));
+      std::vector<uint8_t> a = bytes_of(cpu, id), b = bytes_of(gpu, id);
+      if (exact || t.type.dtype != DType::f32) CHECK(a == b);
+      else CHECK(normalized_error(floats_of(b), floats_of(a)) <= kBound);
+    }
+  }
+}
+
+void op_by_op(const std::string& recipe, const std::map<std::string, std::string>& set, int warm_steps) {
+  compiler::Graph g;
+  Status st = test::compile_graph(model(recipe), &g, set);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
+  std::shared_ptr<const Model> m = load(g);
+  auto cpu = test::open_session(m, "cpu", 3);
+  auto gpu = test::open_session(m, "vulkan", 3);
+  write_inputs(*cpu, *gpu);
+  auto count = [&](const std::string& p) {
+    for (auto& [n, c] : programs) if (n == p) return c;
+    FAIL("no program " << p);
+    return size_t{0};
+  };
+  // Fills delayed scaling's amax history (16 steps) on the CPU alone.
+  for (int s = 0; s < warm_steps; ++s)
+    for (size_t i = 0; i < count("train_step"); ++i) test::run(*cpu, "train_step#" + std::to_string(i));
+  for (int rep = 0; rep < 2; ++rep) check_ops(*cpu, *gpu, "train_step", count("train_step"), recipe);
+  check_ops(*cpu, *gpu, "eval", count("eval"), recipe);
+}
+
+// Whole programs on Vulkan against the same ops run one program each on Vulkan:
+// bit-identical (the barriers between dependent dispatches, replayed command
+// buffers); and the loss against the CPU's (a last-bit GEMM difference can move
+// a later code by a step, so whole steps only track).
+void whole_programs(const std::string& recipe, const std::map<std::string, std::string>& set) {
+  compiler::Graph g;
+  Status st = test::compile_graph(model(recipe), &g, set);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<compiler::Program> whole = g.programs;
+  std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
+  g.programs.insert(g.programs.begin(), whole.begin(), whole.end());
+  std::shared_ptr<const Model> m = load(g);
+  auto cpu = test::open_session(m, "cpu", 3);
+  auto gpu = test::open_session(m, "vulkan", 3);
+  auto ops = test::open_session(m, "vulkan", 3);
+  write_inputs(*cpu, *gpu);
+  sync(*gpu, *ops);
+  for (std::string p : {"train_step", "train_step", "train_step", "eval"}) {
+    float loss[2];
+    loss[0] = test::loss_of(*cpu, p);
+    loss[1] = test::loss_of(*gpu, p);
+    for (auto& [name, count] : programs)
+      if (name == p)
+        for (size_t i = 0; i < count; ++i) test::run(*ops, p + "#" + std::to_string(i));
+    INFO(recipe << " after " << p << ": loss cpu " << loss[0] << ", vulkan " << loss[1]);
+    CHECK(loss[1] == doctest::Approx(loss[0]).epsilon(1e-2));
+    for (size_t id = 0; id < m->tensors().size(); ++id) {
+      if (m->tensors()[id].bytes == 0) continue;
+      INFO(m->tensors()[id].name);
+      CHECK(bytes_of(*gpu, static_cast<int>(id)) == bytes_of(*ops, static_cast<int>(id)));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("vulkan low-precision ops agree with the cpu op by op, every recipe") {
+  if (!test::vulkan_device_present()) return;
+  for (const char* r : kRecipes) {
+    op_by_op(r, kSmall, 0);
+    op_by_op(r, kLarge, std::string(r) == "fp8-delayed" ? 16 : 0);
+  }
+}
+
+TEST_CASE("vulkan low-precision training steps track the cpu, every recipe") {
+  if (!test::vulkan_device_present()) return;
+  for (const char* r : kRecipes) whole_programs(r, kLarge);
+}
+
+TEST_CASE("the low-precision checks cover quantize, qmatmul, dge_grad and clamp_outliers") {
+  if (!test::vulkan_device_present()) return;
+  for (OpCode c : {OpCode::Quantize, OpCode::QMatMul, OpCode::DgeGrad, OpCode::ClampOutliers}) {
+    INFO(op_info(c).name);
+    CHECK(vk::has_kernel(c));
+    CHECK(g_covered.count(c) == 1);
+  }
+}
+
+TEST_CASE("fashion MLP, fp8: 300 steps on vulkan reach the cpu's accuracy") {
+  if (!test::vulkan_device_present()) return;
+  std::unique_ptr<Dataset> data;
+  if (!open_fashion_mnist(kFashionMnistDir, &data).ok()) {
+    MESSAGE("skipping: no Fashion-MNIST under " << kFashionMnistDir);
+    return;
+  }
+  std::ifstream f(std::string(SGRT_SOURCE_DIR) + "/models/fashion_mlp.lua");
+  std::stringstream lua;
+  lua << f.rdbuf() << "\nsg.recipe \"fp8\"\n";  // as --recipe fp8
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(lua.str(), &m, {{"hidden", "128"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  TrainResult res[2];
+  const char* backends[2] = {"cpu", "vulkan"};
+  for (int b = 0; b < 2; ++b) {
+    auto s = test::open_session(m, backends[b], 1);
+    TrainOptions o;
+    o.steps = 300;
+    o.seed = 1;
+    o.log_every = 100;
+    st = train(*s, *data, o, &res[b]);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  REQUIRE(res[0].losses.size() == res[1].losses.size());
+  for (size_t i = 0; i < res[0].losses.size(); ++i) {
+    INFO("step " << res[0].losses[i].first);
+    CHECK(res[1].losses[i].second == doctest::Approx(res[0].losses[i].second).epsilon(1e-2));
+  }
+  auto accuracy = [](const EvalReport& e) {
+    for (auto& [name, v] : e.metrics) if (name == "accuracy") return v;
+    return -1.f;
+  };
+  float acc[2] = {accuracy(res[0].final_eval), accuracy(res[1].final_eval)};
+  MESSAGE("fp8 test accuracy cpu " << acc[0] << ", vulkan " << acc[1] << "; loss cpu " << res[0].final_eval.loss
+                                   << ", vulkan " << res[1].final_eval.loss);
+  CHECK(acc[0] > 0.7f);
+  CHECK(std::fabs(acc[1] - acc[0]) <= 0.005f);
+  CHECK(res[1].final_eval.loss == doctest::Approx(res[0].final_eval.loss).epsilon(1e-2));
+}
