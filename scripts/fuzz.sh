@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz and
+# runs one for SECONDS on its corpus; see docs/reliability.md.
+# Usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
+#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_lua (tests/fuzz/fuzz_*.cpp)
+# New inputs go to build-fuzz/corpus/TARGET (seeded by the target itself from
+# the current formats), crashes to build-fuzz/findings/TARGET; the committed
+# seeds in tests/fuzz/corpus/TARGET are read, never written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 2 ]; then
+  echo "usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]" >&2
+  exit 2
+fi
+target=$1 seconds=$2
+shift 2
+[ -f "tests/fuzz/$target.cpp" ] || { echo "fuzz.sh: no target tests/fuzz/$target.cpp" >&2; exit 2; }
+build=${BUILD_DIR:-build-fuzz}
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSGRT_FUZZ=ON \
+  -DSGRT_TESTS=OFF -DSGRT_BENCH=OFF -DSGRT_VULKAN=OFF >/dev/null
+cmake --build "$build" --target "$target" -j "${JOBS:-$(nproc)}"
+work="$build/corpus/$target" findings="$build/findings/$target"
+mkdir -p "$work" "$findings"
+seeds=()
+[ -d "tests/fuzz/corpus/$target" ] && seeds+=("tests/fuzz/corpus/$target")
+[ "$target" = fuzz_lua ] && seeds+=(models)
+SGRT_FUZZ_SEED_DIR="$work" "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$findings/" -print_final_stats=1 "$@" "$work" "${seeds[@]}"
