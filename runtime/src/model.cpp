@@ -1,5 +1,7 @@
 #include "sgrt/model.h"
 
+#include <cstring>
+
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
@@ -55,14 +57,21 @@ int Model::find_tensor(const std::string& name) const {
 
 namespace {
 
+constexpr int64_t kMaxElements = int64_t(1) << 40;  // per tensor
+
 std::string loc_str(const sg::SourceLoc* loc) {
   if (!loc || !loc->file()) return "<builtin>";
   return loc->file()->str() + ":" + std::to_string(loc->line());
 }
 
+// Copied bytewise: the Verifier checks that a vector's length prefix is
+// aligned, not its 8-byte elements, and a misaligned load is undefined.
 template <class T>
 std::vector<T> vec(const flatbuffers::Vector<T>* v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>{};
+  static_assert(FLATBUFFERS_LITTLEENDIAN, "scalars are stored little endian");
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 }  // namespace
@@ -82,8 +91,12 @@ Status Model::decode() {
     int dt = static_cast<int>(t->dtype());
     if (dt < 0 || dt >= kNumDTypes) return Status::Invalid("tensor " + ti.name + ": invalid dtype " + std::to_string(dt));
     ti.type.dtype = static_cast<DType>(dt);
-    for (int64_t d : ti.type.shape)
-      if (d <= 0 || d > (int64_t(1) << 40)) return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
+    int64_t count = 1;  // bounded, so element and byte counts cannot overflow
+    for (int64_t d : ti.type.shape) {
+      if (d <= 0 || d > kMaxElements / count)
+        return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
+      count *= d;
+    }
     int role = static_cast<int>(t->role());
     if (role < 0 || role > static_cast<int>(Role::scale_state)) return Status::Invalid("tensor " + ti.name + ": invalid role");
     ti.role = static_cast<Role>(role);
@@ -94,6 +107,9 @@ Status Model::decode() {
       return Status::Invalid("tensor " + ti.name + ": " + std::to_string(ti.bytes) + " bytes do not fit " + type_str(ti.type));
     if (ti.offset > arena_bytes_ || ti.bytes > arena_bytes_ - ti.offset)
       return Status::Invalid("tensor " + ti.name + " lies outside the arena");
+    if (ti.offset % kTensorAlignment != 0)
+      return Status::Invalid("tensor " + ti.name + ": arena offset " + std::to_string(ti.offset) + " is not a multiple of " +
+                             std::to_string(kTensorAlignment));
     if (const sg::Init* in = t->init()) {
       int k = static_cast<int>(in->kind());
       if (k < 0 || k > static_cast<int>(InitKind::buffer)) return Status::Invalid("tensor " + ti.name + ": invalid initializer");

@@ -14,6 +14,10 @@ namespace sg { struct Model; }
 
 namespace sgrt {
 
+// Every tensor's arena offset is a multiple of this (the compiler's memory
+// plan aligns to it); kernels rely on it for aligned element access.
+constexpr uint64_t kTensorAlignment = 64;
+
 enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state };
 enum class InitKind : uint8_t { zeros = 0, ones, uniform, normal, buffer };
 
