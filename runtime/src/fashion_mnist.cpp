@@ -2,6 +2,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace {
 
 constexpr int64_t kPixels = 28 * 28;
 constexpr int kClasses = 10;
+constexpr int64_t kMaxIdxBytes = int64_t(1) << 31;
 
 // Prefers NAME.gz, then NAME.
 std::string find_idx(const std::string& dir, const std::string& name) {
@@ -35,14 +37,19 @@ Status read_idx(const std::string& path, int rank, std::vector<int64_t>* dims, s
     const uint8_t* p = hdr + 4 + 4 * d;
     int64_t v = (int64_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
     dims->push_back(v);
-    total *= v;
+    if (v == 0 || total > kMaxIdxBytes / v) st = Status::Invalid(path + ": implausible IDX dimensions");
+    else total *= v;
   }
-  if (st.ok() && (total <= 0 || total > (int64_t(1) << 31))) st = Status::Invalid(path + ": implausible IDX dimensions");
-  if (st.ok()) {
-    data->resize(static_cast<size_t>(total));
-    int64_t got = gzread(f, data->data(), static_cast<unsigned>(total));
-    if (got != total) st = Status::Invalid(path + ": truncated: expected " + std::to_string(total) + " bytes of data, got " + std::to_string(got < 0 ? 0 : got));
+  // Grows with the data actually read: a header cannot make us allocate more.
+  data->clear();
+  uint8_t buf[1 << 16];
+  while (st.ok() && static_cast<int64_t>(data->size()) < total) {
+    int got = gzread(f, buf, static_cast<unsigned>(std::min<int64_t>(sizeof buf, total - data->size())));
+    if (got <= 0) break;
+    data->insert(data->end(), buf, buf + got);
   }
+  if (st.ok() && static_cast<int64_t>(data->size()) != total)
+    st = Status::Invalid(path + ": truncated: expected " + std::to_string(total) + " bytes of data, got " + std::to_string(data->size()));
   gzclose(f);
   return st;
 }

@@ -1,0 +1,154 @@
+// Regression tests for what the fuzz targets (tests/fuzz) found in the
+// loaders; test_model_loader.cpp covers every truncation and byte flip of a
+// model. Each case rebuilds the finding's input from a valid file, so it keeps
+// working as the formats evolve; the sanitizer build (scripts/test.sh) is what
+// turns a regression of the misalignment cases into a failure.
+#include <cstring>
+
+#include "harness.h"
+#include "sg_generated.h"
+#include "sgrt/dataset.h"
+#include "sgrt/file_io.h"
+#include "sgrt/model_file.h"
+
+using namespace sgrt;
+
+namespace {
+
+const char kModel[] = R"(
+local sg = require "sg"
+local x = sg.input("image", {2, 4})
+local y = sg.input("label", {2}, "i32")
+local logits = sg.nn.linear(x, 3, { name = "fc" })
+sg.loss(sg.softmax_cross_entropy(logits, y))
+sg.optimizer.adamw{ lr = 1e-2 }
+)";
+
+std::vector<uint8_t> payload() {
+  compiler::Graph g;
+  Status st = test::compile_graph(kModel, &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<uint8_t> b = compiler::serialize(g);
+  b.resize(b.size() - kFooterBytes);
+  return b;
+}
+
+Status load(std::vector<uint8_t> payload, std::unique_ptr<Model>* m) {
+  append_footer(&payload);
+  return Model::load_bytes(std::move(payload), "mutant.sg", m);
+}
+
+// A field of a tensor table inside `p`, for patching in place.
+uint8_t* field_of(std::vector<uint8_t>& p, const sg::Tensor* t, flatbuffers::voffset_t vt) {
+  auto* table = reinterpret_cast<const flatbuffers::Table*>(t);
+  const uint8_t* f = table->GetAddressOf(vt);
+  REQUIRE(f != nullptr);
+  return p.data() + (f - p.data());
+}
+
+}  // namespace
+
+TEST_CASE("fuzz_model: a tensor offset off the arena alignment is rejected (was a misaligned float store)") {
+  std::vector<uint8_t> p = payload();
+  const sg::Model* root = sg::GetModel(p.data());
+  const sg::Tensor* victim = nullptr;
+  for (const sg::Tensor* t : *root->tensors())
+    if (t->bytes() > 0 && t->offset() >= kTensorAlignment) victim = t;
+  REQUIRE(victim != nullptr);
+  uint8_t* f = field_of(p, victim, sg::Tensor::VT_OFFSET);
+  uint64_t off = victim->offset() - 1;
+  std::memcpy(f, &off, sizeof off);
+  std::unique_ptr<Model> m;
+  Status st = load(p, &m);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("not a multiple of 64") != std::string::npos);
+}
+
+TEST_CASE("fuzz_model: a shape vector with misaligned int64 elements loads bytewise (was a misaligned load)") {
+  // The Verifier checks the 4-byte length prefix's alignment only; place a
+  // copy of the first tensor's shape at 8k (elements at 8k + 4) and point the
+  // field at it.
+  std::vector<uint8_t> p = payload();
+  const sg::Tensor* t0 = sg::GetModel(p.data())->tensors()->Get(0);
+  const Shape want(t0->shape()->begin(), t0->shape()->end());
+  size_t field = field_of(p, t0, sg::Tensor::VT_SHAPE) - p.data();
+  p.resize((p.size() + 7) / 8 * 8);
+  size_t at = p.size();
+  uint32_t len = static_cast<uint32_t>(want.size());
+  p.insert(p.end(), reinterpret_cast<uint8_t*>(&len), reinterpret_cast<uint8_t*>(&len) + 4);
+  p.insert(p.end(), reinterpret_cast<const uint8_t*>(want.data()),
+           reinterpret_cast<const uint8_t*>(want.data() + want.size()));
+  uint32_t rel = static_cast<uint32_t>(at - field);
+  std::memcpy(p.data() + field, &rel, sizeof rel);
+  std::unique_ptr<Model> m;
+  Status st = load(p, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(m->tensors()[0].type.shape == want);
+}
+
+TEST_CASE("fuzz_model: dimensions whose product overflows are rejected (was signed overflow in numel)") {
+  std::vector<uint8_t> p = payload();
+  const sg::Tensor* victim = nullptr;
+  for (const sg::Tensor* t : *sg::GetModel(p.data())->tensors())
+    if (t->shape() && t->shape()->size() == 2) victim = t;
+  REQUIRE(victim != nullptr);
+  // Each dimension is within the per-dimension bound; their product is 2^80.
+  uint8_t* dims = p.data() + (victim->shape()->Data() - p.data());
+  for (int i = 0; i < 2; ++i) {
+    int64_t d = int64_t(1) << 40;
+    std::memcpy(dims + 8 * i, &d, sizeof d);
+  }
+  std::unique_ptr<Model> m;
+  Status st = load(p, &m);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("invalid shape [1099511627776, 1099511627776]") != std::string::npos);
+}
+
+namespace {
+
+struct IdxDir {
+  std::string dir;
+  IdxDir() {
+    char tmpl[] = "/tmp/sgrt_idx_XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    dir = tmpl;
+  }
+  ~IdxDir() {
+    for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                          "t10k-labels-idx1-ubyte"})
+      std::remove((dir + "/" + f).c_str());
+    ::rmdir(dir.c_str());
+  }
+  void put(const char* name, const std::vector<uint8_t>& b) {
+    REQUIRE(write_file_atomic(dir + "/" + name, b.data(), b.size()).ok());
+  }
+};
+
+std::vector<uint8_t> images_header(uint32_t n, uint32_t rows, uint32_t cols) {
+  std::vector<uint8_t> b = {0, 0, 8, 3};
+  for (uint32_t v : {n, rows, cols})
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+  return b;
+}
+
+Status open_with_images(const std::vector<uint8_t>& images) {
+  IdxDir d;
+  d.put("train-images-idx3-ubyte", images);
+  d.put("train-labels-idx1-ubyte", {0, 0, 8, 1, 0, 0, 0, 1, 3});
+  std::unique_ptr<Dataset> data;
+  return open_fashion_mnist(d.dir, &data);
+}
+
+}  // namespace
+
+TEST_CASE("fuzz_idx: dimensions whose product overflows are rejected (was signed overflow)") {
+  Status st = open_with_images(images_header(0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu));
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("implausible IDX dimensions") != std::string::npos);
+}
+
+TEST_CASE("fuzz_idx: a header that claims 2 GiB of pixels is truncated, not allocated (was a 2 GiB allocation)") {
+  Status st = open_with_images(images_header(2739000, 28, 28));  // just under 2^31 bytes of pixels
+  REQUIRE(!st.ok());
+  CHECK_MESSAGE(st.message().find("truncated: expected 2147376000 bytes of data, got 0") != std::string::npos, st.message());
+}
