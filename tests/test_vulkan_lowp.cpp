@@ -31,8 +31,10 @@ constexpr double kBound = 1e-5;  // as test_vulkan_ops.cpp
 const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp4", "nvfp4"};
 
 // Three layers (the first two quantized under every recipe; fp4 and nvfp4 keep
-// the last in f32), a transposed weight, gelu and relu activations.
-std::string model(const std::string& recipe) {
+// the last in f32), a transposed weight, gelu and relu activations; `opt` is
+// the optimizer call (its state level).
+const char* kAdamW = "adamw{ lr = 1e-2, weight_decay = 0.01 }";
+std::string model(const std::string& recipe, const std::string& opt = kAdamW) {
   return R"(
   local sg = require "sg"
   local cfg = sg.config{ n = 7, d = 13, h = 11, c = 5 }
@@ -48,8 +50,7 @@ std::string model(const std::string& recipe) {
   sg.loss(sg.softmax_cross_entropy(logits, y))
   sg.metric("accuracy", sg.accuracy(logits, y))
   sg.output("logits", logits)
-  sg.optimizer.adamw{ lr = 1e-2, weight_decay = 0.01 }
-  sg.recipe ")" + recipe + "\"\n";
+  sg.recipe ")" + recipe + "\"\n  sg.optimizer." + opt + "\n";
 }
 const std::map<std::string, std::string> kSmall = {};
 const std::map<std::string, std::string> kLarge = {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
@@ -142,9 +143,10 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
   }
 }
 
-void op_by_op(const std::string& recipe, const std::map<std::string, std::string>& set, int warm_steps) {
+void op_by_op(const std::string& recipe, const std::map<std::string, std::string>& set, int warm_steps,
+              const std::string& opt = kAdamW) {
   compiler::Graph g;
-  Status st = test::compile_graph(model(recipe), &g, set);
+  Status st = test::compile_graph(model(recipe, opt), &g, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
   std::shared_ptr<const Model> m = load(g);
@@ -167,9 +169,10 @@ void op_by_op(const std::string& recipe, const std::map<std::string, std::string
 // bit-identical (the barriers between dependent dispatches, replayed command
 // buffers); and the loss against the CPU's (a last-bit GEMM difference can move
 // a later code by a step, so whole steps only track).
-void whole_programs(const std::string& recipe, const std::map<std::string, std::string>& set) {
+void whole_programs(const std::string& recipe, const std::map<std::string, std::string>& set,
+                    const std::string& opt = kAdamW) {
   compiler::Graph g;
-  Status st = test::compile_graph(model(recipe), &g, set);
+  Status st = test::compile_graph(model(recipe, opt), &g, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::vector<compiler::Program> whole = g.programs;
   std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
@@ -207,14 +210,26 @@ TEST_CASE("vulkan low-precision ops agree with the cpu op by op, every recipe") 
   }
 }
 
+TEST_CASE("vulkan optimizer state levels O1-O3 agree with the cpu op by op") {
+  if (!test::vulkan_device_present()) return;
+  for (const char* level : {"O1", "O2", "O3"}) {
+    std::string l = std::string("state = \"") + level + "\", clip = 1.0 }";
+    op_by_op("fp8", kLarge, 0, "adamw{ lr = 1e-2, weight_decay = 0.01, " + l);
+    op_by_op("fp8", kSmall, 0, "sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001, " + l);
+  }
+}
+
 TEST_CASE("vulkan low-precision training steps track the cpu, every recipe") {
   if (!test::vulkan_device_present()) return;
   for (const char* r : kRecipes) whole_programs(r, kLarge);
+  whole_programs("fp8", kLarge, "adamw{ lr = 1e-2, state = \"O3\", clip = 1.0 }");
+  whole_programs("fp8", kLarge, "sgd{ lr = 0.05, state = \"O2\" }");
 }
 
-TEST_CASE("the low-precision checks cover quantize, qmatmul, dge_grad and clamp_outliers") {
+TEST_CASE("the low-precision checks cover every low-precision op") {
   if (!test::vulkan_device_present()) return;
-  for (OpCode c : {OpCode::Quantize, OpCode::QMatMul, OpCode::DgeGrad, OpCode::ClampOutliers}) {
+  for (OpCode c : {OpCode::Quantize, OpCode::QMatMul, OpCode::DgeGrad, OpCode::ClampOutliers, OpCode::Dequantize,
+                   OpCode::QuantizeGrad}) {
     INFO(op_info(c).name);
     CHECK(vk::has_kernel(c));
     CHECK(g_covered.count(c) == 1);

@@ -143,7 +143,8 @@ TEST_CASE("the cross-check covers every op the vulkan backend has") {
   REQUIRE_FALSE(g_covered.empty());  // runs after the cases above (doctest keeps file order)
   for (int c = 0; c < kNumOps; ++c) {
     OpCode code = static_cast<OpCode>(c);
-    bool lowp = code == OpCode::Quantize || code == OpCode::QMatMul || code == OpCode::DgeGrad || code == OpCode::ClampOutliers;
+    bool lowp = code == OpCode::Quantize || code == OpCode::QMatMul || code == OpCode::DgeGrad ||
+                code == OpCode::ClampOutliers || code == OpCode::Dequantize || code == OpCode::QuantizeGrad;
     if (!vk::has_kernel(code) || lowp) continue;  // lowp: test_vulkan_lowp.cpp covers them
     INFO("op " << op_info(code).name);
     CHECK(g_covered.count(code) == 1);

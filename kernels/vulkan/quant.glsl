@@ -32,8 +32,9 @@ float decode(uint dt, uint code) {
   return dt == DT_F32 ? uintBitsToFloat(code) : dt == DT_BF16 ? uintBitsToFloat(code << 16) : fmt_decode(fmt_of(dt), code);
 }
 
-// 2^k for k in [-149, 127] (std::ldexp(1.0f, k)).
+// 2^k for k in [-149, 127] (std::ldexp(1.0f, k)), and k of a normal 2^k (std::ilogb).
 float pow2(int k) { return uintBitsToFloat(k >= -126 ? uint(k + 127) << 23 : 1u << uint(k + 149)); }
+int log2_of(float s) { return int((floatBitsToUint(s) >> 23) & 0xFFu) - 127; }
 
 // a = |v| bits, finite and non-zero: v = m * 2^(e - 24) with m in [2^23, 2^24)
 // (std::frexp's exponent e, mantissa m / 2^24).
@@ -78,6 +79,12 @@ float div_rn(float a, float b) {
   m += rest > 2u || (rest == 2u && (m & 1u) != 0u) ? 1u : 0u;
   if (m == 0x1000000u) { m >>= 1; ++e; }  // rounded up to 2
   return uintBitsToFloat(e > 254 ? 0x7F800000u : uint(e) << 23 | (m & 0x7FFFFFu));
+}
+
+// Element i of an f32 tensor, or of codes stored as decode(code) / scale (the
+// optimizer's power-of-two scales: exact).
+float load_scaled(uint dt, uint off, uint i, float scale) {
+  return dt == DT_F32 ? F[off + i] : mul_pow2(decode(dt, load_code(off, i, dt_bits(dt))), -log2_of(scale));
 }
 
 // cpu::scale_exponent: floor(log2(fmt_max / amax)) - margin clamped to [-126, 127]

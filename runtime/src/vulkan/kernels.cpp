@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lowering.h"
+#include "sgrt/quant.h"
 
 namespace sgrt::vk {
 
@@ -160,40 +161,22 @@ Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return Status::Ok();
 }
 
-Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {  // lr_schedule, step_increment
   const Attrs& at = c.op.attrs;
   d->shader = "optimizer";
-  for (size_t i = 0; i < std::min<size_t>(c.op.in.size(), 6); ++i) d->push.off[i] = c.word(c.in(i));
-  switch (c.op.code) {
-    case OpCode::LrSchedule:
-      d->push.off[2] = c.word(c.out(0));
-      d->push.f[0] = static_cast<float>(at.f("lr"));
-      d->push.f[1] = static_cast<float>(at.f("min_lr_ratio"));
-      d->push.p[0] = static_cast<uint32_t>(at.i("warmup"));
-      d->push.p[1] = static_cast<uint32_t>(at.i("schedule"));
-      return Status::Ok();
-    case OpCode::StepIncrement:
-      d->push.off[2] = c.word(c.out(0));
-      return Status::Ok();
-    case OpCode::SgdUpdate:  // offsets 0-4 from the inputs; grad_coef is input 6
-      d->push.off[5] = c.word(c.in(6));
-      d->push.f[0] = static_cast<float>(at.f("momentum"));
-      d->push.f[1] = static_cast<float>(at.f("weight_decay"));
-      break;
-    default:  // AdamwUpdate: offsets 0-5 from the inputs; grad_coef is input 7
-      d->push.p[0] = c.word(c.in(7));
-      d->push.f[0] = static_cast<float>(at.f("beta1"));
-      d->push.f[1] = static_cast<float>(at.f("beta2"));
-      d->push.f[2] = static_cast<float>(at.f("eps"));
-      d->push.f[3] = static_cast<float>(at.f("weight_decay"));
-  }
-  d->push.n = static_cast<uint32_t>(numel(c.in(0).type.shape));
-  d->groups[0] = groups_for(d->push.n, c.opts);
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.f[0] = static_cast<float>(at.f("lr"));
+  d->push.f[1] = static_cast<float>(at.f("min_lr_ratio"));
+  d->push.p[0] = static_cast<uint32_t>(at.i("warmup"));
+  d->push.p[1] = static_cast<uint32_t>(at.i("schedule"));
   return Status::Ok();
 }
 
 // check_finite: clear, one workgroup per gradient, then count (check_finite.comp).
+// With attr norms the inputs are optimizer scales holding each gradient's norm.
 Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  bool norms = c.op.attrs.i("norms", 0) != 0;
   d->shader = "check_finite";
   d->push.off[4] = c.word(c.in(0));
   d->push.off[5] = c.word(c.out(1));
@@ -203,8 +186,8 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   out->push_back(phase);
   for (size_t i = 1; i < c.op.in.size(); ++i) {
     phase.op = 1;
-    phase.push.off[0] = c.word(c.in(i));
-    phase.push.n = static_cast<uint32_t>(numel(c.in(i).type.shape));
+    phase.push.off[0] = c.word(c.in(i)) + (norms ? kOptGradNorm : 0);
+    phase.push.n = norms ? 1 : static_cast<uint32_t>(numel(c.in(i).type.shape));
     out->push_back(phase);
   }
   d->op = 2;
@@ -247,9 +230,8 @@ const std::vector<Entry>& table() {
       {OpCode::SoftmaxXent, {f, i}, {f}, classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, classifier},
       {OpCode::Accuracy, {f, i}, {f}, classifier},
       {OpCode::LrSchedule, {i}, {f}, optimizer},     {OpCode::StepIncrement, {i}, {i}, optimizer},
-      // f32 parameters and state only (the scales input is then left as it is).
-      {OpCode::SgdUpdate, {f, f, f, f, i, f, f}, {f, f, f}, optimizer},
-      {OpCode::AdamwUpdate, {f, f, f, f, f, i, f, f}, {f, f, f, f}, optimizer},
+      {OpCode::SgdUpdate, {}, {}, update},           {OpCode::AdamwUpdate, {}, {}, update},
+      {OpCode::Dequantize, {}, {}, dequantize},      {OpCode::QuantizeGrad, {}, {}, quantize_grad},
       {OpCode::Quantize, {}, {}, quantize},          {OpCode::QMatMul, {}, {}, qmatmul},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
   };

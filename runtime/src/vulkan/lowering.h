@@ -35,4 +35,10 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status clamp_outliers(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
+// kernels_opt.cpp: optimizer updates over low-precision state, its working copies
+// and gradients.
+Status update(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status dequantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status quantize_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
 }  // namespace sgrt::vk
