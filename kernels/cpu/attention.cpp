@@ -46,7 +46,7 @@ void attention_forward(const OpArgs& a) {
       for (int64_t i = 0; i < d.T; ++i) {
         float* row = p + i * d.T;
         float m = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j <= i; ++j) m = std::fmax(m, row[j]);
+        for (int64_t j = 0; j <= i; ++j) m = row[j] > m ? row[j] : m;  // not fmax: no libm call
         float sum = 0.f;
         for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - m);
         for (int64_t j = 0; j <= i; ++j) sum += row[j];
