@@ -7,16 +7,28 @@ using G = QuantGranularity;
 constexpr OperandFormat kE4M3{DType::e4m3, G::tensor, 0};
 constexpr OperandFormat kE5M2{DType::e5m2, G::tensor, 0};
 
+Recipe low(const char* name, OperandFormat activation, OperandFormat weight, OperandFormat saved, OperandFormat grad) {
+  Recipe r;
+  r.name = name;
+  r.low_precision = true;
+  r.activation = activation;
+  r.weight = weight;
+  r.saved = saved;
+  r.grad = grad;
+  return r;
+}
+
 std::vector<Recipe> make_recipes() {
   std::vector<Recipe> r;
-  r.push_back(Recipe{"fp32"});
+  Recipe fp32;
+  fp32.name = "fp32";
+  r.push_back(fp32);
 
-  Recipe bf16{"bf16", true};
-  bf16.activation = bf16.weight = bf16.saved = bf16.grad = {DType::bf16, G::tensor, 0};
-  r.push_back(bf16);
+  constexpr OperandFormat kBF16{DType::bf16, G::tensor, 0};
+  r.push_back(low("bf16", kBF16, kBF16, kBF16, kBF16));
 
   // FP8-AMAX: E4M3 forward, E5M2 gradients, per-tensor scales from this step's amax.
-  Recipe fp8{"fp8", true, kE4M3, kE4M3, kE4M3, kE5M2};
+  Recipe fp8 = low("fp8", kE4M3, kE4M3, kE4M3, kE5M2);
   r.push_back(fp8);
 
   // Transformer Engine / MS-AMP delayed scaling: activations and gradients from a
@@ -27,20 +39,20 @@ std::vector<Recipe> make_recipes() {
   r.push_back(delayed);
 
   // MXFP8: 32-element blocks along the contracting dimension, E8M0 scales.
-  Recipe mx{"mxfp8", true, {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0},
-            {DType::e5m2, G::mx, 0}};
+  Recipe mx = low("mxfp8", {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0}, {DType::e4m3, G::mx, 0},
+                  {DType::e5m2, G::mx, 0});
   r.push_back(mx);
 
   // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
   // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
-  Recipe fp4{"fp4", true, {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2};
+  Recipe fp4 = low("fp4", {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2);
   fp4.fp4_dge = true;
   fp4.clamp_alpha = 0.99;
   fp4.keep_last_layer = true;
   r.push_back(fp4);
 
   // NVFP4: 16-element E2M1 blocks with E4M3 block scales and an FP32 tensor scale.
-  Recipe nv{"nvfp4", true, {DType::e2m1, G::nvfp4, 0}, {DType::e2m1, G::nvfp4, 0}, kE4M3, kE5M2};
+  Recipe nv = low("nvfp4", {DType::e2m1, G::nvfp4, 0}, {DType::e2m1, G::nvfp4, 0}, kE4M3, kE5M2);
   nv.keep_last_layer = true;
   r.push_back(nv);
   return r;
