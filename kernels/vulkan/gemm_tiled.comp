@@ -6,21 +6,23 @@
 // (lda, ldb: row lengths of the stored 2-D views; scale_ld: block scales per
 // row). Scales apply as cpu/gemm.cpp's: inner and block ones multiply the
 // decoded codes (exactly), tensor / outer ones and NVFP4's tensor scale make the
-// epilogue (acc * cs[j]) * rs[i]. A 64x64 tile of C per workgroup, 4x4 per
-// invocation; every C element sums k in order (deterministic).
+// epilogue (acc * cs[j]) * rs[i]. A 64x64 tile of C per workgroup, a 4x4 block
+// per invocation (4 rows, 4 adjacent columns: vec4 reads of the tiles); every C
+// element sums k in order (deterministic).
 #version 450
 #include "quant.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
-const uint BM = 64u, BN = 64u, BK = 16u, T = 4u;
+const uint R = 2u;  // vec4 blocks per invocation along rows and columns
+const uint BM = 64u * R, BN = 64u * R, BK = 16u;
 const bool TA = (OP & 1u) != 0u;
 const bool TB = (OP & 2u) != 0u;
 const uint ADT = (OP >> 2) & 7u, BDT = (OP >> 5) & 7u, ASK = (OP >> 8) & 7u, BSK = (OP >> 11) & 7u;
 const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 5u;
 const uint kStateTensorScale = 3u;
 
-shared float As[BK][BM + 1u];
-shared float Bs[BK][BN + 1u];
+shared vec4 As[BK][BM / 4u];  // op(A)[m][k] at As[k][m / 4][m % 4]: 16 KiB with Bs
+shared vec4 Bs[BK][BN / 4u];
 
 // op(X)[o][k], stored at element idx of the tensor at word `off`, decoded and
 // times its inner or block scale (scale tensor at word `so`, `sld` per row).
@@ -43,37 +45,39 @@ void main() {
   uint M = pc.p[0], N = pc.p[1], K = pc.p[2], lda = pc.dim[0], ldb = pc.dim[1];
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  float acc[T][T];
-  for (uint i = 0u; i < T; ++i) for (uint j = 0u; j < T; ++j) acc[i][j] = 0.0;
+  // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3
+  vec4 acc[4u * R][R];
+  for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) acc[i][v] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     // Loads walk each operand along its contiguous dimension.
     for (uint e = tid; e < BM * BK; e += 256u) {
       uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK;
       uint gm = row0 + m, gk = k0 + k;
-      As[k][m] = gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
+      As[k][m / 4u][m % 4u] = gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
     }
     for (uint e = tid; e < BN * BK; e += 256u) {
       uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN;
       uint gn = col0 + n, gk = k0 + k;
-      Bs[k][n] = gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
+      Bs[k][n / 4u][n % 4u] = gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
     }
     barrier();
     for (uint k = 0u; k < BK; ++k) {
-      float a[T], b[T];
-      for (uint i = 0u; i < T; ++i) a[i] = As[k][ty + 16u * i];
-      for (uint j = 0u; j < T; ++j) b[j] = Bs[k][tx + 16u * j];
-      for (uint i = 0u; i < T; ++i) for (uint j = 0u; j < T; ++j) acc[i][j] += a[i] * b[j];
+      vec4 a[R], b[R];
+      for (uint u = 0u; u < R; ++u) { a[u] = As[k][ty + 16u * u]; b[u] = Bs[k][tx + 16u * u]; }
+      for (uint u = 0u; u < R; ++u)
+        for (uint i = 0u; i < 4u; ++i)
+          for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
     }
     barrier();
   }
-  for (uint i = 0u; i < T; ++i) {
-    uint r = row0 + ty + 16u * i;
+  for (uint i = 0u; i < 4u * R; ++i) {
+    uint r = row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u;
     if (r >= M) continue;
     float rs = outer(ASK, pc.off[3], pc.off[5], r);
-    for (uint j = 0u; j < T; ++j) {
-      uint c = col0 + tx + 16u * j;
-      if (c < N) F[pc.off[2] + r * N + c] = acc[i][j] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
+    for (uint j = 0u; j < 4u * R; ++j) {
+      uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
+      if (c < N) F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
     }
   }
 }

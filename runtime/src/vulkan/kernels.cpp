@@ -259,7 +259,7 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
   int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
   bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
   int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
-  uint32_t tile = coop ? 32 : 64;
+  uint32_t tile = coop ? 32 : 128;  // gemm_tiled.comp: BM = BN = 128
   d->shader = coop ? "gemm_coop" : "gemm_tiled";
   d->size = coop ? c.opts.coop_threads : 0;
   d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
