@@ -220,6 +220,9 @@ class Differ {
       case OpCode::AdamwUpdate: case OpCode::StepIncrement: case OpCode::kCount:
       case OpCode::EmbeddingGrad: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
       case OpCode::AttentionGrad: case OpCode::SiluGrad:
+      // Low-precision ops are inserted after autodiff (compiler/precision.cpp).
+      case OpCode::Quantize: case OpCode::QMatMul: case OpCode::DgeGrad: case OpCode::ClampOutliers:
+      case OpCode::CheckFinite: case OpCode::Dequantize: case OpCode::QuantizeGrad:
         break;
     }
     return Status::Invalid(op.loc.str() + ": no gradient rule for " + std::string(op_info(op.code).name));
