@@ -1,7 +1,9 @@
 // `sgrt train` and `sgrt eval`.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "model_source.h"
@@ -12,10 +14,38 @@
 namespace sgrt::tool {
 namespace {
 
+// --max-memory BYTES, with an optional K, M or G suffix (powers of 1024).
+Status max_memory(const Args& a, uint64_t* out) {
+  const std::string v = a.get("--max-memory");
+  size_t digits = 0;
+  while (digits < v.size() && std::isdigit(static_cast<unsigned char>(v[digits]))) ++digits;
+  const std::string suffix = v.substr(digits);
+  int shift = suffix.empty() ? 0 : suffix == "K" || suffix == "k" ? 10 : suffix == "M" || suffix == "m" ? 20
+            : suffix == "G" || suffix == "g" ? 30 : -1;
+  uint64_t n = digits > 0 && digits <= 18 ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+  if (n == 0 || shift < 0)
+    return Status::Invalid("--max-memory expects a positive byte count with an optional K, M or G suffix (e.g. 64M), got '" + v + "'");
+  *out = n << shift;
+  return Status::Ok();
+}
+
+// The arena is the plan's one allocation: refuse it before it is made.
+Status check_memory(const Args& a, const Model& m) {
+  if (!a.has("--max-memory")) return Status::Ok();
+  uint64_t limit;
+  SG_TRY(max_memory(a, &limit));
+  if (m.arena_bytes() <= limit) return Status::Ok();
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f MiB", m.arena_bytes() / 1048576.0);
+  return Status::Invalid(m.label() + ": the memory plan needs a " + std::to_string(m.arena_bytes()) + "-byte arena (" +
+                         mib + "), over --max-memory " + a.get("--max-memory") + " (" + std::to_string(limit) + " bytes)");
+}
+
 Status open_session(const Args& a, const std::string& path, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, path, &m));
+  SG_TRY(check_memory(a, *m));
   SG_TRY(open_dataset(*m, a.get("--data"), data));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
@@ -34,7 +64,7 @@ Status cmd_train(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2,
                     {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set",
-                     "--opt-level", "--checkpoint-every", "--stop-after", "--init-weights"},
+                     "--opt-level", "--checkpoint-every", "--stop-after", "--init-weights", "--max-memory"},
                     {"--quiet", "--no-plan", "--resume"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   TrainOptions opts;
@@ -86,7 +116,8 @@ Status cmd_train(int argc, char** argv) {
 
 Status cmd_eval(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set"}, {"--no-plan"}, &a));
+  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set", "--max-memory"}, {"--no-plan"},
+                    &a));
   if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
