@@ -7,19 +7,6 @@
 namespace sgrt::cpu {
 namespace {
 
-// Strides of `in` (row-major), seen through an output of rank `rank`: leading
-// missing axes and size-1 axes that broadcast get stride 0.
-std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  int64_t s = 1;
-  for (size_t k = in.size(); k-- > 0;) {
-    size_t o = out.size() - in.size() + k;
-    st[o] = in[k] == 1 && out[o] != 1 ? 0 : s;
-    s *= in[k];
-  }
-  return st;
-}
-
 // Calls fn(out_index, in_offset) for every element of `out` in row-major order,
 // rows of the last axis handed out across threads.
 template <class F>
@@ -53,9 +40,7 @@ Status k_layout(const OpArgs& a) {
     case OpCode::Transpose: {
       const std::vector<int64_t>& perm = a.attrs->ints("perm");
       const Shape& xs = a.in[0].shape();
-      std::vector<int64_t> xstride(xs.size()), st(perm.size());
-      int64_t s = 1;
-      for (size_t k = xs.size(); k-- > 0;) { xstride[k] = s; s *= xs[k]; }
+      std::vector<int64_t> xstride = row_major_strides(xs), st(perm.size());
       for (size_t k = 0; k < perm.size(); ++k) st[k] = xstride[perm[k]];
       for_each_strided(a.out[0].shape(), st, true, [&](int64_t i, int64_t o) { y[i] = x[o]; });
       return Status::Ok();

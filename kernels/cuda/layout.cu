@@ -46,22 +46,6 @@ Status add_axis(Walk* w, int64_t dim, int64_t stride) {
   return Status::Ok();
 }
 
-std::vector<int64_t> row_major_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size());
-  int64_t acc = 1;
-  for (size_t k = s.size(); k-- > 0;) { st[k] = acc; acc *= s[k]; }
-  return st;
-}
-
-// Strides of `small` seen through `big` (numpy broadcasting from the right):
-// missing leading axes and broadcast size-1 axes step 0.
-std::vector<int64_t> broadcast_strides(const Shape& small, const Shape& big) {
-  std::vector<int64_t> st(big.size(), 0), own = row_major_strides(small);
-  size_t lead = big.size() - small.size();
-  for (size_t k = 0; k < small.size(); ++k) st[lead + k] = small[k] == 1 && big[lead + k] != 1 ? 0 : own[k];
-  return st;
-}
-
 Status bind_gather(const OpArgs& a, const std::vector<int64_t>& strides, BindCtx& ctx, Launch* out) {
   Walk w;
   const Shape& os = a.out[0].shape();

@@ -29,4 +29,22 @@ AxisSplit split_at_axis(const Shape& s, int64_t axis) {
   return r;
 }
 
+std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t k = 1;
+  for (size_t i = s.size(); i-- > 0;) { st[i] = k; k *= s[i]; }
+  return st;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t s = 1;
+  for (size_t k = in.size(); k-- > 0;) {
+    size_t o = out.size() - in.size() + k;
+    st[o] = in[k] == 1 && out[o] != 1 ? 0 : s;
+    s *= in[k];
+  }
+  return st;
+}
+
 }  // namespace sgrt

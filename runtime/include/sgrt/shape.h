@@ -27,4 +27,11 @@ bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
 struct AxisSplit { int64_t outer, n, inner; };
 AxisSplit split_at_axis(const Shape& s, int64_t axis);
 
+// Row-major element strides of `s`.
+std::vector<int64_t> row_major_strides(const Shape& s);
+
+// Strides of `in` (row-major) seen through `out` (numpy broadcasting from the
+// right): missing leading axes and size-1 axes that broadcast step 0.
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+
 }  // namespace sgrt

@@ -36,25 +36,6 @@ Status put_axes(const Ctx& c, const Axes& a, uint32_t first, Push* p) {
   return Status::Ok();
 }
 
-std::vector<int64_t> row_major_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size());
-  int64_t k = 1;
-  for (size_t i = s.size(); i-- > 0;) { st[i] = k; k *= s[i]; }
-  return st;
-}
-
-// Input strides seen through the output shape (kernels/cpu/layout.cpp).
-std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  int64_t s = 1;
-  for (size_t k = in.size(); k-- > 0;) {
-    size_t o = out.size() - in.size() + k;
-    st[o] = in[k] == 1 && out[o] != 1 ? 0 : s;
-    s *= in[k];
-  }
-  return st;
-}
-
 AxisSplit split(const Ctx& c, int64_t def_axis) {
   const Shape& xs = c.in(0).type.shape;
   int64_t axis = 0;
