@@ -1,33 +1,13 @@
 // The CPU backend's kernel table: (op, input dtypes, output dtypes) -> kernel.
 // A test checks that every op in ops.def has at least one entry.
-#include <algorithm>
-
 #include "cpu/op_args.h"
+#include "sgrt/kernel_table.h"
 
 namespace sgrt::cpu {
 namespace {
 
-enum class Match { exact, variadic, any };  // variadic: the last input dtype repeats
-
-struct Entry {
-  OpCode code;
-  std::vector<DType> in, out;
-  CpuKernel fn;
-  Match match = Match::exact;
-};
-
-bool matches(const Entry& e, const std::vector<DType>& in, const std::vector<DType>& out) {
-  switch (e.match) {
-    case Match::exact: return e.in == in && e.out == out;
-    case Match::any: return true;  // the op's shape rule already admits only dtypes the kernel handles
-    case Match::variadic:
-      if (in.size() < e.in.size() || e.out != out) return false;
-      for (size_t k = 0; k < in.size(); ++k)
-        if (in[k] != e.in[std::min(k, e.in.size() - 1)]) return false;
-      return true;
-  }
-  return false;
-}
+using Entry = KernelEntry<CpuKernel>;
+using Match = KernelMatch;
 
 const std::vector<Entry>& table() {
   using D = DType;
@@ -77,9 +57,7 @@ const std::vector<Entry>& table() {
 }  // namespace
 
 CpuKernel find_cpu_kernel(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) {
-  for (const Entry& e : table())
-    if (e.code == code && matches(e, in, out)) return e.fn;
-  return nullptr;
+  return find_kernel(table(), code, in, out);
 }
 
 }  // namespace sgrt::cpu

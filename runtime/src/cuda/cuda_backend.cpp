@@ -13,33 +13,15 @@
 #include "../backends.h"
 #include "bind.h"
 #include "cuda_status.h"
+#include "sgrt/kernel_table.h"
 
 namespace sgrt {
 namespace {
 
 using namespace cuda;
 
-enum class Match { exact, variadic, any };  // variadic: the last input dtype repeats
-
-struct Entry {
-  OpCode code;
-  std::vector<DType> in, out;
-  Binder fn;
-  Match match = Match::exact;
-};
-
-bool matches(const Entry& e, const std::vector<DType>& in, const std::vector<DType>& out) {
-  switch (e.match) {
-    case Match::exact: return e.in == in && e.out == out;
-    case Match::any: return true;  // the shape rule admits only dtypes the binder handles
-    case Match::variadic:
-      if (in.size() < e.in.size() || e.out != out) return false;
-      for (size_t k = 0; k < in.size(); ++k)
-        if (in[k] != e.in[std::min(k, e.in.size() - 1)]) return false;
-      return true;
-  }
-  return false;
-}
+using Entry = KernelEntry<Binder>;
+using Match = KernelMatch;
 
 // (op, dtypes) -> binder; ops absent here fail at prepare with their name and dtypes.
 const std::vector<Entry>& table() {
@@ -83,8 +65,7 @@ Binder find_binder(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, st
   std::vector<DType> in, out;
   for (int id : op.in) in.push_back(ts[id].type.dtype);
   for (int id : op.out) out.push_back(ts[id].type.dtype);
-  for (const Entry& e : table())
-    if (e.code == op.code && matches(e, in, out)) return e.fn;
+  if (Binder fn = find_kernel(table(), op.code, in, out)) return fn;
   auto list = [](const std::vector<DType>& v) {
     std::string s;
     for (DType d : v) s += std::string(s.empty() ? "" : ", ") + dtype_name(d);

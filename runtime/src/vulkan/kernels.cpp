@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lowering.h"
+#include "sgrt/kernel_table.h"
 #include "sgrt/quant.h"
 
 namespace sgrt::vk {
@@ -180,12 +181,8 @@ Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d);
 }
 
-// Empty dtype lists: any dtypes (the shape rule admits only what the lowering handles).
-struct Entry {
-  OpCode code;
-  std::vector<DType> in, out;
-  Lower fn;
-};
+using Entry = KernelEntry<Lower>;
+using Match = KernelMatch;
 
 const std::vector<Entry>& table() {
   using D = DType;
@@ -211,9 +208,13 @@ const std::vector<Entry>& table() {
       {OpCode::SoftmaxXent, {f, i}, {f}, classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, classifier},
       {OpCode::Accuracy, {f, i}, {f}, classifier},
       {OpCode::LrSchedule, {i}, {f}, optimizer},     {OpCode::StepIncrement, {i}, {i}, optimizer},
-      {OpCode::SgdUpdate, {}, {}, update},           {OpCode::AdamwUpdate, {}, {}, update},
-      {OpCode::Dequantize, {}, {}, dequantize},      {OpCode::QuantizeGrad, {}, {}, quantize_grad},
-      {OpCode::Quantize, {}, {}, quantize},          {OpCode::QMatMul, {}, {}, qmatmul},
+      // Any dtypes: the shape rule admits only what the lowering handles.
+      {OpCode::SgdUpdate, {}, {}, update, Match::any},
+      {OpCode::AdamwUpdate, {}, {}, update, Match::any},
+      {OpCode::Dequantize, {}, {}, dequantize, Match::any},
+      {OpCode::QuantizeGrad, {}, {}, quantize_grad, Match::any},
+      {OpCode::Quantize, {}, {}, quantize, Match::any},
+      {OpCode::QMatMul, {}, {}, qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
   };
   return t;
@@ -269,13 +270,11 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
   Dispatch d;
   for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
   for (int id : op.out) { outs.push_back(ts[id].type.dtype); d.writes.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
-  Lower fn = nullptr;
+  Lower fn = find_kernel(table(), op.code, in, outs);
   if (op.code == OpCode::CheckFinite && !in.empty() && in[0] == DType::i32 &&
       outs == std::vector<DType>{DType::i32, DType::f32} &&
       std::all_of(in.begin() + 1, in.end(), [](DType t) { return t == DType::f32; }))
-    fn = check_finite;  // variadic: (train_state, f32 grads...)
-  for (const Entry& e : table())
-    if (e.code == op.code && ((e.in.empty() && e.out.empty()) || (e.in == in && e.out == outs))) fn = e.fn;
+    fn = check_finite;  // variadic: (train_state, f32 grads...), the grads possibly none
   if (!fn) return Status::Unsupported(op.loc + ": the vulkan backend has no kernel for " + signature(op, ts));
   for (int id : op.in)
     if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");
