@@ -2,7 +2,7 @@
 // initial weights; each program run twice on both backends; then every tensor of
 // the arena compared, decoded by dtype. Skips when no CUDA device is present.
 //
-// Bounds, as max|cuda - cpu| / max(1, max|cpu|) per tensor:
+// Bounds (backend_compare.h), as max|cuda - cpu| / max(1, max|cpu|) per tensor:
 // - f32 graphs, 1e-5: both sides round each op in f32; sums run in other orders
 //   (cuBLASLt's tiling, the loss's tree) and expf/tanhf/logf differ from libm by
 //   a few ulps: ~K 2^-24 for a K-term sum (K <= 130 here, ~1e-6), a little more
@@ -15,13 +15,9 @@
 //   terms; AdamW turns a flipped tiny gradient into at most 2 lr (lr <= 1e-2).
 // - i32 tensors (train state, counters) equal; scale exponents within 1 (an amax
 //   a few ulps from a power of two).
-#include <cmath>
-#include <cstring>
-#include <random>
 #include <set>
 
-#include "formats/formats.h"
-#include "harness.h"
+#include "backend_compare.h"
 #include "test_cuda_support.h"
 #ifdef SGRT_WITH_CUDA
 #include "../runtime/src/cuda/bind.h"
@@ -74,108 +70,10 @@ const char* kModelB = R"(
   sg.optimizer.sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001, state = cfg.state }
 )";
 
-// A tensor's elements as doubles (codes decoded, scales as stored).
-std::vector<double> decoded(const TensorInfo& t, const std::vector<uint8_t>& b) {
-  int64_t n = numel(t.type.shape);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* p = b.data();
-    switch (t.type.dtype) {
-      case DType::f32: { float f; std::memcpy(&f, p + 4 * i, 4); v[i] = f; break; }
-      case DType::i32: { int32_t k; std::memcpy(&k, p + 4 * i, 4); v[i] = k; break; }
-      case DType::f16: v[i] = fmt::f16_decode(p[2 * i] | p[2 * i + 1] << 8); break;
-      case DType::bf16: v[i] = fmt::bf16_decode(p[2 * i] | p[2 * i + 1] << 8); break;
-      case DType::e4m3: v[i] = fmt::e4m3_decode(p[i]); break;
-      case DType::e5m2: v[i] = fmt::e5m2_decode(p[i]); break;
-      case DType::e2m1: v[i] = fmt::e2m1_decode(p[i / 2] >> (4 * (i & 1))); break;
-      case DType::e8m0: v[i] = fmt::e8m0_decode(p[i]); break;
-    }
-  }
-  return v;
-}
-
-double normalized_error(const std::vector<double>& a, const std::vector<double>& ref) {
-  double diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(ref[i]) || std::isnan(a[i])) { if (std::isnan(ref[i]) != std::isnan(a[i])) return INFINITY; continue; }
-    diff = std::max(diff, std::fabs(a[i] - ref[i]));
-    scale = std::max(scale, std::fabs(ref[i]));
-  }
-  return diff / scale;
-}
-
-double bound(DType t, bool quantized) {
-  switch (t) {
-    case DType::f32: return quantized ? 2e-2 : 1e-5;
-    case DType::e4m3: return 0.125;
-    case DType::e5m2: return 0.25;
-    case DType::e2m1: return 1.0 / 3.0;
-    case DType::f16: case DType::bf16: return 1.0 / 128;
-    default: return 0;  // e8m0 block scales: equal
-  }
-}
-
-// Random inputs (labels in [0, 5)) written alike to both sessions.
-void write_inputs(Session& cpu, Session& gpu) {
-  std::mt19937 rng(42);
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id) {
-    const TensorInfo& t = ts[id];
-    if (t.role != Role::input) continue;
-    std::vector<uint32_t> v(static_cast<size_t>(numel(t.type.shape)));
-    for (uint32_t& e : v) {
-      float f = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
-      if (t.type.dtype == DType::i32) e = rng() % 5;
-      else std::memcpy(&e, &f, 4);
-    }
-    for (Session* s : {&cpu, &gpu}) REQUIRE(s->write(static_cast<int>(id), v.data(), v.size() * 4).ok());
-  }
-}
-
-void compare_all(const Session& cpu, const Session& gpu, bool quantized, const std::string& when) {
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id) {
-    const TensorInfo& t = ts[id];
-    if (t.bytes == 0) continue;
-    std::vector<uint8_t> a(t.bytes), b(t.bytes);
-    REQUIRE(cpu.read(static_cast<int>(id), a.data(), t.bytes).ok());
-    REQUIRE(gpu.read(static_cast<int>(id), b.data(), t.bytes).ok());
-    INFO(when << ": tensor " << t.name << " " << type_str(t.type));
-    std::vector<double> ref = decoded(t, a), got = decoded(t, b);
-    if (t.type.dtype == DType::i32) {
-      bool exponents = t.role == Role::scale_state || t.name.find("scale") != std::string::npos;
-      double worst = 0;
-      for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(ref[i] - got[i]));
-      CHECK(worst <= (quantized && exponents ? 1 : 0));
-    } else {
-      CHECK(normalized_error(got, ref) <= bound(t.type.dtype, quantized));
-    }
-  }
-}
-
 std::set<OpCode> g_covered;
 
 void cross_check(const char* lua, const std::map<std::string, std::string>& set = {}) {
-  std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(lua, &m, set);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  bool quantized = false;  // any low-precision tensor: the looser bounds
-  for (const char* key : {"recipe", "state"}) {
-    auto it = set.find(key);
-    quantized = quantized || (it != set.end() && it->second != "fp32");
-  }
-  auto cpu = test::open_session(m, "cpu", 3);
-  auto gpu = test::open_session(m, "cuda", 3);
-  write_inputs(*cpu, *gpu);
-  compare_all(*cpu, *gpu, quantized, "after init");
-  for (const ProgramInfo& p : m->programs()) {
-    for (const OpInfoLoaded& op : p.ops) g_covered.insert(op.code);
-    for (int rep = 0; rep < 2; ++rep) {  // twice: the optimizer's second step, amax histories
-      test::run(*cpu, p.name);
-      test::run(*gpu, p.name);
-      compare_all(*cpu, *gpu, quantized, p.name + " #" + std::to_string(rep + 1));
-    }
-  }
+  test::cross_check("cuda", lua, set, &g_covered);
 }
 
 }  // namespace

@@ -3,9 +3,7 @@
 // next read, naming the op, instead of failing mid-step. Skips without a device.
 #include <cmath>
 
-#include "harness.h"
-#include "sgrt/dataset.h"
-#include "sgrt/trainer.h"
+#include "fashion.h"
 #include "test_cuda_support.h"
 
 using namespace sgrt;
@@ -26,29 +24,12 @@ const char* kMlp = R"(
   sg.recipe(cfg.recipe)
 )";
 
-const Dataset& fashion() {
-  static std::unique_ptr<Dataset> d = [] {
-    std::unique_ptr<Dataset> ds;
-    Status st = open_fashion_mnist(kFashionMnistDir, &ds);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    return ds;
-  }();
-  return *d;
-}
-
 float accuracy_on(const std::string& backend, const std::string& recipe) {
   std::shared_ptr<const Model> m;
   Status st = test::compile_lua(kMlp, &m, {{"recipe", recipe}});
   REQUIRE_MESSAGE(st.ok(), st.message());
   auto s = test::open_session(m, backend);
-  TrainOptions o;
-  o.steps = 300;
-  o.seed = 3;
-  TrainResult r;
-  st = train(*s, fashion(), o, &r);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  REQUIRE(r.final_eval.metrics.size() == 1);
-  return r.final_eval.metrics[0].second;
+  return test::trained_accuracy(*s, 300, 3);
 }
 
 }  // namespace

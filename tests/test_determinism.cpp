@@ -5,8 +5,7 @@
 #include <cstring>
 
 #include "cpu/parallel.h"
-#include "harness.h"
-#include "sgrt/trainer.h"
+#include "fashion.h"
 
 using namespace sgrt;
 
@@ -20,23 +19,10 @@ struct Run {
   std::vector<float> fc1_w;
 };
 
-const Dataset& data() {
-  static std::unique_ptr<Dataset> d = [] {
-    std::unique_ptr<Dataset> out;
-    Status st = open_fashion_mnist(kFashionMnistDir, &out);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    return out;
-  }();
-  return *d;
-}
-
 std::shared_ptr<const Model> model() {
   static std::shared_ptr<const Model> m = [] {
-    std::ifstream f(SGRT_SOURCE_DIR "/models/fashion_mlp.lua");
-    REQUIRE(f.good());
-    std::string lua((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::shared_ptr<const Model> out;
-    Status st = test::compile_lua(lua, &out, {{"batch", "32"}, {"hidden", "64"}});
+    Status st = test::compile_lua(test::fashion_mlp_lua(), &out, {{"batch", "32"}, {"hidden", "64"}});
     REQUIRE_MESSAGE(st.ok(), st.message());
     return out;
   }();
@@ -50,7 +36,7 @@ Run train_once(uint64_t seed) {
   o.seed = seed;
   o.log_every = 1;
   TrainResult r;
-  Status st = train(*s, data(), o, &r);
+  Status st = train(*s, test::fashion(), o, &r);
   REQUIRE_MESSAGE(st.ok(), st.message());
   REQUIRE(r.losses.size() == static_cast<size_t>(kSteps));
   for (int64_t i = 0; i < kSteps; ++i) REQUIRE(r.losses[i].first == i + 1);
@@ -70,8 +56,8 @@ std::vector<float> curve(const Run& r) {
 }  // namespace
 
 TEST_CASE("the same seed gives the same loss curve bit for bit; another seed does not") {
-  REQUIRE(data().size(Split::train) == 60000);
-  REQUIRE(data().size(Split::test) == 10000);
+  REQUIRE(test::fashion().size(Split::train) == 60000);
+  REQUIRE(test::fashion().size(Split::test) == 10000);
   Run a = train_once(7), b = train_once(7), c = train_once(8);
   std::vector<float> ca = curve(a), cb = curve(b), cc = curve(c);
 

@@ -1,10 +1,8 @@
 // Every recipe trains the Fashion-MNIST MLP close to FP32 (short runs: the
 // full-length comparison is scripts/recipes_table.sh), and the scale plan
 // rescues a badly scaled model that a naive cast to FP8 cannot train.
-#include "harness.h"
-#include "sgrt/dataset.h"
+#include "fashion.h"
 #include "sgrt/quant.h"
-#include "sgrt/trainer.h"
 
 using namespace sgrt;
 
@@ -27,29 +25,12 @@ const char* kMlp = R"(
   sg.recipe(cfg.recipe)
 )";
 
-const Dataset& fashion() {
-  static std::unique_ptr<Dataset> d = [] {
-    std::unique_ptr<Dataset> ds;
-    Status st = open_fashion_mnist(kFashionMnistDir, &ds);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    return ds;
-  }();
-  return *d;
-}
-
 float accuracy_of(compiler::Graph& g, int64_t steps) {
   std::unique_ptr<Model> m;
   Status st = Model::load_bytes(compiler::serialize(g), "recipes.sg", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
   auto s = test::open_session(std::shared_ptr<const Model>(std::move(m)));
-  TrainOptions o;
-  o.steps = steps;
-  o.seed = 3;
-  TrainResult r;
-  st = train(*s, fashion(), o, &r);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  REQUIRE(r.final_eval.metrics.size() == 1);
-  return r.final_eval.metrics[0].second;
+  return test::trained_accuracy(*s, steps, 3);
 }
 
 float train_recipe(const std::string& recipe, const std::string& input_scale = "1.0") {

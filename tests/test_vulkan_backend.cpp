@@ -1,14 +1,10 @@
 // The Vulkan backend's edges: device selection and its errors, a bad label
 // reported with its Lua line, the staging path, and a short Fashion-MNIST run
 // that must track the CPU's losses.
-#include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
-#include "harness.h"
-#include "sgrt/dataset.h"
-#include "sgrt/trainer.h"
+#include "backend_compare.h"
+#include "fashion.h"
 #include "test_vulkan_support.h"
 
 using namespace sgrt;
@@ -110,28 +106,16 @@ TEST_CASE("fashion MLP: 200 steps on vulkan track the cpu's losses") {
     MESSAGE("skipping: no Fashion-MNIST under " << kFashionMnistDir);
     return;
   }
-  std::ifstream f(std::string(SGRT_SOURCE_DIR) + "/models/fashion_mlp.lua");
-  std::stringstream lua;
-  lua << f.rdbuf();
   std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(lua.str(), &m, {{"batch", "100"}, {"hidden", "128"}});
+  Status st = test::compile_lua(test::fashion_mlp_lua(), &m, {{"batch", "100"}, {"hidden", "128"}});
   REQUIRE_MESSAGE(st.ok(), st.message());
+  TrainOptions o;
+  o.steps = 200;
+  o.seed = 1;
+  o.log_every = 50;
   TrainResult res[2];
-  const char* backends[2] = {"cpu", "vulkan"};
-  for (int b = 0; b < 2; ++b) {
-    auto s = test::open_session(m, backends[b], 1);
-    TrainOptions o;
-    o.steps = 200;
-    o.seed = 1;
-    o.log_every = 50;
-    st = train(*s, *data, o, &res[b]);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-  }
-  REQUIRE(res[0].losses.size() == res[1].losses.size());
-  for (size_t i = 0; i < res[0].losses.size(); ++i) {
-    INFO("step " << res[0].losses[i].first);
-    CHECK(res[1].losses[i].second == doctest::Approx(res[0].losses[i].second).epsilon(1e-3));
-  }
+  test::train_on_both(m, "vulkan", *data, o, res);
+  test::check_losses_track(res, 1e-3);
   CHECK(res[1].final_eval.loss == doctest::Approx(res[0].final_eval.loss).epsilon(1e-3));
   MESSAGE("eval loss cpu " << res[0].final_eval.loss << ", vulkan " << res[1].final_eval.loss);
 }

@@ -4,7 +4,7 @@
 // - op by op: every program split into one program per op, and before each op
 //   the Vulkan arena gets the CPU's bytes, so both run the op on the same input.
 //   quantize (codes, scales, state: counters, history, tensor scale) and
-//   clamp_outliers must be bit-identical; f32 outputs within kBound (qmatmul sums
+//   clamp_outliers must be bit-identical; f32 outputs within kF32Bound (qmatmul sums
 //   the same decoded values in another order; dge_grad uses GLSL's pow).
 // - whole programs: bit-identical to the same ops run one by one on Vulkan
 //   (barriers, replay); losses track the CPU's.
@@ -12,22 +12,17 @@
 //   hidden=128 --steps 300 reaches the CPU's accuracy on Vulkan.
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <random>
 #include <set>
-#include <sstream>
 
 #include "../runtime/src/vulkan/kernels.h"
-#include "harness.h"
-#include "sgrt/dataset.h"
-#include "sgrt/trainer.h"
+#include "backend_compare.h"
+#include "fashion.h"
 #include "test_vulkan_support.h"
 
 using namespace sgrt;
 
 namespace {
 
-constexpr double kBound = 1e-5;  // as test_vulkan_ops.cpp
 const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp4", "nvfp4"};
 
 // Three layers (the first two quantized under every recipe; fp4 and nvfp4 keep
@@ -55,16 +50,6 @@ std::string model(const std::string& recipe, const std::string& opt = kAdamW) {
 const std::map<std::string, std::string> kSmall = {};
 const std::map<std::string, std::string> kLarge = {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
 
-double normalized_error(const std::vector<float>& a, const std::vector<float>& ref) {
-  double diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(ref[i]) || std::isnan(a[i])) { if (std::isnan(ref[i]) != std::isnan(a[i])) return INFINITY; continue; }
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  return diff / scale;
-}
-
 std::vector<uint8_t> bytes_of(const Session& s, int id) {
   std::vector<uint8_t> v(s.model().tensors()[id].bytes);
   REQUIRE(s.read(id, v.data(), v.size()).ok());
@@ -75,23 +60,6 @@ std::vector<float> floats_of(const std::vector<uint8_t>& b) {
   std::vector<float> f(b.size() / 4);
   std::memcpy(f.data(), b.data(), f.size() * 4);
   return f;
-}
-
-// Random inputs (labels in [0, 5)) written alike to both sessions.
-void write_inputs(Session& cpu, Session& gpu) {
-  std::mt19937 rng(7);
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id) {
-    const TensorInfo& t = ts[id];
-    if (t.role != Role::input) continue;
-    std::vector<uint32_t> v(static_cast<size_t>(numel(t.type.shape)));
-    for (uint32_t& e : v) {
-      float f = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
-      if (t.type.dtype == DType::i32) e = rng() % 5;
-      else std::memcpy(&e, &f, 4);
-    }
-    for (Session* s : {&cpu, &gpu}) REQUIRE(s->write(static_cast<int>(id), v.data(), v.size() * 4).ok());
-  }
 }
 
 // Every tensor's bytes from the CPU session to the Vulkan one.
@@ -138,7 +106,7 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
       INFO(recipe << " " << name << " " << op_info(op.code).name << " (" << op.loc << "): " << t.name << " " << type_str(t.type));
       std::vector<uint8_t> a = bytes_of(cpu, id), b = bytes_of(gpu, id);
       if (exact || t.type.dtype != DType::f32) CHECK(a == b);
-      else CHECK(normalized_error(floats_of(b), floats_of(a)) <= kBound);
+      else CHECK(test::normalized_error(floats_of(b), floats_of(a)) <= test::kF32Bound);
     }
   }
 }
@@ -152,7 +120,7 @@ void op_by_op(const std::string& recipe, const std::map<std::string, std::string
   std::shared_ptr<const Model> m = load(g);
   auto cpu = test::open_session(m, "cpu", 3);
   auto gpu = test::open_session(m, "vulkan", 3);
-  write_inputs(*cpu, *gpu);
+  test::write_inputs(*cpu, *gpu, 7);
   auto count = [&](const std::string& p) {
     for (auto& [n, c] : programs) if (n == p) return c;
     FAIL("no program " << p);
@@ -181,7 +149,7 @@ void whole_programs(const std::string& recipe, const std::map<std::string, std::
   auto cpu = test::open_session(m, "cpu", 3);
   auto gpu = test::open_session(m, "vulkan", 3);
   auto ops = test::open_session(m, "vulkan", 3);
-  write_inputs(*cpu, *gpu);
+  test::write_inputs(*cpu, *gpu, 7);
   sync(*gpu, *ops);
   for (std::string p : {"train_step", "train_step", "train_step", "eval"}) {
     float loss[2];
@@ -243,28 +211,17 @@ TEST_CASE("fashion MLP, fp8: 300 steps on vulkan reach the cpu's accuracy") {
     MESSAGE("skipping: no Fashion-MNIST under " << kFashionMnistDir);
     return;
   }
-  std::ifstream f(std::string(SGRT_SOURCE_DIR) + "/models/fashion_mlp.lua");
-  std::stringstream lua;
-  lua << f.rdbuf() << "\nsg.recipe \"fp8\"\n";  // as --recipe fp8
+  std::string lua = test::fashion_mlp_lua() + "\nsg.recipe \"fp8\"\n";  // as --recipe fp8
   std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(lua.str(), &m, {{"hidden", "128"}});
+  Status st = test::compile_lua(lua, &m, {{"hidden", "128"}});
   REQUIRE_MESSAGE(st.ok(), st.message());
+  TrainOptions o;
+  o.steps = 300;
+  o.seed = 1;
+  o.log_every = 100;
   TrainResult res[2];
-  const char* backends[2] = {"cpu", "vulkan"};
-  for (int b = 0; b < 2; ++b) {
-    auto s = test::open_session(m, backends[b], 1);
-    TrainOptions o;
-    o.steps = 300;
-    o.seed = 1;
-    o.log_every = 100;
-    st = train(*s, *data, o, &res[b]);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-  }
-  REQUIRE(res[0].losses.size() == res[1].losses.size());
-  for (size_t i = 0; i < res[0].losses.size(); ++i) {
-    INFO("step " << res[0].losses[i].first);
-    CHECK(res[1].losses[i].second == doctest::Approx(res[0].losses[i].second).epsilon(1e-2));
-  }
+  test::train_on_both(m, "vulkan", *data, o, res);
+  test::check_losses_track(res, 1e-2);
   auto accuracy = [](const EvalReport& e) {
     for (auto& [name, v] : e.metrics) if (name == "accuracy") return v;
     return -1.f;

@@ -3,26 +3,21 @@
 // then every tensor of the arena compared. Shapes are odd (tiles and
 // workgroups end partway) and large enough to span several GEMM tiles.
 //
-// Bound: max|vk - cpu| / max(1, max|cpu|) <= 1e-5 for f32. Both sides round
+// Bound: max|vk - cpu| / max(1, max|cpu|) <= 1e-5 for f32 (kF32Bound). Both sides round
 // each op in f32; sums run in different orders (GEMM tiling, the loss's tree
 // reduction) and GLSL's exp/log/tanh differ from libm by a few ulps, so each op
 // is off by about K * 2^-24 relative for a K-term sum (K <= 130 here: ~1e-6),
 // a little more after the chain of a training step; 1e-5 leaves headroom while
 // still catching any indexing or semantic error, which shows up as O(1).
-#include <cmath>
-#include <cstring>
-#include <random>
 #include <set>
 
 #include "../runtime/src/vulkan/kernels.h"
-#include "harness.h"
+#include "backend_compare.h"
 #include "test_vulkan_support.h"
 
 using namespace sgrt;
 
 namespace {
-
-constexpr double kBound = 1e-5;
 
 // Model A: an MLP with every activation, a transposed matmul, softmax and
 // log-softmax along axis 0, reduce_max and reduce_mean, cross-entropy and
@@ -63,66 +58,11 @@ const char* kModelB = R"(
   sg.optimizer.sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001 }
 )";
 
-double normalized_error(const std::vector<float>& a, const std::vector<float>& ref) {
-  double diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(ref[i]) || std::isnan(a[i])) { if (std::isnan(ref[i]) != std::isnan(a[i])) return INFINITY; continue; }
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  return diff / scale;
-}
-
-// Random inputs (labels in [0, 5)) written alike to both sessions.
-void write_inputs(Session& cpu, Session& gpu) {
-  std::mt19937 rng(42);
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id) {
-    const TensorInfo& t = ts[id];
-    if (t.role != Role::input) continue;
-    std::vector<uint32_t> v(static_cast<size_t>(numel(t.type.shape)));
-    for (uint32_t& e : v) {
-      float f = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
-      if (t.type.dtype == DType::i32) e = rng() % 5;
-      else std::memcpy(&e, &f, 4);
-    }
-    for (Session* s : {&cpu, &gpu}) REQUIRE(s->write(static_cast<int>(id), v.data(), v.size() * 4).ok());
-  }
-}
-
-// Every tensor of both arenas: f32 within kBound, i32 equal.
-void compare_all(const Session& cpu, const Session& gpu, const std::string& when) {
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id) {
-    const TensorInfo& t = ts[id];
-    if (t.bytes == 0) continue;
-    std::vector<float> a(t.bytes / 4), b(t.bytes / 4);
-    REQUIRE(cpu.read(static_cast<int>(id), a.data(), t.bytes).ok());
-    REQUIRE(gpu.read(static_cast<int>(id), b.data(), t.bytes).ok());
-    INFO(when << ": tensor " << t.name << " " << type_str(t.type));
-    if (t.type.dtype == DType::i32) CHECK(std::memcmp(a.data(), b.data(), t.bytes) == 0);
-    else CHECK(normalized_error(b, a) <= kBound);
-  }
-}
-
 std::set<OpCode> g_covered;
 
+// Every tensor of both arenas after each run: f32 within kF32Bound, i32 equal.
 void cross_check(const char* lua, const std::map<std::string, std::string>& set = {}) {
-  std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(lua, &m, set);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  auto cpu = test::open_session(m, "cpu", 3);
-  auto gpu = test::open_session(m, "vulkan", 3);
-  write_inputs(*cpu, *gpu);
-  compare_all(*cpu, *gpu, "after init");
-  for (const ProgramInfo& p : m->programs()) {
-    for (const OpInfoLoaded& op : p.ops) g_covered.insert(op.code);
-    for (int rep = 0; rep < 2; ++rep) {  // twice: the replayed command buffer, the optimizer's second step
-      test::run(*cpu, p.name);
-      test::run(*gpu, p.name);
-      compare_all(*cpu, *gpu, p.name + " #" + std::to_string(rep + 1));
-    }
-  }
+  test::cross_check("vulkan", lua, set, &g_covered);
 }
 
 }  // namespace

@@ -1,0 +1,160 @@
+// Shared by the tests that check a GPU backend against the CPU reference: the
+// same inputs written to both sessions, every tensor of both arenas compared
+// (decoded by dtype), whole models cross-checked program by program, and
+// training runs whose losses must track.
+//
+// Error: max|other - cpu| / max(1, max|cpu|) per tensor (normalized_error).
+#pragma once
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "formats/formats.h"
+#include "harness.h"
+#include "sgrt/trainer.h"
+
+namespace sgrt::test {
+
+// The bound on an f32 tensor of an f32 graph: both sides round each op in f32
+// and only sum orders and libm ulps differ (test_cuda_ops.cpp, test_vulkan_ops.cpp).
+constexpr double kF32Bound = 1e-5;
+
+template <class T>
+double normalized_error(const std::vector<T>& a, const std::vector<T>& ref) {
+  double diff = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double x = a[i], r = ref[i];
+    if (std::isnan(r) || std::isnan(x)) { if (std::isnan(r) != std::isnan(x)) return INFINITY; continue; }
+    diff = std::max(diff, std::fabs(x - r));
+    scale = std::max(scale, std::fabs(r));
+  }
+  return diff / scale;
+}
+
+// A tensor's elements as doubles (codes decoded, scales as stored).
+inline std::vector<double> decoded(const TensorInfo& t, const std::vector<uint8_t>& b) {
+  int64_t n = numel(t.type.shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* p = b.data();
+    switch (t.type.dtype) {
+      case DType::f32: { float f; std::memcpy(&f, p + 4 * i, 4); v[i] = f; break; }
+      case DType::i32: { int32_t k; std::memcpy(&k, p + 4 * i, 4); v[i] = k; break; }
+      case DType::f16: v[i] = fmt::f16_decode(p[2 * i] | p[2 * i + 1] << 8); break;
+      case DType::bf16: v[i] = fmt::bf16_decode(p[2 * i] | p[2 * i + 1] << 8); break;
+      case DType::e4m3: v[i] = fmt::e4m3_decode(p[i]); break;
+      case DType::e5m2: v[i] = fmt::e5m2_decode(p[i]); break;
+      case DType::e2m1: v[i] = fmt::e2m1_decode(p[i / 2] >> (4 * (i & 1))); break;
+      case DType::e8m0: v[i] = fmt::e8m0_decode(p[i]); break;
+    }
+  }
+  return v;
+}
+
+// The bound on a tensor of dtype `t`; `quantized`: the graph has low-precision
+// tensors (test_cuda_ops.cpp explains each).
+inline double bound(DType t, bool quantized) {
+  switch (t) {
+    case DType::f32: return quantized ? 2e-2 : kF32Bound;
+    case DType::e4m3: return 0.125;
+    case DType::e5m2: return 0.25;
+    case DType::e2m1: return 1.0 / 3.0;
+    case DType::f16: case DType::bf16: return 1.0 / 128;
+    default: return 0;  // e8m0 block scales: equal
+  }
+}
+
+// Random inputs (labels in [0, 5)) written alike to both sessions.
+inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<TensorInfo>& ts = cpu.model().tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    const TensorInfo& t = ts[id];
+    if (t.role != Role::input) continue;
+    std::vector<uint32_t> v(static_cast<size_t>(numel(t.type.shape)));
+    for (uint32_t& e : v) {
+      float f = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
+      if (t.type.dtype == DType::i32) e = rng() % 5;
+      else std::memcpy(&e, &f, 4);
+    }
+    for (Session* s : {&cpu, &other}) REQUIRE(s->write(static_cast<int>(id), v.data(), v.size() * 4).ok());
+  }
+}
+
+// Every tensor of both arenas: floats and codes within bound(); i32 equal,
+// except scale exponents of a quantized graph, within 1.
+inline void compare_all(const Session& cpu, const Session& other, bool quantized, const std::string& when) {
+  const std::vector<TensorInfo>& ts = cpu.model().tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    const TensorInfo& t = ts[id];
+    if (t.bytes == 0) continue;
+    std::vector<uint8_t> a(t.bytes), b(t.bytes);
+    REQUIRE(cpu.read(static_cast<int>(id), a.data(), t.bytes).ok());
+    REQUIRE(other.read(static_cast<int>(id), b.data(), t.bytes).ok());
+    INFO(when << ": tensor " << t.name << " " << type_str(t.type));
+    std::vector<double> ref = decoded(t, a), got = decoded(t, b);
+    if (t.type.dtype == DType::i32) {
+      bool exponents = t.role == Role::scale_state || t.name.find("scale") != std::string::npos;
+      double worst = 0;
+      for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(ref[i] - got[i]));
+      CHECK(worst <= (quantized && exponents ? 1 : 0));
+    } else {
+      CHECK(normalized_error(got, ref) <= bound(t.type.dtype, quantized));
+    }
+  }
+}
+
+// Compiles `lua` (with `set`), opens it on the CPU and on `backend` with the
+// same initial weights and inputs, then runs each program twice on both (the
+// optimizer's second step, amax histories, replayed command buffers), comparing
+// both arenas after init and after every run. The ops run go into *covered.
+inline void cross_check(const std::string& backend, const char* lua, const std::map<std::string, std::string>& set,
+                        std::set<OpCode>* covered) {
+  std::shared_ptr<const Model> m;
+  Status st = compile_lua(lua, &m, set);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  bool quantized = false;  // any low-precision tensor: the looser bounds
+  for (const char* key : {"recipe", "state"}) {
+    auto it = set.find(key);
+    quantized = quantized || (it != set.end() && it->second != "fp32");
+  }
+  auto cpu = open_session(m, "cpu", 3);
+  auto other = open_session(m, backend, 3);
+  write_inputs(*cpu, *other, 42);
+  compare_all(*cpu, *other, quantized, "after init");
+  for (const ProgramInfo& p : m->programs()) {
+    for (const OpInfoLoaded& op : p.ops) covered->insert(op.code);
+    for (int rep = 0; rep < 2; ++rep) {
+      run(*cpu, p.name);
+      run(*other, p.name);
+      compare_all(*cpu, *other, quantized, p.name + " #" + std::to_string(rep + 1));
+    }
+  }
+}
+
+// Trains `m` on `data` with options `o` on the CPU (res[0]) and on `backend`
+// (res[1]), both sessions initialized from seed 1.
+inline void train_on_both(const std::shared_ptr<const Model>& m, const std::string& backend, const Dataset& data,
+                          const TrainOptions& o, TrainResult res[2]) {
+  const std::string backends[2] = {"cpu", backend};
+  for (int b = 0; b < 2; ++b) {
+    auto s = open_session(m, backends[b], 1);
+    Status st = train(*s, data, o, &res[b]);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+}
+
+// res[1]'s logged losses track res[0]'s within relative `epsilon`, step by step.
+inline void check_losses_track(const TrainResult res[2], double epsilon) {
+  REQUIRE(res[0].losses.size() == res[1].losses.size());
+  for (size_t i = 0; i < res[0].losses.size(); ++i) {
+    INFO("step " << res[0].losses[i].first);
+    CHECK(res[1].losses[i].second == doctest::Approx(res[0].losses[i].second).epsilon(epsilon));
+  }
+}
+
+}  // namespace sgrt::test
