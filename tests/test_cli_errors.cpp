@@ -2,11 +2,7 @@
 // must exit with status 2 (not a signal), print exactly one line on stderr that
 // names the file and where (Lua line, flag, tensor or op), and leave no output
 // file behind (neither -o X nor X.tmp.*, nor a log or checkpoint).
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -16,84 +12,22 @@
 #include "sgrt/dataset.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 
 namespace {
 
-const std::string kTool = SGRT_BINARY_DIR "/tools/sgrt";
+using test::slurp;
+using test::TempDir;
+using Result = test::ToolResult;
+using test::run_tool;
+
 const std::string kMlp = SGRT_SOURCE_DIR "/models/fashion_mlp.lua";
-
-struct Result {
-  bool exited = false;
-  int code = -1, signal = 0;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-// A fresh directory under /tmp, removed (with its plain files) at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/sgrt_cli_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    for (const std::string& f : list()) std::remove((path + "/" + f).c_str());
-    rmdir(path.c_str());
-  }
-  std::string file(const std::string& name, const std::string& content) const {
-    std::string p = path + "/" + name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::set<std::string> list() const {
-    std::set<std::string> names;
-    if (DIR* d = opendir(path.c_str())) {
-      while (dirent* e = readdir(d))
-        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.insert(e->d_name);
-      closedir(d);
-    }
-    return names;
-  }
-};
 
 bool exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
-}
-
-// Runs the tool with `args` from the repository root, stdout and stderr to files.
-Result run_tool(const std::vector<std::string>& args) {
-  TempDir io;
-  std::string out = io.path + "/stdout", err = io.path + "/stderr";
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(SGRT_SOURCE_DIR) != 0) _exit(127);
-    std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(kTool.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  Result r;
-  r.exited = WIFEXITED(status);
-  if (r.exited) r.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  REQUIRE_MESSAGE(r.code != 127, "could not run " << kTool);
-  return r;
 }
 
 std::string joined(const std::vector<std::string>& args) {

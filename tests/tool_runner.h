@@ -1,5 +1,6 @@
 // Running the real sgrt command line from a test: a scratch folder and one
-// invocation with stdout and stderr captured (tests/test_checkpoint*.cpp).
+// invocation with stdout and stderr captured (tests/test_checkpoint*.cpp,
+// tests/test_cli_errors.cpp, tests/test_optimizer.cpp).
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,6 +39,16 @@ struct TempDir {
     std::ofstream(p, std::ios::binary) << content;
     return p;
   }
+  // The names in the folder (not in its subfolders).
+  std::set<std::string> list() const {
+    std::set<std::string> names;
+    if (DIR* d = opendir(path.c_str())) {
+      while (dirent* e = readdir(d))
+        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.insert(e->d_name);
+      closedir(d);
+    }
+    return names;
+  }
   static void remove_tree(const std::string& dir, int depth) {
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
@@ -52,6 +63,7 @@ struct TempDir {
 };
 
 struct ToolResult {
+  bool exited = false;  // exited normally (code holds its status)
   int code = -1, signal = 0;
   std::string out, err;
 };
@@ -75,7 +87,8 @@ inline ToolResult run_tool(const std::vector<std::string>& args) {
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   ToolResult r;
-  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  r.exited = WIFEXITED(status);
+  if (r.exited) r.code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
