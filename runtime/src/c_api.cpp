@@ -90,6 +90,12 @@ Status find(const sgrt_session* s, const char* name, bool inputs_only, Failure* 
   return Status::Ok();
 }
 
+// Outputs and metrics hold a result only once a program has run since load / reset.
+Status need_result(const sgrt_session* s, const char* name, Failure* f) {
+  if (s->last_program.empty()) return fail(f, SGRT_BAD_STATE, std::string("no program has run yet, so '") + name + "' holds no result");
+  return Status::Ok();
+}
+
 Status load(sgrt_session* s, std::vector<uint8_t> bytes, const std::string& label, const char* backend, Failure* f) {
   std::unique_ptr<sgrt::Model> m;
   SG_TRY(sgrt::Model::load_bytes(std::move(bytes), label, &m));
@@ -231,7 +237,7 @@ sgrt_status sgrt_get_output(const sgrt_session* s, const char* name, void* dst, 
     SGRT_NEED_LOADED(s);
     int id;
     SG_TRY(find(s, name, false, f, &id));
-    if (s->last_program.empty()) return fail(f, SGRT_BAD_STATE, std::string("no program has run yet, so '") + name + "' holds no result");
+    SG_TRY(need_result(s, name, f));
     return s->session->read(id, dst, bytes);
   });
 }
@@ -247,7 +253,7 @@ sgrt_status sgrt_get_metric(const sgrt_session* s, const char* name, float* out)
     const sgrt::TensorInfo& t = s->session->model().tensors()[id];
     if (t.type.dtype != sgrt::DType::f32 || t.bytes != sizeof(float))
       return fail(f, SGRT_INVALID_ARGUMENT, "'" + std::string(name) + "' is " + sgrt::type_str(t.type) + ", not a scalar (use sgrt_get_output)");
-    if (s->last_program.empty()) return fail(f, SGRT_BAD_STATE, std::string("no program has run yet, so '") + name + "' holds no result");
+    SG_TRY(need_result(s, name, f));
     return s->session->read_scalar(id, out);
   });
 }
