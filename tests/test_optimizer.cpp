@@ -81,7 +81,7 @@ struct Reference {
   bool adam;
   double clip;
   bool round;  // false: plain FP64, nothing rounded
-  std::vector<double> p, m, v;
+  std::vector<double> p = {}, m = {}, v = {};
   double sm = 1, sv = 1, sp = 1;
 
   void step(int t, const std::vector<float>& xf, const std::vector<float>& yf) {
