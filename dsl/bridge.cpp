@@ -60,19 +60,53 @@ int guarded(lua_State* L) {
   return lua_error(L);
 }
 
+// Argument checks that fail like raise_at, by exception: luaL_check* would
+// longjmp past the caller's strings and vectors. User tables are read raw, so
+// no metamethod can raise in the middle of a C++ frame either.
+std::string arg_error(lua_State* L, int idx, const char* want) {
+  return "argument #" + std::to_string(idx) + ": " + want + " expected, got " + luaL_typename(L, idx);
+}
+void check_table(lua_State* L, int idx) {
+  if (!lua_istable(L, idx)) raise_at(L, arg_error(L, idx, "table"));
+}
+lua_Integer check_integer(lua_State* L, int idx) {
+  if (!lua_isinteger(L, idx)) raise_at(L, arg_error(L, idx, "integer"));
+  return lua_tointeger(L, idx);
+}
+std::string check_string(lua_State* L, int idx) {
+  if (!lua_isstring(L, idx)) raise_at(L, arg_error(L, idx, "string"));
+  lua_pushvalue(L, idx);  // a copy: converting a number in place would confuse lua_next
+  std::string r = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+std::string opt_string(lua_State* L, int idx, const char* def) { return lua_isnoneornil(L, idx) ? def : check_string(L, idx); }
+double opt_number(lua_State* L, int idx, double def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  if (!lua_isnumber(L, idx)) raise_at(L, arg_error(L, idx, "number"));
+  return lua_tonumber(L, idx);
+}
+lua_Integer raw_len(lua_State* L, int idx) { return static_cast<lua_Integer>(lua_rawlen(L, idx)); }
+// Pushes t[key] without metamethods.
+void raw_field(lua_State* L, int idx, const char* key) {
+  idx = lua_absindex(L, idx);
+  lua_pushstring(L, key);
+  lua_rawget(L, idx);
+}
+
 int tensor_id(lua_State* L, int idx) {
   State& s = state(L);
-  lua_Integer id = luaL_checkinteger(L, idx);
+  lua_Integer id = check_integer(L, idx);
   if (id < 0 || id >= static_cast<lua_Integer>(s.g->tensors.size())) raise_at(L, "invalid tensor handle");
   return static_cast<int>(id);
 }
 
 Shape read_shape(lua_State* L, int idx) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  check_table(L, idx);
   Shape s;
-  lua_Integer n = luaL_len(L, idx);
+  lua_Integer n = raw_len(L, idx);
   for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, idx, i);
+    lua_rawgeti(L, idx, i);
     if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0) raise_at(L, "shape entries must be positive integers");
     s.push_back(lua_tointeger(L, -1));
     lua_pop(L, 1);
@@ -89,19 +123,25 @@ void push_shape(lua_State* L, const Shape& s) {
 }
 
 std::string field_string(lua_State* L, int idx, const char* key, const char* def) {
-  lua_getfield(L, idx, key);
+  raw_field(L, idx, key);
   std::string r = lua_isstring(L, -1) ? lua_tostring(L, -1) : def;
   lua_pop(L, 1);
   return r;
 }
 double field_number(lua_State* L, int idx, const char* key, double def) {
-  lua_getfield(L, idx, key);
+  raw_field(L, idx, key);
   double r = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : def;
   lua_pop(L, 1);
   return r;
 }
+// A step count or seed, truncated; out of int64's range (inf, NaN) is an error.
+int64_t field_int(lua_State* L, int idx, const char* key, int64_t def) {
+  double v = field_number(L, idx, key, static_cast<double>(def));
+  if (!(v > -0x1p63 && v < 0x1p63)) raise_at(L, std::string(key) + " = " + std::to_string(v) + " is not a usable count");
+  return static_cast<int64_t>(v);
+}
 bool field_bool(lua_State* L, int idx, const char* key, bool def) {
-  lua_getfield(L, idx, key);
+  raw_field(L, idx, key);
   bool r = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
   lua_pop(L, 1);
   return r;
@@ -112,13 +152,13 @@ bool name_taken(const Graph& g, const std::string& name) { return g.find_tensor(
 // _sg.input(name, shape, dtype) -> id
 int l_input(lua_State* L) {
   State& s = state(L);
-  std::string name = luaL_checkstring(L, 1);
+  std::string name = check_string(L, 1);
   if (name_taken(*s.g, name)) raise_at(L, "a tensor named '" + name + "' already exists");
   compiler::Tensor t;
   t.name = name;
   t.type.shape = read_shape(L, 2);
-  const char* dt = luaL_optstring(L, 3, "f32");
-  if (!dtype_from_name(dt, &t.type.dtype) || (t.type.dtype != DType::f32 && t.type.dtype != DType::i32))
+  std::string dt = opt_string(L, 3, "f32");
+  if (!dtype_from_name(dt.c_str(), &t.type.dtype) || (t.type.dtype != DType::f32 && t.type.dtype != DType::i32))
     raise_at(L, std::string("input '") + name + "': dtype must be f32 or i32, got '" + dt + "'");
   t.role = sg::Role::input;
   t.persistent = true;
@@ -130,19 +170,19 @@ int l_input(lua_State* L) {
 // _sg.param(name, shape, init, a, b) -> id; init in zeros|ones|uniform|normal
 int l_param(lua_State* L) {
   State& s = state(L);
-  std::string name = luaL_checkstring(L, 1);
+  std::string name = check_string(L, 1);
   if (name_taken(*s.g, name)) raise_at(L, "a parameter named '" + name + "' already exists (give layers distinct names)");
   compiler::Tensor t;
   t.name = name;
   t.type.shape = read_shape(L, 2);
-  std::string init = luaL_optstring(L, 3, "zeros");
+  std::string init = opt_string(L, 3, "zeros");
   static const char* const kinds[] = {"zeros", "ones", "uniform", "normal"};
   int k = -1;
   for (int i = 0; i < 4; ++i) if (init == kinds[i]) k = i;
   if (k < 0) raise_at(L, "param '" + name + "': unknown initializer '" + init + "' (zeros, ones, uniform, normal)");
   t.init.kind = static_cast<sg::InitKind>(k);
-  t.init.a = static_cast<float>(luaL_optnumber(L, 4, 0));
-  t.init.b = static_cast<float>(luaL_optnumber(L, 5, 0));
+  t.init.a = static_cast<float>(opt_number(L, 4, 0));
+  t.init.b = static_cast<float>(opt_number(L, 5, 0));
   t.init.seed = ++s.param_count;  // mixed with the run's seed by the runtime
   t.role = sg::Role::param;
   t.persistent = true;
@@ -154,7 +194,7 @@ int l_param(lua_State* L) {
 Attrs read_attrs(lua_State* L, int idx) {
   Attrs a;
   if (lua_isnoneornil(L, idx)) return a;
-  luaL_checktype(L, idx, LUA_TTABLE);
+  check_table(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING) raise_at(L, "attribute names must be strings");
@@ -164,9 +204,9 @@ Attrs read_attrs(lua_State* L, int idx) {
     else if (lua_isnumber(L, -1)) a.set_f(key, lua_tonumber(L, -1));
     else if (lua_istable(L, -1)) {
       std::vector<int64_t> v;
-      lua_Integer n = luaL_len(L, -1);
+      lua_Integer n = raw_len(L, -1);
       for (lua_Integer i = 1; i <= n; ++i) {
-        lua_geti(L, -1, i);
+        lua_rawgeti(L, -1, i);
         if (!lua_isinteger(L, -1)) raise_at(L, "attribute '" + key + "' must list integers");
         v.push_back(lua_tointeger(L, -1));
         lua_pop(L, 1);
@@ -181,14 +221,14 @@ Attrs read_attrs(lua_State* L, int idx) {
 // _sg.op(name, {ids}, {attrs}) -> ids...
 int l_op(lua_State* L) {
   State& s = state(L);
-  std::string name = luaL_checkstring(L, 1);
+  std::string name = check_string(L, 1);
   OpCode code;
   if (!op_from_name(name, &code)) raise_at(L, "unknown op '" + name + "'");
-  luaL_checktype(L, 2, LUA_TTABLE);
+  check_table(L, 2);
   std::vector<int> in;
-  lua_Integer n = luaL_len(L, 2);
+  lua_Integer n = raw_len(L, 2);
   for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, 2, i);
+    lua_rawgeti(L, 2, i);
     in.push_back(tensor_id(L, -1));
     lua_pop(L, 1);
   }
@@ -217,7 +257,7 @@ int l_loss(lua_State* L) {
 }
 
 void add_named(lua_State* L, std::vector<std::pair<std::string, int>>* v, const char* what) {
-  std::string name = luaL_checkstring(L, 1);
+  std::string name = check_string(L, 1);
   for (auto& [n, id] : *v) if (n == name) raise_at(L, std::string(what) + " '" + name + "' declared twice");
   v->push_back({name, tensor_id(L, 2)});
 }
@@ -228,8 +268,8 @@ int l_output(lua_State* L) { add_named(L, &state(L).g->outputs, "output"); retur
 //                     state = "fp32"|"O1"|"O2"|"O3", clip = global norm})
 int l_optimizer(lua_State* L) {
   compiler::OptimizerConfig& o = state(L).g->optimizer;
-  std::string kind = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  std::string kind = check_string(L, 1);
+  check_table(L, 2);
   if (kind == "sgd") o.kind = sg::OptimizerKind::sgd;
   else if (kind == "adamw") o.kind = sg::OptimizerKind::adamw;
   else raise_at(L, "unknown optimizer '" + kind + "' (sgd, adamw)");
@@ -243,7 +283,7 @@ int l_optimizer(lua_State* L) {
   if (sched == "constant") o.schedule = sg::ScheduleKind::constant;
   else if (sched == "cosine") o.schedule = sg::ScheduleKind::cosine;
   else raise_at(L, "unknown schedule '" + sched + "' (constant, cosine)");
-  o.warmup_steps = static_cast<int64_t>(field_number(L, 2, "warmup", 0));
+  o.warmup_steps = field_int(L, 2, "warmup", 0);
   o.min_lr_ratio = static_cast<float>(field_number(L, 2, "min_lr_ratio", 0.0));
   if (!(o.lr > 0)) raise_at(L, "the learning rate must be positive");
   o.state = field_string(L, 2, "state", "fp32");
@@ -257,16 +297,16 @@ int l_optimizer(lua_State* L) {
 int l_data(lua_State* L) {
   State& s = state(L);
   compiler::DataConfig& d = s.g->data;
-  d.dataset = luaL_checkstring(L, 1);
+  d.dataset = check_string(L, 1);
   static const std::map<std::string, std::set<std::string>> kFields = {
       {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}};
   auto known = kFields.find(d.dataset);
   if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, text)");
-  luaL_checktype(L, 2, LUA_TTABLE);
+  check_table(L, 2);
   d.fields.clear();
   lua_pushnil(L);
   while (lua_next(L, 2)) {
-    std::string field = luaL_checkstring(L, -2);
+    std::string field = check_string(L, -2);
     if (!known->second.count(field)) {
       std::string names;
       for (const std::string& f : known->second) names += (names.empty() ? "" : ", ") + f;
@@ -289,26 +329,26 @@ int l_data(lua_State* L) {
 // _sg.train{epochs=, steps=, log_every=, seed=}
 int l_train(lua_State* L) {
   compiler::TrainConfig& t = state(L).g->train;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  t.epochs = static_cast<int64_t>(field_number(L, 1, "epochs", static_cast<double>(t.epochs)));
-  t.steps = static_cast<int64_t>(field_number(L, 1, "steps", static_cast<double>(t.steps)));
-  t.log_every = static_cast<int64_t>(field_number(L, 1, "log_every", static_cast<double>(t.log_every)));
-  t.seed = static_cast<uint64_t>(field_number(L, 1, "seed", static_cast<double>(t.seed)));
+  check_table(L, 1);
+  t.epochs = field_int(L, 1, "epochs", t.epochs);
+  t.steps = field_int(L, 1, "steps", t.steps);
+  t.log_every = field_int(L, 1, "log_every", t.log_every);
+  t.seed = static_cast<uint64_t>(field_int(L, 1, "seed", static_cast<int64_t>(t.seed)));
   return 0;
 }
 
 // _sg.recipe(name, {keep = {names...}, plan = bool})
 int l_recipe(lua_State* L) {
   Graph& g = *state(L).g;
-  g.recipe = luaL_checkstring(L, 1);
+  g.recipe = check_string(L, 1);
   if (lua_isnoneornil(L, 2)) return 0;
-  luaL_checktype(L, 2, LUA_TTABLE);
+  check_table(L, 2);
   g.plan_scales = field_bool(L, 2, "plan", true);
-  lua_getfield(L, 2, "keep");
+  raw_field(L, 2, "keep");
   if (lua_istable(L, -1)) {
-    lua_Integer n = luaL_len(L, -1);
+    lua_Integer n = raw_len(L, -1);
     for (lua_Integer i = 1; i <= n; ++i) {
-      lua_geti(L, -1, i);
+      lua_rawgeti(L, -1, i);
       if (!lua_isstring(L, -1)) raise_at(L, "sg.recipe: keep lists layer or parameter names");
       g.keep.push_back(lua_tostring(L, -1));
       lua_pop(L, 1);
@@ -323,7 +363,7 @@ int l_recipe(lua_State* L) {
 // _sg.config(defaults) -> defaults with --set values applied, typed like the defaults.
 int l_config(lua_State* L) {
   State& s = state(L);
-  luaL_checktype(L, 1, LUA_TTABLE);
+  check_table(L, 1);
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     lua_pop(L, 1);
@@ -333,7 +373,7 @@ int l_config(lua_State* L) {
     auto it = s.opts->set.find(key);
     if (it == s.opts->set.end()) continue;
     const std::string& v = it->second;
-    lua_getfield(L, 1, key.c_str());
+    raw_field(L, 1, key.c_str());
     int type = lua_type(L, -1);
     bool is_int = lua_isinteger(L, -1);
     lua_pop(L, 1);
@@ -354,7 +394,9 @@ int l_config(lua_State* L) {
     } else {
       lua_pushstring(L, v.c_str());
     }
-    lua_setfield(L, 1, key.c_str());
+    lua_pushstring(L, key.c_str());
+    lua_insert(L, -2);
+    lua_rawset(L, 1);
   }
   lua_settop(L, 1);
   return 1;
@@ -378,7 +420,7 @@ int l_train_state(lua_State* L) {
   return 1;
 }
 
-int l_fail(lua_State* L) { raise_at(L, luaL_checkstring(L, 1)); }
+int l_fail(lua_State* L) { raise_at(L, check_string(L, 1)); }
 
 #define SG_FN(name, fn) {name, guarded<fn>}
 
