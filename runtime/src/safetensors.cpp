@@ -1,6 +1,7 @@
 #include "sgrt/safetensors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -47,14 +48,19 @@ class Json {
         char e = s_[pos_++];
         if (e == 'u') {  // names here are ASCII; keep other code points as '?'
           if (pos_ + 4 > s_.size()) return fail("bad \\u escape");
-          unsigned v = std::stoul(std::string(s_.substr(pos_, 4)), nullptr, 16);
+          unsigned v = 0;  // exactly four hex digits (std::stoul throws, and takes "+1" or " 1")
+          for (int i = 0; i < 4; ++i) {
+            char h = s_[pos_ + i];
+            if (!std::isxdigit(static_cast<unsigned char>(h))) return fail("bad \\u escape");
+            v = v * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+          }
           pos_ += 4;
           c = v < 0x80 ? static_cast<char>(v) : '?';
         } else {
           const char* from = "\"\\/bfnrt";
           const char* to = "\"\\/\b\f\n\r\t";
           const char* k = std::strchr(from, e);
-          if (!k) return fail("bad escape");
+          if (!e || !k) return fail("bad escape");
           c = to[k - from];
         }
       }
