@@ -10,6 +10,7 @@
 #include "sgrt/dataset.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
+#include "sgrt/safetensors.h"
 
 using namespace sgrt;
 
@@ -151,4 +152,47 @@ TEST_CASE("fuzz_idx: a header that claims 2 GiB of pixels is truncated, not allo
   Status st = open_with_images(images_header(2739000, 28, 28));  // just under 2^31 bytes of pixels
   REQUIRE(!st.ok());
   CHECK_MESSAGE(st.message().find("truncated: expected 2147376000 bytes of data, got 0") != std::string::npos, st.message());
+}
+
+TEST_CASE("fuzz_lua: a bad argument to the sg core unwinds C++ frames (was a leak: luaL_check* longjmps)") {
+  // Under the sanitizer build LeakSanitizer fails this test if the long name
+  // (a heap string) is skipped by a longjmp.
+  const std::string name(64, 'n');
+  compiler::Graph g;
+  Status st = test::compile_graph("local sg = require 'sg'\nsg.input('" + name + "', 'i32')\n", &g);
+  REQUIRE(!st.ok());
+  CHECK_MESSAGE(st.message().find(":2: argument #2: table expected, got string") != std::string::npos, st.message());
+  st = test::compile_graph("local sg = require 'sg'\nsg.param('" + name + "', {2}, {'uniform', {}, 1})\n", &g);
+  REQUIRE(!st.ok());
+  CHECK_MESSAGE(st.message().find(":2: argument #4: number expected, got table") != std::string::npos, st.message());
+}
+
+TEST_CASE("fuzz_lua: a step count or seed of inf or NaN is an error (was an undefined float-to-int cast)") {
+  const std::string head = "local sg = require 'sg'\nlocal x = sg.input('x', {2, 4})\nlocal y = sg.input('y', {2}, 'i32')\n"
+                           "sg.loss(sg.softmax_cross_entropy(sg.nn.linear(x, 3), y))\n";
+  for (const std::string& tail : {std::string("sg.optimizer.adamw{ lr = 1e-3, schedule = sg.schedule.cosine{ warmup = 1/0 } }\n"),
+                                  std::string("sg.optimizer.sgd{ lr = 0.1 }\nsg.train{ steps = 0/0 }\n"),
+                                  std::string("sg.optimizer.sgd{ lr = 0.1 }\nsg.train{ seed = -2^64 }\n")}) {
+    compiler::Graph g;
+    Status st = test::compile_graph(head + tail, &g);
+    REQUIRE(!st.ok());
+    CHECK_MESSAGE(st.message().find("is not a usable count") != std::string::npos, st.message());
+  }
+}
+
+TEST_CASE("fuzz_safetensors: a bad \\u escape in a header name is a Status (was an exception from std::stoul)") {
+  for (const std::string name : {std::string("\\uZZZZ"), std::string("\\u+123"), std::string("\\u 123"), std::string("\\\0", 2)}) {
+    std::string header = "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    std::vector<uint8_t> b(8);
+    uint64_t n = header.size();
+    std::memcpy(b.data(), &n, 8);
+    b.insert(b.end(), header.begin(), header.end());
+    b.insert(b.end(), 4, 0);
+    test::TempFile f(".safetensors");
+    REQUIRE(write_file_atomic(f.path, b.data(), b.size()).ok());
+    std::vector<SafeTensor> ts;
+    Status st = read_safetensors(f.path, &ts);
+    REQUIRE(!st.ok());
+    CHECK_MESSAGE(st.message().find("bad") != std::string::npos, st.message());
+  }
 }
