@@ -16,9 +16,13 @@ target=$1 seconds=$2
 shift 2
 [ -f "tests/fuzz/$target.cpp" ] || { echo "fuzz.sh: no target tests/fuzz/$target.cpp" >&2; exit 2; }
 build=${BUILD_DIR:-build-fuzz}
+mkdir -p "$build"
+exec 9>"$build/.build.lock"
+flock 9  # one build at a time when several targets start together
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSGRT_FUZZ=ON \
   -DSGRT_TESTS=OFF -DSGRT_BENCH=OFF -DSGRT_VULKAN=OFF >/dev/null
 cmake --build "$build" --target "$target" -j "${JOBS:-$(nproc)}"
+flock -u 9
 work="$build/corpus/$target" findings="$build/findings/$target"
 mkdir -p "$work" "$findings"
 seeds=()
