@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures, builds and runs every test through ctest.
-# Usage: scripts/test.sh [ctest args...]   (BUILD_DIR defaults to build)
+# Usage: [SANITIZE=1] scripts/test.sh [ctest args...]   (BUILD_DIR defaults to build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${BUILD_DIR:-build}
+cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+# SANITIZE=1: ASan + UBSan in build-asan (docs/reliability.md), any report fails
+# its test; no benchmarks, and without the tests that train on the real data
+# set, run on Vulkan (lavapipe is not instrumented) or measure release binaries.
+if [ "${SANITIZE:-0}" = 1 ]; then
+  build=${BUILD_DIR:-build-asan}
+  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSGRT_SANITIZE=ON -DSGRT_BENCH=OFF)
+  set -- -E '^(size_report|test_determinism|test_edge_example|test_vulkan_.*|test_formats_glsl)$' "$@"
+fi
 # Where the CUDA toolkit is installed (CI: no GPU), build the CUDA backend too, for
 # one architecture (~40 s more on 2 cores); its tests compile, link and skip. Not
 # under the sanitizers. scripts/gpu_check.sh builds every architecture on a GPU.
 if [ -x /usr/local/cuda/bin/nvcc ] && [ "${SANITIZE:-0}" != 1 ]; then
   SGRT_CMAKE_ARGS="-DSGRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${SGRT_CI_CUDA_ARCHS:-90a} ${SGRT_CMAKE_ARGS:-}"
 fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${SGRT_CMAKE_ARGS:-} >/dev/null
+cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" ${SGRT_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "$@"
