@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -26,8 +27,8 @@ namespace sgrt::fuzz {
   std::abort();
 }
 
-// One folder per process under /dev/shm (tmpfs) or /tmp; never removed while
-// the fuzzer runs, so every input reuses it.
+// One folder per process under /dev/shm (tmpfs) or /tmp, reused by every
+// input and removed at exit (libFuzzer exits normally at -max_total_time).
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
     std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
@@ -35,6 +36,8 @@ inline const std::string& scratch_dir() {
     if (!mkdtemp(tmpl.data())) fail("cannot create a scratch folder under " + base);
     return tmpl;
   }();
+  static const bool cleanup = std::atexit([] { std::filesystem::remove_all(scratch_dir()); }) == 0;
+  (void)cleanup;
   return dir;
 }
 
