@@ -9,15 +9,6 @@ using namespace sgrt;
 
 namespace {
 
-const char kModel[] = R"(
-local sg = require "sg"
-local x = sg.input("image", {2, 4})
-local y = sg.input("label", {2}, "i32")
-local logits = sg.nn.linear(x, 3, { name = "fc" })
-sg.loss(sg.softmax_cross_entropy(logits, y))
-sg.optimizer.adamw{ lr = 1e-2 }
-)";
-
 std::unique_ptr<Session> g_session;
 
 std::string ckpt_dir() { return fuzz::scratch_dir() + "/ckpt"; }
@@ -25,13 +16,8 @@ std::string ckpt_dir() { return fuzz::scratch_dir() + "/ckpt"; }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  std::unique_ptr<Model> m;
-  Status st = Model::load_bytes(fuzz::compile_lua(kModel), "tiny.sg", &m);
-  std::unique_ptr<Backend> be;
-  if (st.ok()) st = make_backend("cpu", &be);
-  if (st.ok()) st = Session::create(std::move(m), std::move(be), &g_session);
-  if (st.ok()) st = g_session->init(1, 10);
-  if (st.ok()) st = save_checkpoint(*g_session, ckpt_dir(), 5);  // also creates the folder
+  g_session = fuzz::tiny_session("adamw");
+  Status st = save_checkpoint(*g_session, ckpt_dir(), 5);  // also creates the folder
   if (!st.ok()) fuzz::fail(st.message());
   std::vector<uint8_t> file;
   if (!read_file(ckpt_dir() + "/checkpoint.sgck", &file).ok()) fuzz::fail("cannot read the seed checkpoint");

@@ -8,15 +8,6 @@ using namespace sgrt;
 
 namespace {
 
-const char kModel[] = R"(
-local sg = require "sg"
-local x = sg.input("image", {2, 4})
-local y = sg.input("label", {2}, "i32")
-local logits = sg.nn.linear(x, 3, { name = "fc" })
-sg.loss(sg.softmax_cross_entropy(logits, y))
-sg.optimizer.sgd{ lr = 1e-2 }
-)";
-
 std::unique_ptr<Session> g_session;
 
 std::string file() { return fuzz::scratch_dir() + "/weights.safetensors"; }
@@ -24,12 +15,8 @@ std::string file() { return fuzz::scratch_dir() + "/weights.safetensors"; }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  std::unique_ptr<Model> m;
-  Status st = Model::load_bytes(fuzz::compile_lua(kModel), "tiny.sg", &m);
-  std::unique_ptr<Backend> be;
-  if (st.ok()) st = make_backend("cpu", &be);
-  if (st.ok()) st = Session::create(std::move(m), std::move(be), &g_session);
-  if (st.ok()) st = g_session->init(1, 10);
+  g_session = fuzz::tiny_session("sgd");
+  Status st;
   std::vector<uint8_t> bytes;
   for (DType dt : {DType::f32, DType::bf16}) {
     if (st.ok()) st = export_safetensors(*g_session, file(), dt);

@@ -18,6 +18,7 @@
 #include "serialize.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model.h"
+#include "sgrt/session.h"
 
 namespace sgrt::fuzz {
 
@@ -76,6 +77,26 @@ inline std::string read_text(const std::string& path) {
 // The README's MLP, shrunk: the IR has the full model's structure.
 inline std::vector<uint8_t> small_mlp() {
   return compile_lua(read_text(SGRT_SOURCE_DIR "/models/fashion_mlp.lua"), {{"batch", "4"}, {"hidden", "8"}});
+}
+
+// An initialized CPU session of a 4 -> 3 linear classifier trained by
+// `optimizer` ("sgd" or "adamw"), for the readers that fill a session.
+inline std::unique_ptr<Session> tiny_session(const std::string& optimizer) {
+  std::string lua = "local sg = require \"sg\"\n"
+                    "local x = sg.input(\"image\", {2, 4})\n"
+                    "local y = sg.input(\"label\", {2}, \"i32\")\n"
+                    "local logits = sg.nn.linear(x, 3, { name = \"fc\" })\n"
+                    "sg.loss(sg.softmax_cross_entropy(logits, y))\n"
+                    "sg.optimizer." + optimizer + "{ lr = 1e-2 }\n";
+  std::unique_ptr<Model> m;
+  Status st = Model::load_bytes(compile_lua(lua), "tiny.sg", &m);
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Session> s;
+  if (st.ok()) st = make_backend("cpu", &be);
+  if (st.ok()) st = Session::create(std::move(m), std::move(be), &s);
+  if (st.ok()) st = s->init(1, 10);
+  if (!st.ok()) fail("tiny session: " + st.message());
+  return s;
 }
 
 }  // namespace sgrt::fuzz
