@@ -15,6 +15,7 @@
 #include <set>
 
 #include "harness.h"
+#include "tool_runner.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/file_io.h"
 #include "sgrt/quant.h"
@@ -111,28 +112,7 @@ float metric(const EvalReport& e, const std::string& name) {
   return 0;
 }
 
-// A fresh folder under /tmp, removed with its plain files.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/sgrt_faults_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    for (const std::string& f : list()) std::remove((path + "/" + f).c_str());
-    ::rmdir(path.c_str());
-  }
-  std::set<std::string> list() const {
-    std::set<std::string> names;
-    if (DIR* d = opendir(path.c_str())) {
-      while (dirent* e = readdir(d))
-        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.insert(e->d_name);
-      closedir(d);
-    }
-    return names;
-  }
-};
+using test::TempDir;
 
 // Trains 150 steps with one faulty batch at step index 50; returns the loss per step.
 std::vector<float> train_with_one_fault(Fault f, Session& s, TrainResult* res) {
