@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "formats/formats.h"
-#include "lt_gemm.h"
+#include "cuda/lt_gemm.h"
 
 using namespace sgrt;
 using namespace sgrt::cuda;

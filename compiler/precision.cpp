@@ -5,7 +5,6 @@
 #include <set>
 #include <tuple>
 
-#include "cpu/quantize.h"
 #include "recipes.h"
 #include "scalify.h"
 #include "sgrt/shape_infer.h"
@@ -93,7 +92,7 @@ class Rewriter {
   // bound (and the planner is on), otherwise the recipe's runtime source.
   void choose_scale(int src, const OperandFormat& f, Attrs* a, ScaleSpec* spec) {
     const ScaleInfo& si = info_[src];
-    double fmt_max = cpu::format_max(f.dtype);
+    double fmt_max = format_max(f.dtype);
     int predicted = static_cast<int>(std::lround(-std::log2(si.scale)));
     spec->granularity = schema_granularity(f.granularity);
     spec->static_log2 = predicted;

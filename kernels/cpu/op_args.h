@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sgrt/attrs.h"
+#include "sgrt/kernel_table.h"
 #include "sgrt/ops.h"
 #include "sgrt/shape.h"
 #include "sgrt/status.h"
@@ -28,10 +29,12 @@ struct OpArgs {
 // Kernels fail only on data they cannot trust (a label out of range).
 using CpuKernel = Status (*)(const OpArgs&);
 
-// The kernel for (op, input dtypes, output dtypes), or nullptr.
+// The kernel table (table.cpp) and the kernel for (op, input dtypes, output
+// dtypes) in it, or nullptr.
+const std::vector<KernelEntry<CpuKernel>>& kernel_table();
 CpuKernel find_cpu_kernel(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out);
 
-// Kernel families, one file each; the registry (registry.cpp) maps op codes to them.
+// Kernel families, one file each; the table (table.cpp) maps op codes to them.
 Status k_elementwise(const OpArgs& a);  // elementwise.cpp
 Status k_layout(const OpArgs& a);       // layout.cpp: reshape, transpose, broadcast_to, sum_to
 Status k_reduce(const OpArgs& a);       // reduce.cpp: reductions, softmax and their gradients

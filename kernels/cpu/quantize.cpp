@@ -83,17 +83,6 @@ QuantStats invalid(const char* why) {
 
 }  // namespace
 
-float format_max(DType fmt) {
-  switch (fmt) {
-    case DType::e4m3: return fmt::kE4M3Max;
-    case DType::e5m2: return fmt::kE5M2Max;
-    case DType::e2m1: return fmt::kE2M1Max;
-    case DType::f16: return fmt::kF16Max;
-    case DType::bf16: return fmt::bits_float(0x7F7F0000u);
-    default: return 0;
-  }
-}
-
 int32_t scale_exponent(float amax, float fmt_max, int margin, int32_t prev, bool* kept) {
   *kept = !(amax > 0) || std::isinf(amax);
   if (*kept) return prev;

@@ -35,7 +35,6 @@ struct QuantStats {
   const char* error = nullptr;  // set when the arguments were rejected (nothing written)
 };
 
-float format_max(DType fmt);  // largest finite value: 448, 57344, 6, 65504, ~3.39e38
 
 // e = floor(log2(fmt_max / amax)) - margin, clamped to [-126, 127]; returns `prev`
 // and sets *kept = true when amax is 0, inf or NaN.

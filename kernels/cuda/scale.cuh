@@ -8,18 +8,6 @@
 
 namespace sgrt::cuda {
 
-// Largest finite value of a low-precision format (0 for others).
-__host__ __device__ inline float format_max(DType t) {
-  switch (t) {
-    case DType::e4m3: return 448.0f;
-    case DType::e5m2: return 57344.0f;
-    case DType::e2m1: return 6.0f;
-    case DType::f16: return 65504.0f;
-    case DType::bf16: return fmt::bits_float(0x7F7F0000u);
-    default: return 0.0f;
-  }
-}
-
 // e = floor(log2(fmt_max / amax)) - margin, exactly (frexp mantissas), clamped to
 // [-126, 127]; `prev` and *kept = true when amax is 0, inf or NaN.
 __device__ inline int32_t scale_exponent(float amax, float fmt_max, int margin, int32_t prev, bool* kept) {

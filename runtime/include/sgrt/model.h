@@ -5,41 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "sgrt/attrs.h"
-#include "sgrt/ops.h"
-#include "sgrt/shape.h"
 #include "sgrt/status.h"
+#include "sgrt/tensor_info.h"
 
 namespace sg { struct Model; }
 
 namespace sgrt {
-
-// Every tensor's arena offset is a multiple of this (the compiler's memory
-// plan aligns to it); kernels rely on it for aligned element access.
-constexpr uint64_t kTensorAlignment = 64;
-
-enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state };
-enum class InitKind : uint8_t { zeros = 0, ones, uniform, normal, buffer };
-
-struct TensorInfo {
-  std::string name;
-  TensorType type;
-  Role role = Role::activation;
-  uint64_t offset = 0, bytes = 0;
-  bool persistent = false;
-  InitKind init = InitKind::zeros;
-  float init_a = 0, init_b = 0;
-  uint64_t init_seed = 0;
-  int init_buffer = -1;  // init == buffer: index into Model::buffer (exported graphs)
-  std::string loc;  // "file:line"
-};
-
-struct OpInfoLoaded {
-  OpCode code;
-  std::vector<int> in, out;
-  Attrs attrs;
-  std::string loc;
-};
 
 struct ProgramInfo {
   std::string name;

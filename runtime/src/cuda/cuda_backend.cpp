@@ -11,61 +11,19 @@
 #include <cstring>
 
 #include "../backends.h"
-#include "bind.h"
-#include "cuda_status.h"
-#include "sgrt/kernel_table.h"
+#include "cuda/bind.h"
+#include "cuda/cuda_status.h"
 
 namespace sgrt {
 namespace {
 
 using namespace cuda;
 
-using Entry = KernelEntry<Binder>;
-using Match = KernelMatch;
-
-// (op, dtypes) -> binder; ops absent here fail at prepare with their name and dtypes.
-const std::vector<Entry>& table() {
-  using D = DType;
-  const D f = D::f32, i = D::i32;
-  static const std::vector<Entry> t = {
-      {OpCode::MatMul, {f, f}, {f}, bind_matmul},          {OpCode::QMatMul, {}, {}, bind_matmul, Match::any},
-      {OpCode::Add, {f, f}, {f}, bind_elementwise},        {OpCode::Sub, {f, f}, {f}, bind_elementwise},
-      {OpCode::Mul, {f, f}, {f}, bind_elementwise},        {OpCode::Div, {f, f}, {f}, bind_elementwise},
-      {OpCode::Neg, {f}, {f}, bind_elementwise},           {OpCode::Scale, {f}, {f}, bind_elementwise},
-      {OpCode::Relu, {f}, {f}, bind_elementwise},          {OpCode::Gelu, {f}, {f}, bind_elementwise},
-      {OpCode::Tanh, {f}, {f}, bind_elementwise},          {OpCode::Sigmoid, {f}, {f}, bind_elementwise},
-      {OpCode::Exp, {f}, {f}, bind_elementwise},           {OpCode::Log, {f}, {f}, bind_elementwise},
-      {OpCode::ReluGrad, {f, f}, {f}, bind_elementwise},   {OpCode::GeluGrad, {f, f}, {f}, bind_elementwise},
-      {OpCode::TanhGrad, {f, f}, {f}, bind_elementwise},   {OpCode::SigmoidGrad, {f, f}, {f}, bind_elementwise},
-      {OpCode::Silu, {f}, {f}, bind_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, bind_elementwise},
-      {OpCode::Fill, {}, {f}, bind_elementwise},           {OpCode::DgeGrad, {f, f, i}, {f}, bind_elementwise},
-      {OpCode::Reshape, {f}, {f}, bind_layout},            {OpCode::Reshape, {i}, {i}, bind_layout},
-      {OpCode::Transpose, {f}, {f}, bind_layout},          {OpCode::BroadcastTo, {f}, {f}, bind_layout},
-      {OpCode::SumTo, {f}, {f}, bind_layout},
-      {OpCode::ReduceSum, {f}, {f}, bind_reduce},          {OpCode::ReduceMean, {f}, {f}, bind_reduce},
-      {OpCode::ReduceMax, {f}, {f}, bind_reduce},          {OpCode::ReduceMaxGrad, {f, f, f}, {f}, bind_reduce},
-      {OpCode::Softmax, {f}, {f}, bind_reduce},            {OpCode::LogSoftmax, {f}, {f}, bind_reduce},
-      {OpCode::SoftmaxGrad, {f, f}, {f}, bind_reduce},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, bind_reduce},
-      {OpCode::SoftmaxXent, {f, i}, {f}, bind_classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, bind_classifier},
-      {OpCode::Accuracy, {f, i}, {f}, bind_classifier},
-      {OpCode::LrSchedule, {i}, {f}, bind_optimizer},      {OpCode::StepIncrement, {i}, {i}, bind_optimizer},
-      {OpCode::CheckFinite, {i, f}, {i, f}, bind_optimizer, Match::variadic},
-      // Updates take f32, f16 or e4m3 params and state (the shape rule admits which).
-      {OpCode::SgdUpdate, {}, {}, bind_optimizer, Match::any},
-      {OpCode::AdamwUpdate, {}, {}, bind_optimizer, Match::any},
-      {OpCode::Dequantize, {}, {}, bind_optimizer, Match::any},
-      {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
-      {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
-      {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
-  };
-  return t;
-}
-
 Binder find_binder(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, std::string* sig) {
   std::vector<DType> in, out;
   for (int id : op.in) in.push_back(ts[id].type.dtype);
   for (int id : op.out) out.push_back(ts[id].type.dtype);
-  if (Binder fn = find_kernel(table(), op.code, in, out)) return fn;
+  if (Binder fn = find_kernel(kernel_table(), op.code, in, out)) return fn;
   auto list = [](const std::vector<DType>& v) {
     std::string s;
     for (DType d : v) s += std::string(s.empty() ? "" : ", ") + dtype_name(d);
@@ -233,12 +191,6 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
-
-bool cuda::has_kernel(OpCode code) {
-  for (const Entry& e : table())
-    if (e.code == code) return true;
-  return false;
-}
 
 Status make_cuda_backend(std::unique_ptr<Backend>* out) {
   auto be = std::make_unique<CudaBackend>();

@@ -1,6 +1,6 @@
 #include "pipelines.h"
 
-#include "push.h"
+#include "vulkan/push.h"
 #include "shaders.h"
 
 namespace sgrt::vk {

@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels.h"
+#include "vulkan/table.h"
 #include "pipelines.h"
 
 namespace sgrt::vk {

@@ -10,7 +10,7 @@
 
 #include "../backends.h"
 #include "context.h"
-#include "kernels.h"
+#include "vulkan/table.h"
 #include "pipelines.h"
 #include "recorder.h"
 

@@ -1,5 +1,6 @@
-// A backend's kernel table: (op, input dtypes, output dtypes) -> kernel. The CPU
-// kernels, the CUDA binders and the Vulkan lowerings each keep one.
+// A backend's kernel table: (op, input dtypes, output dtypes) -> kernel. Every
+// backend keeps one beside its kernels, in the same shape: kernels/<backend>/
+// table.cpp defines kernel_table() (CPU kernels, CUDA binders, Vulkan lowerings).
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -10,7 +11,7 @@
 namespace sgrt {
 
 // How an entry's dtypes admit an op's: exactly; variadic (the last input dtype
-// repeats); any (the op's shape rule already admits only dtypes the kernel handles).
+// repeats zero or more times); any (the op's shape rule already admits only dtypes the kernel handles).
 enum class KernelMatch { exact, variadic, any };
 
 template <class Fn>
@@ -25,7 +26,7 @@ struct KernelEntry {
       case KernelMatch::exact: return in == ins && out == outs;
       case KernelMatch::any: return true;
       case KernelMatch::variadic:
-        if (ins.size() < in.size() || out != outs) return false;
+        if (ins.size() + 1 < in.size() || out != outs) return false;
         for (size_t k = 0; k < ins.size(); ++k)
           if (ins[k] != in[std::min(k, in.size() - 1)]) return false;
         return true;
@@ -41,6 +42,12 @@ Fn find_kernel(const std::vector<KernelEntry<Fn>>& table, OpCode code, const std
   for (const KernelEntry<Fn>& e : table)
     if (e.code == code && e.matches(in, out)) return e.fn;
   return nullptr;
+}
+
+// Whether `table` has an entry for `code` with any dtypes.
+template <class Fn>
+bool table_has_op(const std::vector<KernelEntry<Fn>>& table, OpCode code) {
+  return std::any_of(table.begin(), table.end(), [code](const KernelEntry<Fn>& e) { return e.code == code; });
 }
 
 }  // namespace sgrt

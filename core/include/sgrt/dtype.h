@@ -1,4 +1,4 @@
-// Element types. Values match sg.fbs's DType (checked in runtime/src/schema_checks.cpp).
+// Element types. Values match sg.fbs's DType (checked in runtime/src/model.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +20,19 @@ constexpr int dtype_bits(DType t) {
 }
 constexpr size_t dtype_bytes(DType t, int64_t count) {
   return static_cast<size_t>((count * dtype_bits(t) + 7) / 8);
+}
+// Largest finite value of a low-precision float format (0 for f32, e8m0, i32:
+// never scaled into). constexpr so CUDA device code can call it too.
+constexpr float format_max(DType t) {
+  switch (t) {
+    case DType::e4m3: return 448.0f;
+    case DType::e5m2: return 57344.0f;
+    case DType::e2m1: return 6.0f;
+    case DType::f16: return 65504.0f;
+    case DType::bf16: return 3.38953139e38f;  // 0x7F7F: (2 - 2^-7) 2^127
+    case DType::f32: case DType::e8m0: case DType::i32: return 0.0f;
+  }
+  return 0.0f;
 }
 const char* dtype_name(DType t);
 bool dtype_from_name(const char* name, DType* out);

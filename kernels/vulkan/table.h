@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "push.h"
-#include "sgrt/model.h"
+#include "sgrt/kernel_table.h"
+#include "sgrt/status.h"
+#include "sgrt/tensor_info.h"
 
 namespace sgrt::vk {
 
@@ -38,8 +40,13 @@ struct KernelOptions {
   uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
 };
 
-// Whether the table has a kernel for `code` with any dtypes.
-bool has_kernel(OpCode code);
+struct Ctx;
+// Fills *d (the op's last dispatch, its reads and writes already listed); may
+// append earlier dispatches to *out.
+using Lower = Status (*)(const Ctx&, Dispatch*, std::vector<Dispatch>*);
+
+// The kernel table (table.cpp): (op, input dtypes, output dtypes) -> lowering.
+const std::vector<KernelEntry<Lower>>& kernel_table();
 
 // Appends the dispatches of `op` (the tag-th op of its program) to *out; an
 // Unsupported error names the op, its dtypes and its source line when the

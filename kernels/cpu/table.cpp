@@ -1,18 +1,15 @@
 // The CPU backend's kernel table: (op, input dtypes, output dtypes) -> kernel.
-// A test checks that every op in ops.def has at least one entry.
+// The coverage test (tests/test_op_coverage.cpp) checks it against ops.def.
 #include "cpu/op_args.h"
 #include "sgrt/kernel_table.h"
 
 namespace sgrt::cpu {
-namespace {
 
-using Entry = KernelEntry<CpuKernel>;
-using Match = KernelMatch;
-
-const std::vector<Entry>& table() {
+const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
+  using Match = KernelMatch;
   using D = DType;
   const D f = D::f32, i = D::i32;
-  static const std::vector<Entry> t = {
+  static const std::vector<KernelEntry<CpuKernel>> t = {
       {OpCode::MatMul, {f, f}, {f}, k_matmul_f32},
       {OpCode::Add, {f, f}, {f}, k_elementwise},       {OpCode::Sub, {f, f}, {f}, k_elementwise},
       {OpCode::Mul, {f, f}, {f}, k_elementwise},       {OpCode::Div, {f, f}, {f}, k_elementwise},
@@ -54,10 +51,8 @@ const std::vector<Entry>& table() {
   return t;
 }
 
-}  // namespace
-
 CpuKernel find_cpu_kernel(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) {
-  return find_kernel(table(), code, in, out);
+  return find_kernel(kernel_table(), code, in, out);
 }
 
 }  // namespace sgrt::cpu

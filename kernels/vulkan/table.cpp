@@ -1,4 +1,4 @@
-#include "kernels.h"
+#include "table.h"
 
 #include <algorithm>
 
@@ -181,13 +181,13 @@ Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d);
 }
 
-using Entry = KernelEntry<Lower>;
-using Match = KernelMatch;
+}  // namespace
 
-const std::vector<Entry>& table() {
+const std::vector<KernelEntry<Lower>>& kernel_table() {
+  using Match = KernelMatch;
   using D = DType;
   const D f = D::f32, i = D::i32;
-  static const std::vector<Entry> t = {
+  static const std::vector<KernelEntry<Lower>> t = {
       {OpCode::MatMul, {f, f}, {f}, matmul},
       {OpCode::Add, {f, f}, {f}, elementwise},       {OpCode::Sub, {f, f}, {f}, elementwise},
       {OpCode::Mul, {f, f}, {f}, elementwise},       {OpCode::Div, {f, f}, {f}, elementwise},
@@ -216,9 +216,12 @@ const std::vector<Entry>& table() {
       {OpCode::Quantize, {}, {}, quantize, Match::any},
       {OpCode::QMatMul, {}, {}, qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
+      {OpCode::CheckFinite, {i, f}, {i, f}, check_finite, Match::variadic},
   };
   return t;
 }
+
+namespace {
 
 std::string signature(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts) {
   std::string s = std::string(op_info(op.code).name) + "(";
@@ -259,22 +262,13 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
   return Status::Ok();
 }
 
-bool has_kernel(OpCode code) {
-  return code == OpCode::CheckFinite ||
-         std::any_of(table().begin(), table().end(), [code](const Entry& e) { return e.code == code; });
-}
-
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,
                 Scratch* scratch, std::vector<Dispatch>* out) {
   std::vector<DType> in, outs;
   Dispatch d;
   for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
   for (int id : op.out) { outs.push_back(ts[id].type.dtype); d.writes.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
-  Lower fn = find_kernel(table(), op.code, in, outs);
-  if (op.code == OpCode::CheckFinite && !in.empty() && in[0] == DType::i32 &&
-      outs == std::vector<DType>{DType::i32, DType::f32} &&
-      std::all_of(in.begin() + 1, in.end(), [](DType t) { return t == DType::f32; }))
-    fn = check_finite;  // variadic: (train_state, f32 grads...), the grads possibly none
+  Lower fn = find_kernel(kernel_table(), op.code, in, outs);
   if (!fn) return Status::Unsupported(op.loc + ": the vulkan backend has no kernel for " + signature(op, ts));
   for (int id : op.in)
     if (ts[id].offset % 4) return Status::Unsupported(op.loc + ": " + signature(op, ts) + ": tensor " + ts[id].name + " is not 4-byte aligned in the arena");

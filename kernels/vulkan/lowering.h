@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels.h"
+#include "table.h"
 
 namespace sgrt::vk {
 
@@ -18,10 +18,6 @@ struct Ctx {
   const TensorInfo& out(size_t i) const { return ts[op.out[i]]; }
   uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
 };
-
-// Fills *d (the op's last dispatch, its reads and writes already listed); may
-// append earlier dispatches to *out.
-using Lower = Status (*)(const Ctx&, Dispatch*, std::vector<Dispatch>*);
 
 uint32_t groups_for(uint64_t n, const KernelOptions& o);
 

@@ -10,7 +10,9 @@
 #include <functional>
 #include <vector>
 
-#include "sgrt/model.h"
+#include "sgrt/kernel_table.h"
+#include "sgrt/status.h"
+#include "sgrt/tensor_info.h"
 
 namespace sgrt::cuda {
 
@@ -74,8 +76,8 @@ struct BindCtx {
 using Launch = std::function<Status(cudaStream_t)>;
 using Binder = Status (*)(const OpArgs&, BindCtx&, Launch*);
 
-// Whether the backend has a kernel for `code` with any dtypes (cuda_backend.cpp).
-bool has_kernel(OpCode code);
+// The kernel table (table.cpp).
+const std::vector<KernelEntry<Binder>>& kernel_table();
 
 // Kernel families (kernels/cuda/*.cu).
 Status bind_elementwise(const OpArgs&, BindCtx&, Launch*);  // elementwise.cu: maps, their gradients, fill, dge_grad

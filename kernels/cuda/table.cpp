@@ -1,0 +1,47 @@
+// The CUDA backend's kernel table: (op, input dtypes, output dtypes) -> binder.
+// Ops absent here fail at prepare with their name and dtypes; the coverage test
+// (tests/test_op_coverage.cpp) checks it against ops.def's declared coverage.
+#include "cuda/bind.h"
+
+namespace sgrt::cuda {
+
+using Match = KernelMatch;
+
+const std::vector<KernelEntry<Binder>>& kernel_table() {
+  using D = DType;
+  const D f = D::f32, i = D::i32;
+  static const std::vector<KernelEntry<Binder>> t = {
+      {OpCode::MatMul, {f, f}, {f}, bind_matmul},          {OpCode::QMatMul, {}, {}, bind_matmul, Match::any},
+      {OpCode::Add, {f, f}, {f}, bind_elementwise},        {OpCode::Sub, {f, f}, {f}, bind_elementwise},
+      {OpCode::Mul, {f, f}, {f}, bind_elementwise},        {OpCode::Div, {f, f}, {f}, bind_elementwise},
+      {OpCode::Neg, {f}, {f}, bind_elementwise},           {OpCode::Scale, {f}, {f}, bind_elementwise},
+      {OpCode::Relu, {f}, {f}, bind_elementwise},          {OpCode::Gelu, {f}, {f}, bind_elementwise},
+      {OpCode::Tanh, {f}, {f}, bind_elementwise},          {OpCode::Sigmoid, {f}, {f}, bind_elementwise},
+      {OpCode::Exp, {f}, {f}, bind_elementwise},           {OpCode::Log, {f}, {f}, bind_elementwise},
+      {OpCode::ReluGrad, {f, f}, {f}, bind_elementwise},   {OpCode::GeluGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::TanhGrad, {f, f}, {f}, bind_elementwise},   {OpCode::SigmoidGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::Silu, {f}, {f}, bind_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, bind_elementwise},
+      {OpCode::Fill, {}, {f}, bind_elementwise},           {OpCode::DgeGrad, {f, f, i}, {f}, bind_elementwise},
+      {OpCode::Reshape, {f}, {f}, bind_layout},            {OpCode::Reshape, {i}, {i}, bind_layout},
+      {OpCode::Transpose, {f}, {f}, bind_layout},          {OpCode::BroadcastTo, {f}, {f}, bind_layout},
+      {OpCode::SumTo, {f}, {f}, bind_layout},
+      {OpCode::ReduceSum, {f}, {f}, bind_reduce},          {OpCode::ReduceMean, {f}, {f}, bind_reduce},
+      {OpCode::ReduceMax, {f}, {f}, bind_reduce},          {OpCode::ReduceMaxGrad, {f, f, f}, {f}, bind_reduce},
+      {OpCode::Softmax, {f}, {f}, bind_reduce},            {OpCode::LogSoftmax, {f}, {f}, bind_reduce},
+      {OpCode::SoftmaxGrad, {f, f}, {f}, bind_reduce},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, bind_reduce},
+      {OpCode::SoftmaxXent, {f, i}, {f}, bind_classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, bind_classifier},
+      {OpCode::Accuracy, {f, i}, {f}, bind_classifier},
+      {OpCode::LrSchedule, {i}, {f}, bind_optimizer},      {OpCode::StepIncrement, {i}, {i}, bind_optimizer},
+      {OpCode::CheckFinite, {i, f}, {i, f}, bind_optimizer, Match::variadic},
+      // Updates take f32, f16 or e4m3 params and state (the shape rule admits which).
+      {OpCode::SgdUpdate, {}, {}, bind_optimizer, Match::any},
+      {OpCode::AdamwUpdate, {}, {}, bind_optimizer, Match::any},
+      {OpCode::Dequantize, {}, {}, bind_optimizer, Match::any},
+      {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
+      {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
+      {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
+  };
+  return t;
+}
+
+}  // namespace sgrt::cuda
