@@ -73,76 +73,61 @@ class Propagator {
     auto bounded = [&](size_t i) { return in(i).bound >= 0; };
     int y = op.out.empty() ? -1 : op.out[0];
     std::string name(op_info(op.code).name);
-    switch (op.code) {
-      case OpCode::Add: case OpCode::Sub: {
+    switch (op_info(op.code).scale_rule) {  // ops.def's scale rule column; no default
+      case ScaleRule::sum: {
         double s = add_scale(in(0).scale, in(1).scale);
         set(y, s, bounded(0) && bounded(1) ? in(0).bound + in(1).bound : -1, name + ": P(max sqrt(1 + (min/max)^2)) = " + p2(s));
         break;
       }
-      case OpCode::Mul:
-        set(y, in(0).scale * in(1).scale, bounded(0) && bounded(1) ? in(0).bound * in(1).bound : -1, "mul: sa sb");
+      case ScaleRule::product:
+        set(y, in(0).scale * in(1).scale, bounded(0) && bounded(1) ? in(0).bound * in(1).bound : -1, name + ": sa sb");
         break;
-      case OpCode::Div: set(y, in(0).scale / in(1).scale, -1, "div: sa / sb"); break;
-      case OpCode::MatMul: {
+      case ScaleRule::quotient: set(y, in(0).scale / in(1).scale, -1, name + ": sa / sb"); break;
+      case ScaleRule::matmul: {
         const Shape& a = g_.t(op.in[0]).type.shape;
         int64_t k = op.attrs.i("trans_a") ? numel(a) / a.back() : a.back();
         double s = matmul_scale(in(0).scale, in(1).scale, k);
-        set(y, s, -1, "matmul: sa sb P(sqrt(" + std::to_string(k) + ")) = " + p2(s));
+        set(y, s, -1, name + ": sa sb P(sqrt(" + std::to_string(k) + ")) = " + p2(s));
         break;
       }
-      case OpCode::ReduceSum: case OpCode::SumTo: {
+      case ScaleRule::reduce_sum: {
         int64_t n = numel(g_.t(op.in[0]).type.shape) / std::max<int64_t>(1, numel(g_.t(y).type.shape));
         double s = reduce_sum_scale(in(0).scale, n);
         set(y, s, bounded(0) ? in(0).bound * static_cast<double>(n) : -1, name + ": sa P(sqrt(" + std::to_string(n) + "))");
         break;
       }
-      case OpCode::Scale: {
+      case ScaleRule::scale_alpha: {
         double a = std::fabs(op.attrs.f("alpha"));
-        set(y, pow2_floor(in(0).scale * a), bounded(0) ? in(0).bound * a : -1, "scale: sa |alpha|");
+        set(y, pow2_floor(in(0).scale * a), bounded(0) ? in(0).bound * a : -1, name + ": sa |alpha|");
         break;
       }
-      case OpCode::ReduceMean: case OpCode::ReduceMax: case OpCode::Reshape: case OpCode::Transpose:
-      case OpCode::BroadcastTo: case OpCode::Neg: case OpCode::Relu: case OpCode::ReluGrad:
-        set(y, in(op.code == OpCode::ReluGrad ? 1 : 0).scale, in(op.code == OpCode::ReluGrad ? 1 : 0).bound, name + ": scale unchanged");
+      case ScaleRule::unchanged: set(y, in(0).scale, in(0).bound, name + ": scale unchanged"); break;
+      case ScaleRule::unchanged_dy: set(y, in(1).scale, in(1).bound, name + ": dy's scale unchanged"); break;
+      case ScaleRule::bounded_by_input:
+        set(y, in(0).scale, bounded(0) ? in(0).bound : -1, name + ": |" + name + "(x)| <= |x|");
         break;
-      case OpCode::Gelu:
-        set(y, in(0).scale, bounded(0) ? in(0).bound : -1, "gelu: |gelu(x)| <= |x|");
+      case ScaleRule::unit_range: set(y, 1.0, 1.0, name + ": output in [-1, 1]"); break;
+      case ScaleRule::convex_of_v: set(y, in(2).scale, in(2).bound, name + ": convex combinations of v's rows"); break;
+      case ScaleRule::rotation:  // each pair turns: |y| <= sqrt(2) max|x|
+        set(y, in(0).scale, bounded(0) ? in(0).bound * std::sqrt(2.0) : -1, name + ": a rotation, scale unchanged");
         break;
-      case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Softmax:
-        set(y, 1.0, 1.0, name + ": output in [-1, 1]");
-        break;
-      // Transformer ops (docs/transformers.md).
-      case OpCode::Embedding:
-        set(y, in(0).scale, in(0).bound, "embedding: rows of the table, scale unchanged");
-        break;
-      case OpCode::Attention:
-        set(y, in(2).scale, in(2).bound, "attention: convex combinations of v's rows");
-        break;
-      case OpCode::Rope:  // each pair turns: |y| <= sqrt(2) max|x|
-        set(y, in(0).scale, bounded(0) ? in(0).bound * std::sqrt(2.0) : -1, "rope: a rotation, scale unchanged");
-        break;
-      case OpCode::LayerNorm: case OpCode::RmsNorm:
-        set(y, in(1).scale, -1, name + ": unit-RMS rows times the gain's scale");
-        break;
-      case OpCode::Silu:
-        set(y, in(0).scale, bounded(0) ? in(0).bound : -1, "silu: |silu(x)| <= |x|");
-        break;
-      case OpCode::Dropout: {
+      case ScaleRule::normalized_gain: set(y, in(1).scale, -1, name + ": unit-RMS rows times the gain's scale"); break;
+      case ScaleRule::dropout: {
         double keep = 1.0 / (1.0 - op.attrs.f("p"));
-        set(y, pow2_floor(in(0).scale * keep), bounded(0) ? in(0).bound * keep : -1, "dropout: sa / (1 - p)");
+        set(y, pow2_floor(in(0).scale * keep), bounded(0) ? in(0).bound * keep : -1, name + ": sa / (1 - p)");
         break;
       }
-      case OpCode::Fill:
-        set(y, pow2_floor(std::max(1e-30, std::fabs(op.attrs.f("value")))), std::fabs(op.attrs.f("value")), "fill");
+      case ScaleRule::fill:
+        set(y, pow2_floor(std::max(1e-30, std::fabs(op.attrs.f("value")))), std::fabs(op.attrs.f("value")), name);
         break;
-      case OpCode::SoftmaxXentGrad: {
+      case ScaleRule::xent_grad: {
         // (softmax - onehot) / N * dloss: each entry within |dloss| / N.
         double n = static_cast<double>(g_.t(op.in[0]).type.shape[0]);
         double b = bounded(2) ? in(2).bound / n : -1;
-        set(y, pow2_floor(in(2).scale / n), b, "cross-entropy grad: |dloss| / N");
+        set(y, pow2_floor(in(2).scale / n), b, name + ": |dloss| / N");
         break;
       }
-      default:
+      case ScaleRule::unscaled:
         for (int o : op.out)
           if (info_[o].rule.empty()) set(o, 1.0, -1, name + ": unscaled in FP32, output scale 1");
         break;

@@ -191,16 +191,22 @@ int l_param(lua_State* L) {
   return 1;
 }
 
-Attrs read_attrs(lua_State* L, int idx) {
+// An op's attributes from a Lua table; numbers take the kind ops.def declares
+// (an integer where a float is declared is that float).
+Attrs read_attrs(lua_State* L, int idx, OpCode code) {
   Attrs a;
   if (lua_isnoneornil(L, idx)) return a;
+  std::vector<AttrDecl> decls;
+  if (Status st = op_attr_decls(code, &decls); !st.ok()) raise_at(L, st.message());
   check_table(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING) raise_at(L, "attribute names must be strings");
     std::string key = lua_tostring(L, -2);
+    bool want_float = false;
+    for (const AttrDecl& d : decls) want_float |= d.name == key && d.kind == AttrKind::f;
     if (lua_isboolean(L, -1)) a.set_i(key, lua_toboolean(L, -1));
-    else if (lua_isinteger(L, -1)) a.set_i(key, lua_tointeger(L, -1)).set_f(key, static_cast<double>(lua_tointeger(L, -1)));
+    else if (lua_isinteger(L, -1) && !want_float) a.set_i(key, lua_tointeger(L, -1));
     else if (lua_isnumber(L, -1)) a.set_f(key, lua_tonumber(L, -1));
     else if (lua_istable(L, -1)) {
       std::vector<int64_t> v;
@@ -232,7 +238,7 @@ int l_op(lua_State* L) {
     in.push_back(tensor_id(L, -1));
     lua_pop(L, 1);
   }
-  Attrs attrs = read_attrs(L, 3);
+  Attrs attrs = read_attrs(L, 3, code);
   std::vector<int> out;
   Status st = s.g->add_op(code, std::move(in), std::move(attrs), user_loc(L), &out);
   if (!st.ok()) raise(L, st.message());
@@ -422,13 +428,33 @@ int l_train_state(lua_State* L) {
 
 int l_fail(lua_State* L) { raise_at(L, check_string(L, 1)); }
 
+// _sg.unary_ops() -> the names of ops.def's unary forward ops that take no
+// required attribute; sg.lua makes each sg.<name>(x) and x:<name>().
+int l_unary_ops(lua_State* L) {
+  lua_newtable(L);
+  int n = 0;
+  for (int c = 0; c < kNumOps; ++c) {
+    const OpInfo& op = kOpInfo[c];
+    std::vector<AttrDecl> decls;
+    if (op.kind != OpKind::forward || op.shape != OpShape::unary || !op_attr_decls(static_cast<OpCode>(c), &decls).ok())
+      continue;
+    bool plain = true;
+    for (const AttrDecl& d : decls) plain &= !d.required;
+    if (!plain) continue;
+    lua_pushlstring(L, op.name.data(), op.name.size());
+    lua_rawseti(L, -2, ++n);
+  }
+  return 1;
+}
+
 #define SG_FN(name, fn) {name, guarded<fn>}
 
 const luaL_Reg kFunctions[] = {
     SG_FN("input", l_input),   SG_FN("param", l_param),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
-    SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state), {nullptr, nullptr}};
+    SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),
+    SG_FN("unary_ops", l_unary_ops), {nullptr, nullptr}};
 #undef SG_FN
 
 // package.searchers entry for the embedded library: require "sg", "sg.nn", ...

@@ -1,10 +1,13 @@
 // `sgrt info`: tensors, dtypes, scales, memory plan and programs of a model.
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "commands.h"
 #include "json.h"
 #include "model_source.h"
 #include "sg_generated.h"
+#include "sgrt/backend.h"
 #include "sgrt/file_io.h"
 
 namespace sgrt::tool {
@@ -161,11 +164,42 @@ std::string dot_graph(const Model& m, const std::string& program) {
   return d + "}\n";
 }
 
+// --backend B: the ops of the model that B has no kernel for, from B's kernel
+// table; for a backend not built into this binary, from ops.def's declared coverage.
+Status print_coverage(const Model& m, const std::string& backend, bool json) {
+  std::vector<std::string> missing;
+  std::string how = "its kernel table";
+  std::vector<std::string> built = built_backends();
+  if (std::find(built.begin(), built.end(), backend) != built.end()) {
+    SG_TRY(missing_ops(backend, m, &missing));
+  } else {
+    uint8_t bit = backend == "cuda" ? kBackendCuda : backend == "vulkan" ? kBackendVulkan : 0;
+    if (!bit) return Status::Invalid("unknown backend '" + backend + "' (cpu, vulkan or cuda)");
+    how = "ops.def's declared coverage (" + backend + " is not built into this sgrt)";
+    std::set<OpCode> seen;
+    for (const ProgramInfo& p : m.programs())
+      for (const OpInfoLoaded& op : p.ops)
+        if (!(op_info(op.code).backends & bit) && seen.insert(op.code).second)
+          missing.push_back(std::string(op_info(op.code).name) + " at " + op.loc);
+  }
+  if (json) {
+    std::string j = "{\"backend\":" + json_str(backend) + ",\"source\":" + json_str(how) + ",\"missing\":[";
+    for (size_t i = 0; i < missing.size(); ++i) j += (i ? "," : "") + json_str(missing[i]);
+    std::puts((j + "]}").c_str());
+  } else if (missing.empty()) {
+    std::printf("backend %s: every op has a kernel (%s)\n", backend.c_str(), how.c_str());
+  } else {
+    std::printf("backend %s lacks %zu op(s), by %s:\n", backend.c_str(), missing.size(), how.c_str());
+    for (const std::string& op : missing) std::printf("  %s\n", op.c_str());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status cmd_info(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--recipe", "--set", "--dot", "--opt-level"}, {"--json", "--no-plan"}, &a));
+  SG_TRY(parse_args(argc, argv, 2, {"--recipe", "--set", "--dot", "--opt-level", "--backend"}, {"--json", "--no-plan"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua)");
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m));
@@ -179,6 +213,7 @@ Status cmd_info(int argc, char** argv) {
                  a.get("--dot").c_str());
     return Status::Ok();
   }
+  if (a.has("--backend")) return print_coverage(*m, a.get("--backend"), a.has("--json"));
   if (a.has("--json")) print_json(*m);
   else print_human(*m);
   return Status::Ok();

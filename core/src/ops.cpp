@@ -12,4 +12,39 @@ bool op_from_name(std::string_view name, OpCode* out) {
   return false;
 }
 
+const char* attr_kind_name(AttrKind k) {
+  switch (k) {
+    case AttrKind::unset: return "unset";
+    case AttrKind::i: return "i";
+    case AttrKind::f: return "f";
+    case AttrKind::ints: return "ints";
+  }
+  return "invalid";
+}
+
+Status op_attr_decls(OpCode code, std::vector<AttrDecl>* out) {
+  out->clear();
+  std::string_view spec = op_info(code).attrs;
+  while (!spec.empty()) {
+    size_t end = spec.find(' ');
+    std::string_view item = spec.substr(0, end);
+    spec = end == std::string_view::npos ? std::string_view() : spec.substr(end + 1);
+    if (item.empty()) continue;
+    AttrDecl d;
+    if (item.back() == '?') {
+      d.required = false;
+      item.remove_suffix(1);
+    }
+    size_t colon = item.find(':');
+    std::string_view kind = colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
+    d.name = std::string(item.substr(0, colon));
+    d.kind = kind == "i" ? AttrKind::i : kind == "f" ? AttrKind::f : kind == "ints" ? AttrKind::ints : AttrKind::unset;
+    if (d.name.empty() || d.kind == AttrKind::unset)
+      return Status::Invalid("ops.def: op " + std::string(op_info(code).name) + " declares a bad attribute '" +
+                             std::string(item) + "'");
+    out->push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
 }  // namespace sgrt

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "sgrt/op_attrs.h"
 #include "sgrt/quant.h"
 #include "shape_infer_transformer.h"
 
@@ -112,6 +113,7 @@ Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const Att
 }  // namespace
 
 Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  SG_TRY(check_op_attrs(code, attrs));
   const OpInfo& info = op_info(code);
   if (info.num_inputs >= 0 && static_cast<int>(ins.size()) != info.num_inputs)
     return fail(code, "takes " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(ins.size()));
@@ -122,19 +124,30 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       SG_TRY(expect_float(code, ins, 0));
       SG_TRY(expect_float(code, ins, 1));
       return infer_matmul(code, ins[0], ins[1], attrs, &out);
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
-    case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
+    // The elementwise families of ops.def's shape column: case labels from the table.
+#define OP(e, name, nin, nout, kind, shape, grad, rule, backends, version, attrs) SG_CASE_IF_##shape(e)
+#define SG_CASE_IF_binary(e) case OpCode::e:
+#define SG_CASE_IF_unary(e)
+#define SG_CASE_IF_own(e)
+#include "sgrt/ops.def"
     case OpCode::SoftmaxGrad: case OpCode::LogSoftmaxGrad:
       SG_TRY(expect_float(code, ins, 0));
       SG_TRY(expect_float(code, ins, 1));
       SG_TRY(same_shapes(code, ins[0], ins[1]));
       out = ins[0];
       return Status::Ok();
-    case OpCode::Neg: case OpCode::Scale: case OpCode::Relu: case OpCode::Gelu: case OpCode::Tanh:
-    case OpCode::Sigmoid: case OpCode::Exp: case OpCode::Log:
+#undef SG_CASE_IF_binary
+#undef SG_CASE_IF_unary
+#define SG_CASE_IF_binary(e)
+#define SG_CASE_IF_unary(e) case OpCode::e:
+#include "sgrt/ops.def"
       SG_TRY(expect_float(code, ins, 0));
       out = ins[0];
       return Status::Ok();
+#undef OP
+#undef SG_CASE_IF_binary
+#undef SG_CASE_IF_unary
+#undef SG_CASE_IF_own
     case OpCode::Softmax: case OpCode::LogSoftmax: {
       SG_TRY(expect_float(code, ins, 0));
       int64_t axis;
@@ -266,10 +279,13 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       if (attrs.i("slot") < 0 || attrs.i("slot") >= kOptScaleLen) return fail(code, "slot out of range");
       out = TensorType{ins[0].shape, DType::f32};
       return Status::Ok();
-    case OpCode::Embedding: case OpCode::EmbeddingGrad: case OpCode::LayerNorm: case OpCode::LayerNormGrad:
-    case OpCode::RmsNorm: case OpCode::RmsNormGrad: case OpCode::Attention: case OpCode::AttentionGrad:
-    case OpCode::Silu: case OpCode::SiluGrad: case OpCode::Rope: case OpCode::Dropout:
-      return infer_transformer_types(code, ins, attrs, outs);
+    case OpCode::Embedding: return infer_embedding(code, ins, attrs, outs);
+    case OpCode::EmbeddingGrad: return infer_embedding_grad(code, ins, attrs, outs);
+    case OpCode::LayerNorm: case OpCode::RmsNorm: return infer_norm(code, ins, attrs, outs);
+    case OpCode::LayerNormGrad: case OpCode::RmsNormGrad: return infer_norm_grad(code, ins, attrs, outs);
+    case OpCode::Attention: case OpCode::AttentionGrad: return infer_attention(code, ins, attrs, outs);
+    case OpCode::Rope: return infer_rope(code, ins, attrs, outs);
+    case OpCode::Dropout: return infer_dropout(code, ins, attrs, outs);
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");

@@ -45,82 +45,82 @@ Status check_heads(OpCode code, const TensorType& x, const Attrs& attrs, bool ev
 
 }  // namespace
 
-Status infer_transformer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
-                               std::vector<TensorType>* outs) {
+Status infer_embedding(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   std::vector<TensorType>& o = *outs;
-  switch (code) {
-    case OpCode::Embedding: {
-      SG_TRY(expect_f32(code, ins[0], "table"));
-      if (ins[0].shape.size() != 2) return fail(code, "table must be [vocab, width], got " + type_str(ins[0]));
-      if (ins[1].dtype != DType::i32) return fail(code, "ids must be i32, got " + type_str(ins[1]));
-      o[0] = TensorType{ins[1].shape, DType::f32};
-      o[0].shape.push_back(ins[0].shape[1]);
-      return Status::Ok();
-    }
-    case OpCode::EmbeddingGrad: {
-      if (ins[0].dtype != DType::i32) return fail(code, "ids must be i32, got " + type_str(ins[0]));
-      SG_TRY(expect_f32(code, ins[1], "dy"));
-      if (ins[1].shape.size() != ins[0].shape.size() + 1 || drop_last(ins[1].shape) != ins[0].shape)
-        return fail(code, "dy " + type_str(ins[1]) + " does not match ids " + type_str(ins[0]));
-      if (attrs.i("vocab") <= 0) return fail(code, "attr vocab must be positive");
-      o[0] = TensorType{{attrs.i("vocab"), ins[1].shape.back()}, DType::f32};
-      return Status::Ok();
-    }
-    case OpCode::LayerNorm: case OpCode::RmsNorm: {
-      SG_TRY(check_norm(code, ins[0], ins[1]));
-      if (code == OpCode::LayerNorm) SG_TRY(expect_same(code, ins[1], ins[2], "bias"));
-      if (!(attrs.f("eps") > 0)) return fail(code, "attr eps must be positive");
-      o[0] = ins[0];
-      for (size_t i = 1; i < o.size(); ++i) o[i] = TensorType{drop_last(ins[0].shape), DType::f32};
-      return Status::Ok();
-    }
-    case OpCode::LayerNormGrad: case OpCode::RmsNormGrad: {
-      // (x, gain, [mean,] rstd, dy)
-      SG_TRY(check_norm(code, ins[0], ins[1]));
-      TensorType stat{drop_last(ins[0].shape), DType::f32};
-      for (size_t i = 2; i + 1 < ins.size(); ++i) SG_TRY(expect_same(code, stat, ins[i], "statistic"));
-      SG_TRY(expect_same(code, ins[0], ins.back(), "dy"));
-      o[0] = ins[0];
-      for (size_t i = 1; i < o.size(); ++i) o[i] = ins[1];
-      return Status::Ok();
-    }
-    case OpCode::Attention: case OpCode::AttentionGrad: {
-      SG_TRY(check_heads(code, ins[0], attrs, false));
-      const Shape& s = ins[0].shape;
-      TensorType lse{{s[0], attrs.i("n_head"), s[1]}, DType::f32};
-      for (size_t i = 1; i < ins.size(); ++i)
-        SG_TRY(i == 4 ? expect_same(code, lse, ins[i], "lse") : expect_same(code, ins[0], ins[i], "input"));
-      o[0] = ins[0];
-      if (code == OpCode::Attention) o[1] = lse;
-      else o[1] = o[2] = ins[0];
-      return Status::Ok();
-    }
-    case OpCode::Silu:
-      SG_TRY(expect_f32(code, ins[0], "x"));
-      o[0] = ins[0];
-      return Status::Ok();
-    case OpCode::SiluGrad:
-      SG_TRY(expect_f32(code, ins[0], "x"));
-      SG_TRY(expect_same(code, ins[0], ins[1], "dy"));
-      o[0] = ins[0];
-      return Status::Ok();
-    case OpCode::Rope:
-      SG_TRY(check_heads(code, ins[0], attrs, true));
-      if (!(attrs.f("base") > 1)) return fail(code, "attr base must be > 1");
-      o[0] = ins[0];
-      return Status::Ok();
-    case OpCode::Dropout: {
-      SG_TRY(expect_f32(code, ins[0], "x"));
-      if (!(ins[1] == TensorType{{kTrainStateLen}, DType::i32}))
-        return fail(code, "the second input must be the train state i32[" + std::to_string(kTrainStateLen) + "], got " + type_str(ins[1]));
-      double p = attrs.f("p");
-      if (!(p >= 0 && p < 1)) return fail(code, "attr p must lie in [0, 1)");
-      o[0] = ins[0];
-      return Status::Ok();
-    }
-    default: break;
-  }
-  return fail(code, "not a transformer op");
+  SG_TRY(expect_f32(code, ins[0], "table"));
+  if (ins[0].shape.size() != 2) return fail(code, "table must be [vocab, width], got " + type_str(ins[0]));
+  if (ins[1].dtype != DType::i32) return fail(code, "ids must be i32, got " + type_str(ins[1]));
+  o[0] = TensorType{ins[1].shape, DType::f32};
+  o[0].shape.push_back(ins[0].shape[1]);
+  return Status::Ok();
+}
+
+Status infer_embedding_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  if (ins[0].dtype != DType::i32) return fail(code, "ids must be i32, got " + type_str(ins[0]));
+  SG_TRY(expect_f32(code, ins[1], "dy"));
+  if (ins[1].shape.size() != ins[0].shape.size() + 1 || drop_last(ins[1].shape) != ins[0].shape)
+    return fail(code, "dy " + type_str(ins[1]) + " does not match ids " + type_str(ins[0]));
+  if (attrs.i("vocab") <= 0) return fail(code, "attr vocab must be positive");
+  o[0] = TensorType{{attrs.i("vocab"), ins[1].shape.back()}, DType::f32};
+  return Status::Ok();
+}
+
+// layer_norm, rms_norm
+Status infer_norm(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  SG_TRY(check_norm(code, ins[0], ins[1]));
+  if (code == OpCode::LayerNorm) SG_TRY(expect_same(code, ins[1], ins[2], "bias"));
+  if (!(attrs.f("eps") > 0)) return fail(code, "attr eps must be positive");
+  o[0] = ins[0];
+  for (size_t i = 1; i < o.size(); ++i) o[i] = TensorType{drop_last(ins[0].shape), DType::f32};
+  return Status::Ok();
+}
+
+// layer_norm_grad, rms_norm_grad
+Status infer_norm_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  // (x, gain, [mean,] rstd, dy)
+  SG_TRY(check_norm(code, ins[0], ins[1]));
+  TensorType stat{drop_last(ins[0].shape), DType::f32};
+  for (size_t i = 2; i + 1 < ins.size(); ++i) SG_TRY(expect_same(code, stat, ins[i], "statistic"));
+  SG_TRY(expect_same(code, ins[0], ins.back(), "dy"));
+  o[0] = ins[0];
+  for (size_t i = 1; i < o.size(); ++i) o[i] = ins[1];
+  return Status::Ok();
+}
+
+// attention, attention_grad
+Status infer_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  SG_TRY(check_heads(code, ins[0], attrs, false));
+  const Shape& s = ins[0].shape;
+  TensorType lse{{s[0], attrs.i("n_head"), s[1]}, DType::f32};
+  for (size_t i = 1; i < ins.size(); ++i)
+    SG_TRY(i == 4 ? expect_same(code, lse, ins[i], "lse") : expect_same(code, ins[0], ins[i], "input"));
+  o[0] = ins[0];
+  if (code == OpCode::Attention) o[1] = lse;
+  else o[1] = o[2] = ins[0];
+  return Status::Ok();
+}
+
+Status infer_rope(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  SG_TRY(check_heads(code, ins[0], attrs, true));
+  if (!(attrs.f("base") > 1)) return fail(code, "attr base must be > 1");
+  o[0] = ins[0];
+  return Status::Ok();
+}
+
+Status infer_dropout(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType>& o = *outs;
+  SG_TRY(expect_f32(code, ins[0], "x"));
+  if (!(ins[1] == TensorType{{kTrainStateLen}, DType::i32}))
+    return fail(code, "the second input must be the train state i32[" + std::to_string(kTrainStateLen) + "], got " + type_str(ins[1]));
+  double p = attrs.f("p");
+  if (!(p >= 0 && p < 1)) return fail(code, "attr p must lie in [0, 1)");
+  o[0] = ins[0];
+  return Status::Ok();
 }
 
 }  // namespace sgrt

@@ -1,5 +1,5 @@
 // Shape rules of the transformer ops (embedding, norms, attention, rope,
-// dropout, silu); infer_types (shape_infer.cpp) hands these ops here.
+// dropout); infer_types (shape_infer.cpp) calls one per op.
 #pragma once
 #include <vector>
 
@@ -10,7 +10,12 @@
 
 namespace sgrt {
 
-Status infer_transformer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
-                               std::vector<TensorType>* outs);
+Status infer_embedding(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_embedding_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_norm(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_norm_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_rope(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_dropout(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 
 }  // namespace sgrt

@@ -78,7 +78,8 @@ function sg.matmul(a, b, opts)
 end
 Tensor.matmul = sg.matmul
 
-for _, name in ipairs { "relu", "gelu", "tanh", "sigmoid", "exp", "log", "neg" } do
+-- relu, gelu, tanh, sigmoid, exp, log, neg, silu, ...: every unary op of ops.def.
+for _, name in ipairs(core.unary_ops()) do
   sg[name] = function(x) return op(name, { x }) end
   Tensor[name] = sg[name]
 end
@@ -184,8 +185,6 @@ function sg.rms_norm(x, gain, eps) return op("rms_norm", { x, gain }, { eps = ep
 -- Causal self-attention over q, k, v [B, T, n_head * head_size].
 function sg.attention(q, k, v, n_head) return op("attention", { q, k, v }, { n_head = n_head }) end
 function sg.rope(x, n_head, base) return op("rope", { x }, { n_head = n_head, base = (base or 10000) + 0.0, inverse = 0 }) end
-function sg.silu(x) return op("silu", { x }) end
-Tensor.silu = sg.silu
 -- Inverted dropout, a fresh mask each step (seeded by the op's position in the
 -- script and the step); the eval and infer programs pass x through.
 local dropouts = 0

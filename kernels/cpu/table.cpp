@@ -9,16 +9,8 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
   using Match = KernelMatch;
   using D = DType;
   const D f = D::f32, i = D::i32;
-  static const std::vector<KernelEntry<CpuKernel>> t = {
+  static const std::vector<KernelEntry<CpuKernel>> t = with_elementwise<CpuKernel>(kBackendCpu, k_elementwise, {
       {OpCode::MatMul, {f, f}, {f}, k_matmul_f32},
-      {OpCode::Add, {f, f}, {f}, k_elementwise},       {OpCode::Sub, {f, f}, {f}, k_elementwise},
-      {OpCode::Mul, {f, f}, {f}, k_elementwise},       {OpCode::Div, {f, f}, {f}, k_elementwise},
-      {OpCode::Neg, {f}, {f}, k_elementwise},          {OpCode::Scale, {f}, {f}, k_elementwise},
-      {OpCode::Relu, {f}, {f}, k_elementwise},         {OpCode::Gelu, {f}, {f}, k_elementwise},
-      {OpCode::Tanh, {f}, {f}, k_elementwise},         {OpCode::Sigmoid, {f}, {f}, k_elementwise},
-      {OpCode::Exp, {f}, {f}, k_elementwise},          {OpCode::Log, {f}, {f}, k_elementwise},
-      {OpCode::ReluGrad, {f, f}, {f}, k_elementwise},  {OpCode::GeluGrad, {f, f}, {f}, k_elementwise},
-      {OpCode::TanhGrad, {f, f}, {f}, k_elementwise},  {OpCode::SigmoidGrad, {f, f}, {f}, k_elementwise},
       {OpCode::Fill, {}, {f}, k_fill},
       {OpCode::Reshape, {f}, {f}, k_layout},           {OpCode::Reshape, {i}, {i}, k_layout},
       {OpCode::Transpose, {f}, {f}, k_layout},         {OpCode::BroadcastTo, {f}, {f}, k_layout},
@@ -45,9 +37,8 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::RmsNorm, {f, f}, {f, f}, k_norm},        {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, k_norm},
       {OpCode::Attention, {f, f, f}, {f, f}, k_attention},
       {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, k_attention},
-      {OpCode::Silu, {f}, {f}, k_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, k_elementwise},
       {OpCode::Rope, {f}, {f}, k_rope},                 {OpCode::Dropout, {f, i}, {f}, k_dropout},
-  };
+  });
   return t;
 }
 

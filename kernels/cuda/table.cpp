@@ -10,17 +10,8 @@ using Match = KernelMatch;
 const std::vector<KernelEntry<Binder>>& kernel_table() {
   using D = DType;
   const D f = D::f32, i = D::i32;
-  static const std::vector<KernelEntry<Binder>> t = {
+  static const std::vector<KernelEntry<Binder>> t = with_elementwise<Binder>(kBackendCuda, bind_elementwise, {
       {OpCode::MatMul, {f, f}, {f}, bind_matmul},          {OpCode::QMatMul, {}, {}, bind_matmul, Match::any},
-      {OpCode::Add, {f, f}, {f}, bind_elementwise},        {OpCode::Sub, {f, f}, {f}, bind_elementwise},
-      {OpCode::Mul, {f, f}, {f}, bind_elementwise},        {OpCode::Div, {f, f}, {f}, bind_elementwise},
-      {OpCode::Neg, {f}, {f}, bind_elementwise},           {OpCode::Scale, {f}, {f}, bind_elementwise},
-      {OpCode::Relu, {f}, {f}, bind_elementwise},          {OpCode::Gelu, {f}, {f}, bind_elementwise},
-      {OpCode::Tanh, {f}, {f}, bind_elementwise},          {OpCode::Sigmoid, {f}, {f}, bind_elementwise},
-      {OpCode::Exp, {f}, {f}, bind_elementwise},           {OpCode::Log, {f}, {f}, bind_elementwise},
-      {OpCode::ReluGrad, {f, f}, {f}, bind_elementwise},   {OpCode::GeluGrad, {f, f}, {f}, bind_elementwise},
-      {OpCode::TanhGrad, {f, f}, {f}, bind_elementwise},   {OpCode::SigmoidGrad, {f, f}, {f}, bind_elementwise},
-      {OpCode::Silu, {f}, {f}, bind_elementwise},          {OpCode::SiluGrad, {f, f}, {f}, bind_elementwise},
       {OpCode::Fill, {}, {f}, bind_elementwise},           {OpCode::DgeGrad, {f, f, i}, {f}, bind_elementwise},
       {OpCode::Reshape, {f}, {f}, bind_layout},            {OpCode::Reshape, {i}, {i}, bind_layout},
       {OpCode::Transpose, {f}, {f}, bind_layout},          {OpCode::BroadcastTo, {f}, {f}, bind_layout},
@@ -40,7 +31,7 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
       {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
       {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
-  };
+  });
   return t;
 }
 

@@ -187,16 +187,8 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
   using Match = KernelMatch;
   using D = DType;
   const D f = D::f32, i = D::i32;
-  static const std::vector<KernelEntry<Lower>> t = {
+  static const std::vector<KernelEntry<Lower>> t = with_elementwise<Lower>(kBackendVulkan, elementwise, {
       {OpCode::MatMul, {f, f}, {f}, matmul},
-      {OpCode::Add, {f, f}, {f}, elementwise},       {OpCode::Sub, {f, f}, {f}, elementwise},
-      {OpCode::Mul, {f, f}, {f}, elementwise},       {OpCode::Div, {f, f}, {f}, elementwise},
-      {OpCode::Neg, {f}, {f}, elementwise},          {OpCode::Scale, {f}, {f}, elementwise},
-      {OpCode::Relu, {f}, {f}, elementwise},         {OpCode::Gelu, {f}, {f}, elementwise},
-      {OpCode::Tanh, {f}, {f}, elementwise},         {OpCode::Sigmoid, {f}, {f}, elementwise},
-      {OpCode::Exp, {f}, {f}, elementwise},          {OpCode::Log, {f}, {f}, elementwise},
-      {OpCode::ReluGrad, {f, f}, {f}, elementwise},  {OpCode::GeluGrad, {f, f}, {f}, elementwise},
-      {OpCode::TanhGrad, {f, f}, {f}, elementwise},  {OpCode::SigmoidGrad, {f, f}, {f}, elementwise},
       {OpCode::Fill, {}, {f}, elementwise},
       {OpCode::Reshape, {f}, {f}, gather},           {OpCode::Reshape, {i}, {i}, gather},
       {OpCode::Transpose, {f}, {f}, gather},         {OpCode::BroadcastTo, {f}, {f}, gather},
@@ -217,7 +209,7 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::QMatMul, {}, {}, qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
       {OpCode::CheckFinite, {i, f}, {i, f}, check_finite, Match::variadic},
-  };
+  });
   return t;
 }
 

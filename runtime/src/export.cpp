@@ -247,6 +247,7 @@ class Exporter {
       auto a = std::make_unique<sg::AttrT>();
       a->name = name;
       a->i = v;
+      a->kind = sg::AttrKind::i;
       op->attrs.push_back(std::move(a));
     };
     attr(trans_attr[0], w == 0 ? trans[0] != transpose : trans[0]);

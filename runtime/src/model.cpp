@@ -14,6 +14,7 @@ static_assert(static_cast<int>(sg::DType::i32) == static_cast<int>(DType::i32) &
               "sg.fbs DType and sgrt::DType disagree");
 static_assert(static_cast<int>(sg::Role::scale_state) == static_cast<int>(Role::scale_state));
 static_assert(static_cast<int>(sg::InitKind::buffer) == static_cast<int>(InitKind::buffer));
+static_assert(static_cast<int>(sg::AttrKind::ints) == static_cast<int>(AttrKind::ints));
 
 Status Model::load_file(const std::string& path, std::unique_ptr<Model>* out) {
   std::vector<uint8_t> bytes;
@@ -143,12 +144,18 @@ Status Model::decode() {
         if (!op_code_valid(o->code()))
           return Status::Invalid(op.loc + ": unknown op code " + std::to_string(o->code()) + " in program " + pi.name);
         op.code = static_cast<OpCode>(o->code());
+        if (o->version() > op_info(op.code).version)
+          return Status::Invalid(op.loc + ": op " + std::string(op_info(op.code).name) + " version " +
+                                 std::to_string(o->version()) + " was written by a newer compiler; this runtime runs " +
+                                 "version <= " + std::to_string(op_info(op.code).version));
         op.in = vec(o->inputs());
         op.out = vec(o->outputs());
         if (o->attrs())
           for (const sg::Attr* a : *o->attrs()) {
-            op.attrs.set_i(a->name()->str(), a->i()).set_f(a->name()->str(), a->f());
-            if (a->ints()) op.attrs.set_ints(a->name()->str(), vec(a->ints()));
+            int kind = static_cast<int>(a->kind());
+            if (kind < 0 || kind > static_cast<int>(AttrKind::ints))
+              return Status::Invalid(op.loc + ": attribute '" + a->name()->str() + "' has an invalid kind");
+            op.attrs.add(Attr{a->name()->str(), static_cast<AttrKind>(kind), a->i(), a->f(), vec(a->ints())});
           }
         std::vector<TensorType> ins, outs;
         for (int id : op.in) {

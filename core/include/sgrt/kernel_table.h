@@ -44,6 +44,21 @@ Fn find_kernel(const std::vector<KernelEntry<Fn>>& table, OpCode code, const std
   return nullptr;
 }
 
+// A backend's table: an f32 entry to `elementwise` for every op of ops.def's
+// elementwise families (shape unary or binary) that declares `backend`, then `rest`.
+template <class Fn>
+std::vector<KernelEntry<Fn>> with_elementwise(uint8_t backend, Fn elementwise, std::vector<KernelEntry<Fn>> rest) {
+  std::vector<KernelEntry<Fn>> t;
+  for (int c = 0; c < kNumOps; ++c) {
+    const OpInfo& op = kOpInfo[c];
+    if (op.shape == OpShape::own || !(op.backends & backend)) continue;
+    std::vector<DType> in(op.shape == OpShape::unary ? 1 : 2, DType::f32);
+    t.push_back({static_cast<OpCode>(c), std::move(in), {DType::f32}, elementwise});
+  }
+  t.insert(t.end(), rest.begin(), rest.end());
+  return t;
+}
+
 // Whether `table` has an entry for `code` with any dtypes.
 template <class Fn>
 bool table_has_op(const std::vector<KernelEntry<Fn>>& table, OpCode code) {

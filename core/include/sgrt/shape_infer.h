@@ -11,8 +11,9 @@
 
 namespace sgrt {
 
-// Fills *outs (op_info(code).num_outputs entries). The message names the op
-// and the offending shapes; callers add the source location.
+// Fills *outs (op_info(code).num_outputs entries) after checking the op's
+// attributes against ops.def (check_op_attrs). The message names the op and the
+// offending shapes or attribute; callers add the source location.
 Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
                    std::vector<TensorType>* outs);
 

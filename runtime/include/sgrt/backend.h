@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sgrt/model.h"
 #include "sgrt/status.h"
@@ -21,9 +22,21 @@ class Backend {
   virtual Status read(uint64_t offset, void* dst, size_t bytes) = 0;
   virtual Status run(int program) = 0;
   virtual Status sync() = 0;
+  // Whether this backend's kernel table has (op, dtypes); asked before anything runs.
+  bool supports_op(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) const;
 };
 
 // "cpu" (always), "cuda", "vulkan" when built in; an error lists what is available.
 Status make_backend(const std::string& name, std::unique_ptr<Backend>* out);
+
+// The backends built into this binary, and whether one of them has a kernel
+// for (op, dtypes): read from its kernel table, no device is opened.
+std::vector<std::string> built_backends();
+Status backend_supports_op(const std::string& backend, OpCode code, const std::vector<DType>& in,
+                           const std::vector<DType>& out, bool* yes);
+
+// Every op of `model` that `backend` has no kernel for, as "op(dtypes) at
+// file:line", one entry per distinct op and dtypes; no device is opened.
+Status missing_ops(const std::string& backend, const Model& model, std::vector<std::string>* missing);
 
 }  // namespace sgrt
