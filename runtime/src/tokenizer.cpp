@@ -189,8 +189,9 @@ Status Tokenizer::create(TokenizerSpec spec, std::unique_ptr<Tokenizer>* out) {
       t->special_first_byte_[static_cast<uint8_t>(spec.tokens[i][0])] = true;
     }
   }
-  std::stable_sort(t->specials_.begin(), t->specials_.end(), [&](int32_t a, int32_t b) {
-    return spec.tokens[a].size() > spec.tokens[b].size();
+  std::sort(t->specials_.begin(), t->specials_.end(), [&](int32_t a, int32_t b) {
+    const size_t la = spec.tokens[a].size(), lb = spec.tokens[b].size();
+    return la != lb ? la > lb : a < b;
   });
   t->spec_ = std::move(spec);
   *out = std::move(t);
