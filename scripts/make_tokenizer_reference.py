@@ -33,13 +33,14 @@ on one line):
 Bench (JSON lines on stdout):
 
     python3 scripts/make_tokenizer_reference.py --bench /usr/share/doc/jargon-text/jargon.txt.gz \
-        [--reps 5] [--sgrt-bench build/bench/bench_tokenizer]
+        [--reps 5] [--paragraphs] [--sgrt-bench build/bench/bench_tokenizer]
 
 encodes FILE (UTF-8 text, .gz accepted; invalid UTF-8 replaced by U+FFFD) with
 one thread and prints the median tokens/s and the CRC-32 of the ids (int32 LE);
 with --sgrt-bench, first runs sgrt's bench on the same file (one thread too),
 then prints a line comparing the two: speed ratio (> 1: sgrt is faster) and
-whether the ids are identical.
+whether the ids are identical. --paragraphs encodes each paragraph (split at
+"\n\n") on its own (encode_batch, still one thread) instead of one string.
 """
 import argparse
 import gzip
@@ -285,28 +286,30 @@ def write_dump(path, tok, meta):
           f"(rendered by {renderer}), {len(decodes)} decodes", file=sys.stderr)
 
 
-def bench(tok, path, reps, sgrt_bench, gguf_path):
+def bench(tok, path, reps, paragraphs, sgrt_bench, gguf_path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         text = f.read()
+    inputs = text.split("\n\n") if paragraphs else [text]
     rates, ids = [], []
     for _ in range(reps):
         t0 = time.perf_counter()
-        ids = tok.encode(text, add_special_tokens=False).ids
+        ids = [i for e in tok.encode_batch(inputs, add_special_tokens=False) for i in e.ids]
         rates.append(len(ids) / (time.perf_counter() - t0))
     crc = zlib.crc32(struct.pack(f"<{len(ids)}i", *ids))
     ours = None
     if sgrt_bench:
-        out = subprocess.run([sgrt_bench, "--gguf", gguf_path, "--reps", str(reps), path],
-                             check=True, capture_output=True, text=True).stdout
+        cmd = [sgrt_bench, "--gguf", gguf_path, "--reps", str(reps)] + (["--paragraphs"] if paragraphs else [])
+        out = subprocess.run(cmd + [path], check=True, capture_output=True, text=True).stdout
         ours = json.loads(out.strip().splitlines()[-1])
         print(json.dumps(ours))
     hf = {"impl": "hf_tokenizers", "version": __import__("tokenizers").__version__,
-          "bytes": len(text.encode("utf-8")), "tokens": len(ids), "ids_crc32": crc, "reps": reps,
+          "bytes": len(text.encode("utf-8")), "inputs": len(inputs), "tokens": len(ids), "ids_crc32": crc,
+          "reps": reps,
           "tokens_per_s": round(statistics.median(rates))}
     print(json.dumps(hf))
     if ours:
-        print(json.dumps({"file": os.path.basename(path), "ratio_sgrt_over_hf":
+        print(json.dumps({"file": os.path.basename(path), "paragraphs": paragraphs, "ratio_sgrt_over_hf":
                           round(ours["tokens_per_s"] / hf["tokens_per_s"], 2),
                           "ids_identical": ours["ids_crc32"] == crc and ours["tokens"] == len(ids)}))
 
@@ -317,12 +320,13 @@ def main():
     ap.add_argument("-o", "--out", default="tests/data/tokenizer_reference.txt")
     ap.add_argument("--bench", help="encode this text file and print tokens/s")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--paragraphs", action="store_true", help="bench: encode each paragraph on its own")
     ap.add_argument("--sgrt-bench", help="sgrt's bench_tokenizer, run first on the same file")
     args = ap.parse_args()
     meta = read_gguf(args.gguf)
     tok = build_reference(meta)
     if args.bench:
-        bench(tok, args.bench, args.reps, args.sgrt_bench, args.gguf)
+        bench(tok, args.bench, args.reps, args.paragraphs, args.sgrt_bench, args.gguf)
         return 0
     write_dump(args.out, tok, meta)
     return 0
