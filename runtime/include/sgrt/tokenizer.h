@@ -35,6 +35,7 @@ struct TokenizerSpec {
   std::string chat_template;          // the model's Jinja template (sgrt/chat_template.h); may be empty
 };
 
+// Immutable once created: encode() and decode() may run on many threads.
 class Tokenizer {
  public:
   // Checks the spec: printable ASCII has byte tokens, every merge names two tokens
