@@ -118,7 +118,7 @@ TEST_CASE("decoding gives the bytes back, also for invalid UTF-8") {
   std::string out;
   const Status st = t->decode(Ids{1, 256}, &out);
   CHECK(st.code() == StatusCode::invalid_input);
-  CHECK(st.message() == "decode: id 256 at position 1 outside the 256 tokens");
+  CHECK(st.message() == "tokenizer: decode: id 256 at position 1 outside the 256 tokens");
 }
 
 TEST_CASE("bytes without a token are dropped, their neighbours still merge") {

@@ -4,12 +4,14 @@
 // scripts/make_tokenizer_reference.py with Hugging Face `tokenizers` built from
 // the same file: every string must encode to the same ids and decode back,
 // the chat prompts must render as transformers' apply_chat_template does and
-// encode to the same ids.
+// encode to the same ids. Also: GGUF files without a tokenizer, or with one
+// not supported, are refused by name.
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "harness.h"
 #include "model_files.h"
 #include "sgrt/chat_template.h"
 #include "sgrt/gguf.h"
@@ -152,4 +154,45 @@ TEST_CASE("a GGUF without tokenizer metadata is refused, naming the file and the
   const Status st = tokenizer_from_gguf(*gguf, &tok);
   CHECK(st.code() == StatusCode::invalid_input);
   CHECK(st.message() == path + ": no metadata key 'tokenizer.ggml.model'");
+}
+
+namespace {
+
+// A GGUF v3 file with no tensors and string metadata only, written from the
+// format's definition (little endian: "GGUF", u32 version, u64 tensor count,
+// u64 kv count, then per kv: u64 length + key, u32 type 8 (string), u64
+// length + value).
+std::string gguf_with_strings(const std::vector<std::pair<std::string, std::string>>& kvs) {
+  std::string f = "GGUF";
+  const auto put = [&f](auto v) { f.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(uint32_t{3});
+  put(uint64_t{0});
+  put(uint64_t(kvs.size()));
+  for (const auto& [key, value] : kvs) {
+    put(uint64_t(key.size()));
+    f += key;
+    put(uint32_t{8});
+    put(uint64_t(value.size()));
+    f += value;
+  }
+  f.append((32 - f.size() % 32) % 32, '\0');  // the data section starts aligned
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a GGUF of another tokenizer model or pre-tokenizer is refused by name") {
+  for (const auto& [model, pre, expected] :
+       {std::tuple{"llama", "default", ": tokenizer.ggml.model 'llama' not supported (known: gpt2)"},
+        std::tuple{"gpt2", "qwen2", ": tokenizer.ggml.pre 'qwen2' not supported (known: smollm)"}}) {
+    test::TempFile file(".gguf", gguf_with_strings({{"tokenizer.ggml.model", model}, {"tokenizer.ggml.pre", pre}}));
+    std::unique_ptr<GgufFile> gguf;
+    const Status opened = GgufFile::open(file.path, &gguf);
+    INFO(opened.message());
+    REQUIRE(opened.ok());
+    std::unique_ptr<Tokenizer> tok;
+    const Status st = tokenizer_from_gguf(*gguf, &tok);
+    CHECK(st.code() == StatusCode::unsupported);
+    CHECK(st.message() == file.path + expected);
+  }
 }

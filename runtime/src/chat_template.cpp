@@ -47,7 +47,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
   std::string text;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (i == 0 && !default_system_.empty() && messages[0].role != "system") text += default_system_;
-    text += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
+    text.append("<|im_start|>").append(messages[i].role).append("\n");
+    text.append(messages[i].content).append("<|im_end|>\n");
   }
   if (add_generation_prompt) text += "<|im_start|>assistant\n";
   return text;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <unordered_map>
@@ -56,7 +57,18 @@ std::string token_bytes(const std::string& text, const std::array<int16_t, 324>&
   return bytes;
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+// Status::Invalid("tokenizer: " + printf-formatted message). One formatter
+// instead of string concatenations keeps this code small in libsgrt.
+[[gnu::format(printf, 1, 2)]] Status invalid(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return Status::Invalid(std::string("tokenizer: ") + buf);
+}
+
+int shown_len(std::string_view s) { return static_cast<int>(std::min<size_t>(s.size(), 200)); }  // for %.*s
 
 }  // namespace
 
@@ -120,18 +132,16 @@ Tokenizer::~Tokenizer() = default;
 
 Status Tokenizer::create(TokenizerSpec spec, std::unique_ptr<Tokenizer>* out) {
   const size_t n = spec.tokens.size();
-  if (n == 0 || n > (size_t{1} << 30)) return Status::Invalid("tokenizer: " + std::to_string(n) + " tokens");
+  if (n == 0 || n > (size_t{1} << 30)) return invalid("%zu tokens", n);
   if (!spec.token_types.empty() && spec.token_types.size() != n)
-    return Status::Invalid("tokenizer: " + std::to_string(spec.token_types.size()) + " token types for " +
-                           std::to_string(n) + " tokens");
+    return invalid("%zu token types for %zu tokens", spec.token_types.size(), n);
   for (size_t i = 0; i < spec.token_types.size(); ++i)
     if (spec.token_types[i] < 1 || spec.token_types[i] > 6)
-      return Status::Invalid("tokenizer: token " + std::to_string(i) + " has unknown type " +
-                             std::to_string(spec.token_types[i]));
-  for (const auto& [name, id] : {std::pair{"bos", spec.bos}, std::pair{"eos", spec.eos}})
-    if (id < -1 || id >= static_cast<int64_t>(n))
-      return Status::Invalid(std::string("tokenizer: ") + name + " id " + std::to_string(id) + " outside the " +
-                             std::to_string(n) + " tokens");
+      return invalid("token %zu has unknown type %d", i, spec.token_types[i]);
+  if (spec.bos < -1 || spec.bos >= static_cast<int64_t>(n))
+    return invalid("bos id %d outside the %zu tokens", spec.bos, n);
+  if (spec.eos < -1 || spec.eos >= static_cast<int64_t>(n))
+    return invalid("eos id %d outside the %zu tokens", spec.eos, n);
 
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   std::unordered_map<std::string_view, int32_t> id_of;  // the last of duplicate texts wins, as in the reference
@@ -151,12 +161,8 @@ Status Tokenizer::create(TokenizerSpec spec, std::unique_ptr<Tokenizer>* out) {
     append_utf8(byte_cp[b], &text);
     const auto it = id_of.find(text);
     t->byte_token_[b] = it == id_of.end() ? -1 : it->second;
-    if (it == id_of.end() && b >= ' ' && b <= '~') {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", b);
-      return Status::Invalid(std::string("tokenizer: no token for byte ") + hex + " (" + quoted(text) +
-                             "): not a byte-level BPE vocabulary");
-    }
+    if (it == id_of.end() && b >= ' ' && b <= '~')
+      return invalid("no token for byte 0x%02X ('%s'): not a byte-level BPE vocabulary", b, text.c_str());
   }
 
   t->merges_ = std::make_unique<MergeTable>(spec.merges.size());
@@ -164,15 +170,15 @@ Status Tokenizer::create(TokenizerSpec spec, std::unique_ptr<Tokenizer>* out) {
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const std::string& m = spec.merges[rank];
     const size_t space = m.find(' ', 1);
-    const auto where = [&] { return "tokenizer: merge " + std::to_string(rank) + " " + quoted(m); };
-    if (space == std::string::npos) return Status::Invalid(where() + " is not 'left right'");
+    if (space == std::string::npos) return invalid("merge %zu '%.*s' is not 'left right'", rank, shown_len(m), m.data());
     const std::string_view left = std::string_view(m).substr(0, space), right = std::string_view(m).substr(space + 1);
     const auto l = id_of.find(left), r = id_of.find(right);
-    if (l == id_of.end() || r == id_of.end())
-      return Status::Invalid(where() + ": " + quoted(l == id_of.end() ? left : right) + " is not a token");
     joined.assign(left).append(right);
     const auto merged = id_of.find(joined);
-    if (merged == id_of.end()) return Status::Invalid(where() + ": " + quoted(joined) + " is not a token");
+    if (l == id_of.end() || r == id_of.end() || merged == id_of.end()) {
+      const std::string_view missing = l == id_of.end() ? left : r == id_of.end() ? right : joined;
+      return invalid("merge %zu '%.*s': '%.*s' is not a token", rank, shown_len(m), m.data(), shown_len(missing), missing.data());
+    }
     t->merges_->insert(l->second, r->second, static_cast<uint32_t>(rank), merged->second);
   }
 
@@ -287,8 +293,7 @@ Status Tokenizer::decode(std::span<const int32_t> ids, std::string* out) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (id < 0 || static_cast<size_t>(id) >= vocab_size())
-      return Status::Invalid("decode: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                             " outside the " + std::to_string(vocab_size()) + " tokens");
+      return invalid("decode: id %d at position %zu outside the %zu tokens", id, i, vocab_size());
     const uint32_t begin = token_bytes_offset_[id];
     out->append(token_bytes_, begin, token_bytes_offset_[id + 1] - begin);
   }

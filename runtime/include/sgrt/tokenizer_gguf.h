@@ -1,5 +1,5 @@
 // The tokenizer of a GGUF model, from its `tokenizer.*` metadata:
-//   tokenizer.ggml.model       "gpt2" (byte-level BPE; others are refused by name)
+//   tokenizer.ggml.model       "gpt2" (byte-level BPE; others are refused, Unsupported, by name)
 //   tokenizer.ggml.pre         "smollm" (others are refused by name)
 //   tokenizer.ggml.tokens      [string], tokenizer.ggml.merges [string]
 //   tokenizer.ggml.token_type  [i32] (optional), bos/eos_token_id (optional)
