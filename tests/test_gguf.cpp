@@ -508,6 +508,20 @@ TEST_CASE("malformed tensor tables are refused with the tensor named") {
   refused(b.bytes(), "tensor 1's name at byte");
 }
 
+TEST_CASE("empty tensors open and dequantize to nothing") {
+  // Found by fuzz_gguf: a zero-element tensor reached memcpy with null pointers.
+  Builder b;
+  b.tensor("rows0", {0, 3}, uint32_t(GgufType::F32), 0).tensor("cols0", {32, 0}, uint32_t(GgufType::Q4_0), 0);
+  test::TempFile f(".gguf");
+  Opened o = open_bytes(b.bytes(), f);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.message());
+  for (const GgufTensor& t : o.file->tensors()) {
+    CHECK(t.numel() == 0);
+    CHECK(t.bytes == 0);
+    CHECK(o.file->dequantize(t, std::span<float>()).ok());
+  }
+}
+
 TEST_CASE("unsupported tensor types are read, and refused by name at dequantize") {
   Builder b;
   b.tensor("blk.0.attn_q.weight", {256, 2}, uint32_t(GgufType::IQ2_XXS), 0);
