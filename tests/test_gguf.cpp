@@ -17,6 +17,7 @@
 #include "model_files.h"
 #include "sgrt/file_io.h"
 #include "sgrt/gguf.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 
@@ -80,6 +81,18 @@ std::vector<int64_t> dims_of(const std::string& csv) {
   std::istringstream ss(csv);
   for (std::string w; std::getline(ss, w, ',');) d.push_back(std::stoll(w));
   return d;
+}
+
+// The tensor of a "tensor NAME TYPE NE0,NE1,.. OFFSET BYTES ..." line, its
+// table entry checked.
+const GgufTensor* checked_tensor(const GgufFile& f, const std::vector<std::string>& w) {
+  const GgufTensor* t = f.find_tensor(w[1]);
+  REQUIRE(t != nullptr);
+  CHECK(uint32_t(t->type) == std::stoul(w[2]));
+  CHECK(t->shape == dims_of(w[3]));
+  CHECK(t->offset == std::stoull(w[4]));
+  CHECK(t->bytes == std::stoull(w[5]));
+  return t;
 }
 
 // Checks one "kv" line: the value's bytes, and what the typed getters return
@@ -281,12 +294,7 @@ TEST_CASE("tiny files: metadata and tensors equal gguf-py's, dequantized bit for
       ++kvs;
     } else if (w[0] == "tensor") {
       INFO(f->path() << " tensor " << w[1]);
-      const GgufTensor* t = f->find_tensor(w[1]);
-      REQUIRE(t != nullptr);
-      CHECK(uint32_t(t->type) == std::stoul(w[2]));
-      CHECK(t->shape == dims_of(w[3]));
-      CHECK(t->offset == std::stoull(w[4]));
-      CHECK(t->bytes == std::stoull(w[5]));
+      const GgufTensor* t = checked_tensor(*f, w);
       const size_t first = std::stoul(w[6]), count = std::stoul(w[7]);
       REQUIRE(static_cast<size_t>(t->numel()) == count);
       REQUIRE(first + count <= expected.size());
@@ -343,6 +351,7 @@ TEST_CASE("getters name the file and key on a missing key or another type") {
   CHECK(!f->get_f32_array("t.string", &fs).ok());
   CHECK(f->value_summary(*f->find("t.strings")) == "[STRING x 5] \"<unk>\", \"\xC4\xA0the\", \"\", \"日本語\", \"a b\"");
   CHECK(f->value_summary(*f->find("t.u64")) == "9223372036854775813");
+  CHECK(f->value_summary(*f->find("t.string"), 100) == "\"héllo wörld ✓ \\n\\ttabs 🙂\"");
 }
 
 TEST_CASE("every prefix of a file is refused, the whole file is read") {
@@ -499,6 +508,20 @@ TEST_CASE("malformed tensor tables are refused with the tensor named") {
   refused(b.bytes(), "tensor 1's name at byte");
 }
 
+TEST_CASE("empty tensors open and dequantize to nothing") {
+  // Found by fuzz_gguf: a zero-element tensor reached memcpy with null pointers.
+  Builder b;
+  b.tensor("rows0", {0, 3}, uint32_t(GgufType::F32), 0).tensor("cols0", {32, 0}, uint32_t(GgufType::Q4_0), 0);
+  test::TempFile f(".gguf");
+  Opened o = open_bytes(b.bytes(), f);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.message());
+  for (const GgufTensor& t : o.file->tensors()) {
+    CHECK(t.numel() == 0);
+    CHECK(t.bytes == 0);
+    CHECK(o.file->dequantize(t, std::span<float>()).ok());
+  }
+}
+
 TEST_CASE("unsupported tensor types are read, and refused by name at dequantize") {
   Builder b;
   b.tensor("blk.0.attn_q.weight", {256, 2}, uint32_t(GgufType::IQ2_XXS), 0);
@@ -595,12 +618,7 @@ TEST_CASE("SmolLM2-135M: the metadata issue 14 lists, every tensor as gguf-py re
       CHECK(crc32(0, raw.data(), static_cast<uInt>(raw.size())) == std::stoul(w[5], nullptr, 16));
       ++kvs;
     } else {
-      const GgufTensor* t = f->find_tensor(w[1]);
-      REQUIRE(t != nullptr);
-      CHECK(uint32_t(t->type) == std::stoul(w[2]));
-      CHECK(t->shape == dims_of(w[3]));
-      CHECK(t->offset == std::stoull(w[4]));
-      CHECK(t->bytes == std::stoull(w[5]));
+      const GgufTensor* t = checked_tensor(*f, w);
       values.resize(static_cast<size_t>(t->numel()));
       Status st = f->dequantize(*t, values);
       REQUIRE_MESSAGE(st.ok(), st.message());
@@ -614,4 +632,23 @@ TEST_CASE("SmolLM2-135M: the metadata issue 14 lists, every tensor as gguf-py re
   }
   CHECK(kvs == static_cast<int>(f->metadata().size()));
   CHECK(tensors == 272);
+}
+
+TEST_CASE("sgrt info FILE.gguf lists metadata and tensors; a broken file gets one line, exit 2") {
+  test::ToolResult r = test::run_tool({"info", kData + "tiny_q4_k.gguf"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("GGUF v3, architecture sgrt-test, 26 metadata entries, 2 tensors, alignment 32") != std::string::npos);
+  CHECK(r.out.find("t.strings") != std::string::npos);
+  CHECK(r.out.find("tensors: Q4_K x2 (") != std::string::npos);
+  CHECK(r.out.find("b.weight                         Q4_K     512 x 2") != std::string::npos);
+  test::TempDir d;
+  std::string bytes = file_bytes(kData + "tiny_q4_k.gguf");
+  std::string bad = d.file("bad.gguf", bytes.substr(0, bytes.size() / 2));
+  r = test::run_tool({"info", bad});
+  CHECK(r.code == 2);
+  CHECK(r.err.find(bad + ": truncated: ") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  r = test::run_tool({"info", kData + "tiny_q4_k.gguf", "--json"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("info FILE.gguf takes no flags") != std::string::npos);
 }

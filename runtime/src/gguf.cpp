@@ -397,7 +397,16 @@ std::string GgufFile::value_summary(const GgufKv& kv, size_t max_chars) const {
     else if (is_float(t)) std::snprintf(buf, sizeof buf, "%.9g", t == GgufValueType::F32 ? load<float>(p) : load<double>(p));
     else {
       std::string s = "\"";
-      for (char c : load_string(p)) s += c == '\n' ? std::string("\\n") : std::string(1, c);
+      for (char c : load_string(p)) {  // one line: control characters escaped
+        if (c == '\n') s += "\\n";
+        else if (c == '\t') s += "\\t";
+        else if (static_cast<unsigned char>(c) >= 0x20) s += c;
+        else {
+          char esc[8];
+          std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned>(c));
+          s += esc;
+        }
+      }
       if (s.size() <= max_chars) return s + "\"";
       size_t cut = max_chars;
       while (cut > 1 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
