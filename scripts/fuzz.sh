@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz and
 # runs one for SECONDS on its corpus; see docs/reliability.md.
 # Usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_lua (tests/fuzz/fuzz_*.cpp)
+#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_lua, fuzz_gguf, ... (tests/fuzz/fuzz_*.cpp)
 # New inputs go to build-fuzz/corpus/TARGET (seeded by the target itself from
 # the current formats), crashes to build-fuzz/findings/TARGET; the committed
 # seeds in tests/fuzz/corpus/TARGET are read, never written.

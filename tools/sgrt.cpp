@@ -10,7 +10,7 @@ namespace {
 const char kUsage[] =
     "usage: sgrt COMMAND ...\n"
     "  compile MODEL.lua [-o MODEL.sg] [--recipe R] [--no-plan] [--opt-level L] [--set k=v]...\n"
-    "  info    MODEL.sg|MODEL.lua [--json] [--dot FILE.dot] [--recipe R] [--no-plan] [--opt-level L] [--backend B]\n"
+    "  info    MODEL.sg|MODEL.lua|FILE.gguf [--json] [--dot FILE.dot] [--recipe R] [--no-plan] [--opt-level L] [--backend B]\n"
     "  train   MODEL.lua|MODEL.sg [--backend cpu|vulkan|cuda] [--steps N] [--data PATH] [--checkpoint DIR]\n"
     "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--no-plan] [--set k=v]... [--quiet]\n"
     "          [--opt-level fp32|O1|O2|O3] [--checkpoint-every K] [--stop-after K] [--resume]\n"
