@@ -21,6 +21,7 @@ const char kUsage[] =
     "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
     "          [--top-k K] [--seed S] [--backend B]\n"
     "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n"
+    "  ops     (the op table: kinds, gradients, scale rules, backend coverage; docs/ops.md)\n"
     "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n";
 
 }  // namespace
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
   else if (cmd == "export") st = cmd_export(argc, argv);
   else if (cmd == "run") st = cmd_run(argc, argv);
   else if (cmd == "export-weights") st = cmd_export_weights(argc, argv);
-  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, export, run, export-weights; see sgrt --help)");
+  else if (cmd == "ops") st = cmd_ops(argc, argv);
+  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, export, run, export-weights, ops; see sgrt --help)");
   if (!st.ok()) {
     std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
     return st.exit_code();

@@ -22,6 +22,48 @@ const char* attr_kind_name(AttrKind k) {
   return "invalid";
 }
 
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::forward: return "forward";
+    case OpKind::gradient: return "gradient";
+    case OpKind::optimizer: return "optimizer";
+    case OpKind::precision: return "precision";
+  }
+  return "invalid";
+}
+
+const char* op_shape_name(OpShape s) {
+  switch (s) {
+    case OpShape::unary: return "unary";
+    case OpShape::binary: return "binary";
+    case OpShape::own: return "own";
+  }
+  return "invalid";
+}
+
+const char* scale_rule_name(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::sum: return "sum";
+    case ScaleRule::product: return "product";
+    case ScaleRule::quotient: return "quotient";
+    case ScaleRule::matmul: return "matmul";
+    case ScaleRule::reduce_sum: return "reduce_sum";
+    case ScaleRule::scale_alpha: return "scale_alpha";
+    case ScaleRule::unchanged: return "unchanged";
+    case ScaleRule::unchanged_dy: return "unchanged_dy";
+    case ScaleRule::bounded_by_input: return "bounded_by_input";
+    case ScaleRule::unit_range: return "unit_range";
+    case ScaleRule::convex_of_v: return "convex_of_v";
+    case ScaleRule::rotation: return "rotation";
+    case ScaleRule::normalized_gain: return "normalized_gain";
+    case ScaleRule::dropout: return "dropout";
+    case ScaleRule::fill: return "fill";
+    case ScaleRule::xent_grad: return "xent_grad";
+    case ScaleRule::unscaled: return "unscaled";
+  }
+  return "invalid";
+}
+
 Status op_attr_decls(OpCode code, std::vector<AttrDecl>* out) {
   out->clear();
   std::string_view spec = op_info(code).attrs;

@@ -109,5 +109,8 @@ struct AttrDecl {
 // The attributes `code` declares; an error names the op when its column does not parse.
 Status op_attr_decls(OpCode code, std::vector<AttrDecl>* out);
 const char* attr_kind_name(AttrKind k);
+const char* op_kind_name(OpKind k);
+const char* op_shape_name(OpShape s);
+const char* scale_rule_name(ScaleRule r);
 
 }  // namespace sgrt
