@@ -159,6 +159,11 @@ class Differ {
       case OpCode::Sigmoid: return accumulate(in[0], emit(OpCode::SigmoidGrad, {y, dy}));
       case OpCode::Exp: return accumulate(in[0], emit(OpCode::Mul, {dy, y}));
       case OpCode::Log: return accumulate(in[0], emit(OpCode::Div, {dy, in[0]}));
+      case OpCode::Sqrt: {  // dy / (2 y)
+        Attrs two;
+        two.set_f("alpha", 2.0);
+        return accumulate(in[0], emit(OpCode::Div, {dy, emit(OpCode::Scale, {y}, two)}));
+      }
       case OpCode::Reshape: return accumulate(in[0], fit(dy, g_.t(in[0]).type.shape));
       case OpCode::Transpose: {
         const std::vector<int64_t>& perm = op.attrs.ints("perm");

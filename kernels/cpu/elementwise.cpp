@@ -54,6 +54,7 @@ Status k_elementwise(const OpArgs& a) {
     case OpCode::Sigmoid: map1(a, [](float x) { return 1.f / (1.f + std::exp(-x)); }); break;
     case OpCode::Exp: map1(a, [](float x) { return std::exp(x); }); break;
     case OpCode::Log: map1(a, [](float x) { return std::log(x); }); break;
+    case OpCode::Sqrt: map1(a, [](float x) { return std::sqrt(x); }); break;
     case OpCode::ReluGrad: map2(a, [](float x, float dy) { return x > 0.f ? dy : 0.f; }); break;
     case OpCode::GeluGrad: map2(a, [](float x, float dy) { return dy * gelu_grad(x); }); break;
     case OpCode::TanhGrad: map2(a, [](float y, float dy) { return dy * (1.f - y * y); }); break;

@@ -13,7 +13,7 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi): GPT-2's tanh GELU
 #define SG_CUDA_MAPS(X)                                                                               \
   X(Add, 2) X(Sub, 2) X(Mul, 2) X(Div, 2) X(Neg, 1) X(Scale, 1) X(Relu, 1) X(Gelu, 1) X(Tanh, 1)     \
   X(Sigmoid, 1) X(Exp, 1) X(Log, 1) X(ReluGrad, 2) X(GeluGrad, 2) X(TanhGrad, 2) X(SigmoidGrad, 2)    \
-  X(Silu, 1) X(SiluGrad, 2) X(Fill, 0)
+  X(Silu, 1) X(SiluGrad, 2) X(Sqrt, 1) X(Fill, 0)
 
 template <OpCode C>
 __device__ float map_value(float x, float z, float alpha) {
@@ -29,6 +29,7 @@ __device__ float map_value(float x, float z, float alpha) {
   else if constexpr (C == OpCode::Sigmoid) return 1.f / (1.f + expf(-x));
   else if constexpr (C == OpCode::Exp) return expf(x);
   else if constexpr (C == OpCode::Log) return logf(x);
+  else if constexpr (C == OpCode::Sqrt) return sqrtf(x);
   else if constexpr (C == OpCode::ReluGrad) return x > 0.f ? z : 0.f;  // (x, dy)
   else if constexpr (C == OpCode::GeluGrad) {
     float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));

@@ -25,6 +25,7 @@ float apply(float x, float z) {
     case OP_Sigmoid: return 1.0 / (1.0 + exp(-x));
     case OP_Exp: return exp(x);
     case OP_Log: return log(x);
+    case OP_Sqrt: return sqrt(x);
     case OP_ReluGrad: return x > 0.0 ? z : 0.0;
     case OP_GeluGrad: {
       float t = tanh_(gelu_u(x));
