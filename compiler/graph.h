@@ -1,6 +1,6 @@
 // The compiler's graph: tensors and ops as the DSL builds them, then the
 // programs, optimizer and memory plan the passes add. Serialized by
-// serialize.cpp into the scaled-graph IR (runtime/schema/sg.fbs).
+// serialize.cpp into the scaled-graph IR (ir/schema/sg.fbs).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// Writes a compiled graph as a .sg file (see runtime/include/sgrt/model_file.h).
+// Writes a compiled graph as a .sg file (see ir/include/sgrt/model_file.h).
 #pragma once
 #include <string>
 #include <vector>

@@ -65,7 +65,7 @@ const char* kModelB = R"(
   local t = sg.reshape(sg.transpose(x, {2, 0, 1}), {3, 24})
   local u = sg.matmul(r, p) + sg.matmul(t, p, { trans_a = true })
   local v = sg.matmul(r, u, { trans_a = true }) - sg.matmul(r, sg.transpose(u), { trans_a = true, trans_b = true })
-  local z = sg.exp(sg.neg(x / q)) + sg.log(q * q) + sg.silu(x * q)
+  local z = sg.exp(sg.neg(x / q)) + sg.log(q * q) + sg.silu(x * q) + sg.sqrt(q)
   sg.loss(sg.sum(sg.sum(u * u)) * 0.01 + sg.sum(sg.sum(v)) + sg.sum(sg.sum(sg.sum(z))))
   sg.optimizer.sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001, state = cfg.state }
 )";

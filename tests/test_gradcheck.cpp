@@ -237,6 +237,7 @@ TEST_CASE("elementwise unary ops") {
   gradcheck({"sigmoid", {{"x", kS234}}, "sg.sigmoid(x)"});
   gradcheck({"exp", {{"x", kS234}}, "sg.exp(x)"});
   gradcheck({"log", {{"x", kS234, Gen::positive}}, "sg.log(x)"});
+  gradcheck({"sqrt", {{"x", kS234, Gen::positive}}, "sg.sqrt(x)"});
 }
 
 TEST_CASE("shape ops: reshape, transpose, broadcast_to, sum_to") {

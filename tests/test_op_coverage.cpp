@@ -12,6 +12,7 @@
 #include "sgrt/backend.h"
 #include "sgrt/op_attrs.h"
 #include "sgrt/ops.h"
+#include "tool_runner.h"
 #ifdef SGRT_WITH_VULKAN
 #include "vulkan/table.h"
 #endif
@@ -65,7 +66,7 @@ TEST_CASE("every row of ops.def is well formed") {
     std::vector<AttrDecl> decls;
     Status st = op_attr_decls(code, &decls);
     CHECK_MESSAGE(st.ok(), st.message());
-    CHECK(op.backends & kBackendCpu);  // the CPU is the reference: it has every op
+    CHECK((op.backends & kBackendCpu) != 0);  // the CPU is the reference: it has every op
     CHECK(op.version >= 1);
     if (op.gradient >= 0) {
       // A dedicated gradient op is a gradient-kind op that has no gradient itself.
@@ -75,7 +76,8 @@ TEST_CASE("every row of ops.def is well formed") {
       CHECK(op.kind == OpKind::forward);
     }
     if (op.kind != OpKind::forward) CHECK(op.gradient == kGradNone);
-    if (op.shape != OpShape::own) CHECK(op.num_inputs == (op.shape == OpShape::unary ? 1 : 2));
+    int arity = op.shape == OpShape::unary ? 1 : 2;
+    if (op.shape != OpShape::own) CHECK(op.num_inputs == arity);
   }
 }
 
@@ -135,4 +137,13 @@ TEST_CASE("missing_ops lists what a backend lacks, before anything runs") {
     CHECK(missing[0].rfind("rms_norm(f32, f32) -> (f32, f32) at ", 0) == 0);
   }
   CHECK_FALSE(missing_ops("tpu", *m, &missing).ok());
+}
+
+TEST_CASE("docs/ops.md holds the op table sgrt ops prints") {
+  test::ToolResult r = test::run_tool({"ops"});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("| sqrt |") != std::string::npos);
+  std::string doc = test::slurp(SGRT_SOURCE_DIR "/docs/ops.md");
+  CHECK_MESSAGE(doc.find(r.out) != std::string::npos,
+                "docs/ops.md is out of date: regenerate its table with `sgrt ops` (docs/adding_an_op.md)");
 }

@@ -15,7 +15,7 @@ Status run(OpCode code, const Attrs& attrs, std::vector<std::vector<float>*> in,
            std::vector<float>* out, const TensorType& out_type) {
   std::vector<DType> ins(in.size(), DType::f32);
   cpu::CpuKernel k = cpu::find_cpu_kernel(code, ins, {DType::f32});
-  REQUIRE(k != nullptr);
+  REQUIRE(static_cast<bool>(k));
   cpu::OpArgs a{code, &attrs, {}, {}};
   for (size_t i = 0; i < in.size(); ++i) a.in.push_back({in[i]->data(), &in_types[i], numel(in_types[i].shape)});
   a.out.push_back({out->data(), &out_type, numel(out_type.shape)});

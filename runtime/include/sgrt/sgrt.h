@@ -39,7 +39,7 @@ typedef enum sgrt_status {
   SGRT_INTERNAL = 7          /* an unexpected failure inside the library */
 } sgrt_status;
 
-/* Element types; values are those of the IR (runtime/schema/sg.fbs). */
+/* Element types; values are those of the IR (ir/schema/sg.fbs). */
 typedef enum sgrt_dtype {
   SGRT_F32 = 0, SGRT_F16, SGRT_BF16, SGRT_E4M3, SGRT_E5M2, SGRT_E2M1, SGRT_E8M0, SGRT_I32,
   SGRT_DTYPE_MAX_ENUM = 0x7FFFFFFF /* not a dtype: makes any int value a valid sgrt_dtype in C++, so a bad one is rejected, not undefined */
