@@ -11,8 +11,8 @@
 
 namespace sgrt::test {
 
-inline constexpr const char* kNoSmollm2 =
-    "skipped: SmolLM2-135M-Instruct.Q4_1.gguf not found (run scripts/get_models.sh, or set SGRT_SMOLLM2_GGUF)";
+inline const std::string kNoSmollm2 =
+    "skipping: SmolLM2-135M-Instruct.Q4_1.gguf not found (run scripts/get_models.sh, or set SGRT_SMOLLM2_GGUF)";
 
 // $SGRT_SMOLLM2_GGUF, else the cache's copy; "" when the file is not there.
 inline std::string smollm2_gguf() {
