@@ -6,14 +6,17 @@
 
 #include "sgrt/attrs.h"
 #include "sgrt/ops.h"
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 #include "sgrt/status.h"
 
 namespace sgrt {
 
 // Fills *outs (op_info(code).num_outputs entries). The message names the op
-// and the offending shapes; callers add the source location.
+// and the offending shapes; callers add the source location. `quant` is the
+// typed scale spec of a quantize's output (required) or of a qmatmul's two
+// operands (optional: their scale tensors are then checked against it).
 Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
-                   std::vector<TensorType>* outs);
+                   std::vector<TensorType>* outs, const ScaleSpec* quant = nullptr);
 
 }  // namespace sgrt
