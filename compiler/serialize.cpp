@@ -30,7 +30,8 @@ Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
 Offset<sg::Op> write_op(FlatBufferBuilder& b, const Op& op) {
   std::vector<Offset<sg::Attr>> attrs;
   for (const Attr& a : op.attrs.all()) attrs.push_back(sg::CreateAttrDirect(b, a.name.c_str(), a.i, a.f, &a.ints));
-  return sg::CreateOpDirect(b, static_cast<int32_t>(op.code), &op.in, &op.out, &attrs, write_loc(b, op.loc));
+  return sg::CreateOpDirect(b, static_cast<int32_t>(op.code), &op.in, &op.out, &attrs, write_loc(b, op.loc),
+                            op_version(op.code));
 }
 
 std::vector<Offset<sg::NamedTensor>> write_named(FlatBufferBuilder& b, const std::vector<std::pair<std::string, int>>& v) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "harness.h"
+#include "sgrt/export.h"
 #include "sgrt/model_file.h"
 #include "sgrt/scale_codec.h"
 
@@ -119,6 +120,40 @@ TEST_CASE("version-1 files load with their scale plan and train like the same mo
     }
     CHECK(a.front() != a.back());  // it trained
   }
+}
+
+TEST_CASE("an exported version-1 file is written in the current version and trains the same") {
+  for (std::string r : {"fp8", "nvfp4"}) {
+    CAPTURE(r);
+    std::shared_ptr<const Model> old = load_v1(r);
+    std::vector<uint8_t> bytes;
+    {
+      auto s = test::open_session(old);
+      Status st = export_model(*s, {}, &bytes);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+    }
+    std::shared_ptr<const Model> now = load_bytes(bytes);
+    CHECK(now->root().schema_version() == kSchemaVersion);
+    for (const sg::Program* p : *now->root().programs())
+      for (const sg::Op* op : *p->ops()) {
+        OpCode code = static_cast<OpCode>(op->code());
+        CHECK(op->version() == op_version(code));
+        if (op->attrs())
+          for (const sg::Attr* a : *op->attrs()) CHECK_MESSAGE(!is_v1_scale_attr(code, a->name()->str()), a->name()->str());
+      }
+    // The export stores the parameters open_session initialized: the same start.
+    CHECK(train_losses(old, 3) == train_losses(now, 3));
+  }
+}
+
+TEST_CASE("an op of a newer version than the reader knows is refused") {
+  std::vector<uint8_t> bytes = edited(compile_mlp("fp8"), [](sg::ModelT& m) {
+    for (auto& op : m.programs[0]->ops)
+      if (static_cast<OpCode>(op->code) == OpCode::Quantize) op->version = 3;
+  });
+  Status st = try_load(bytes);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("quantize version 3, this reader takes 1 to 2") != std::string::npos);
 }
 
 TEST_CASE("a version-1 nvfp4 file decodes its blocks by size: 16 is nvfp4 with e4m3 block scales") {

@@ -25,6 +25,8 @@ Status check_footer(const uint8_t* data, size_t size, size_t* payload) {
   return Status::Ok();
 }
 
+int op_version(OpCode code) { return code == OpCode::Quantize || code == OpCode::QMatMul ? 2 : 1; }
+
 Status check_schema_version(uint32_t version) {
   if (version > kSchemaVersion)
     return Status::Invalid("written by schema version " + std::to_string(version) + ", this reader takes ≤ " +

@@ -105,16 +105,18 @@ class Exporter {
   }
 
  private:
-  // A file of an older schema version is written as the current one: its
-  // scale plan re-encoded from the loader's specs, the legacy attributes dropped.
+  // The export is written in the current schema version: older ops are
+  // upgraded, their scale plan re-encoded from the loader's specs and their
+  // legacy attributes dropped.
   void upgrade_schema() {
-    if (r_->schema_version == kSchemaVersion) return;
     r_->schema_version = kSchemaVersion;
     for (size_t p = 0; p < r_->programs.size(); ++p)
       for (size_t k = 0; k < r_->programs[p]->ops.size(); ++k) {
         sg::OpT& op = *r_->programs[p]->ops[k];
         const OpInfoLoaded& o = m_.programs()[p].ops[k];
+        if (op.version >= op_version(o.code)) continue;
         std::erase_if(op.attrs, [&](const auto& a) { return is_v1_scale_attr(o.code, a->name); });
+        op.version = op_version(o.code);
         if (o.code != OpCode::Quantize) continue;
         auto& scale = r_->tensors[o.out[0]]->scale;
         if (!scale) scale = std::make_unique<sg::ScaleSpecT>();
@@ -272,6 +274,7 @@ class Exporter {
     f32_operand(&os, &ost);
     std::vector<int> wq{c[0], c[1], c[2]}, x{other, os, ost};
     op->code = static_cast<int32_t>(OpCode::QMatMul);
+    op->version = op_version(OpCode::QMatMul);
     op->inputs = w == 1 ? std::vector<int>{x[0], x[1], x[2], wq[0], wq[1], wq[2]}
                         : std::vector<int>{wq[0], wq[1], wq[2], x[0], x[1], x[2]};
     op->attrs.clear();

@@ -157,11 +157,15 @@ Status Model::decode() {
         if (!op_code_valid(o->code()))
           return Status::Invalid(op.loc + ": unknown op code " + std::to_string(o->code()) + " in program " + pi.name);
         op.code = static_cast<OpCode>(o->code());
+        if (o->version() > op_version(op.code) || o->version() < 1)
+          return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " version " +
+                                 std::to_string(o->version()) + ", this reader takes 1 to " + std::to_string(op_version(op.code)));
+        const bool legacy = o->version() < op_version(op.code);  // upgraded as it is read
         op.in = vec(o->inputs());
         op.out = vec(o->outputs());
         if (o->attrs())
           for (const sg::Attr* a : *o->attrs()) {
-            if (version == 1 && is_v1_scale_attr(op.code, a->name()->c_str())) continue;
+            if (legacy && is_v1_scale_attr(op.code, a->name()->c_str())) continue;
             op.attrs.set_i(a->name()->str(), a->i()).set_f(a->name()->str(), a->f());
             if (a->ints()) op.attrs.set_ints(a->name()->str(), vec(a->ints()));
           }
@@ -174,7 +178,7 @@ Status Model::decode() {
         if (op.code == OpCode::Quantize && (op.out.empty() || !valid(op.out[0])))
           return Status::Invalid(op.loc + ": quantize has an invalid output index");
         attach_scales(&op, specs);
-        if (op.code == OpCode::Quantize && version == 1 && ins.size() == 2) upgrade_v1_history(ins[1], &op.quant[0]);
+        if (op.code == OpCode::Quantize && legacy && ins.size() == 2) upgrade_v1_history(ins[1], &op.quant[0]);
         bool scaled = op.code == OpCode::Quantize || op.code == OpCode::QMatMul;
         Status st = infer_types(op.code, ins, op.attrs, &outs, scaled ? op.quant : nullptr);
         if (!st.ok()) return st.with_context(op.loc);

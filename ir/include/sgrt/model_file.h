@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sgrt/ops.h"
 #include "sgrt/status.h"
 
 namespace sgrt {
@@ -14,6 +15,11 @@ namespace sgrt {
 // or older (docs/ir.md): 2 made Tensor.scale the only scale plan (quantize and
 // qmatmul lost their scale attributes) and added an input's value range.
 constexpr uint32_t kSchemaVersion = 2;
+
+// The version of an op this build writes and the newest it reads. quantize and
+// qmatmul are 2: their scale plan is their tensors' spec, not attributes (a
+// version-1 one is upgraded as it is read, ir/include/sgrt/scale_codec.h).
+int op_version(OpCode code);
 constexpr size_t kFooterBytes = 8;
 
 void append_footer(std::vector<uint8_t>* bytes);
