@@ -137,7 +137,7 @@ struct Operand {
     g.data = bytes.data();
     g.dtype = dt;
     g.ld = n;
-    g.scale_mode = cpu::ScaleMode::tensor;
+    g.scale_mode = cpu::OperandScale::tensor;
     g.scale = &scale;
   }
   Operand(const Operand&) = delete;

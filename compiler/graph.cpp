@@ -4,6 +4,29 @@
 
 namespace sgrt::compiler {
 
+namespace {
+
+// Output types of an op on g's tensors; quantize and qmatmul's shape rules
+// read the typed scale specs of their quantized tensors (shape_infer.h).
+Status infer(const Graph& g, OpCode code, const std::vector<int>& in, const std::vector<int>& out, const Attrs& attrs,
+             std::vector<TensorType>* types) {
+  std::vector<TensorType> in_types;
+  for (int id : in) in_types.push_back(g.t(id).type);
+  ScaleSpec quant[2];
+  bool scaled = false;
+  if (code == OpCode::Quantize && !out.empty()) {
+    quant[0] = g.t(out[0]).scale;
+    scaled = true;
+  } else if (code == OpCode::QMatMul && in.size() == 6) {
+    quant[0] = g.t(in[0]).scale;
+    quant[1] = g.t(in[3]).scale;
+    scaled = true;
+  }
+  return infer_types(code, in_types, attrs, types, scaled ? quant : nullptr);
+}
+
+}  // namespace
+
 int Graph::add_tensor(Tensor t) {
   tensors.push_back(std::move(t));
   return static_cast<int>(tensors.size()) - 1;
@@ -11,9 +34,8 @@ int Graph::add_tensor(Tensor t) {
 
 Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
                         std::vector<int>* out, sg::Role out_role) {
-  std::vector<TensorType> in_types, out_types;
-  for (int id : in) in_types.push_back(tensors[id].type);
-  Status st = infer_types(code, in_types, attrs, &out_types);
+  std::vector<TensorType> out_types;
+  Status st = infer(*this, code, in, {}, attrs, &out_types);
   if (!st.ok()) return st.with_context(loc.str());
   out->clear();
   for (size_t i = 0; i < out_types.size(); ++i) {
@@ -31,9 +53,8 @@ Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, 
 
 Status Graph::add_inplace_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, Attrs attrs, Loc loc,
                                 std::vector<int> out) {
-  std::vector<TensorType> in_types, out_types;
-  for (int id : in) in_types.push_back(tensors[id].type);
-  Status st = infer_types(code, in_types, attrs, &out_types);
+  std::vector<TensorType> out_types;
+  Status st = infer(*this, code, in, out, attrs, &out_types);
   if (!st.ok()) return st.with_context(loc.str());
   for (size_t i = 0; i < out.size(); ++i)
     if (!(tensors[out[i]].type == out_types[i]))

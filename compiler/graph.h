@@ -3,12 +3,14 @@
 // serialize.cpp into the scaled-graph IR (ir/schema/sg.fbs).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sg_generated.h"
 #include "sgrt/attrs.h"
 #include "sgrt/ops.h"
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 #include "sgrt/status.h"
 
@@ -26,15 +28,9 @@ struct Init {
   uint64_t seed = 0;
 };
 
-struct ScaleSpec {
-  sg::ScaleMode mode = sg::ScaleMode::none;
-  sg::Granularity granularity = sg::Granularity::tensor;
-  int block_size = 0;
-  int static_log2 = 0;
-  int history_len = 0;
-  int margin = 0;
-  int state_tensor = -1;  // where the runtime scale lives
-  std::string rule;
+// An input's declared value range (sg.input's `range`, or its data set's).
+struct ValueRange {
+  float lo = 0, hi = 0;
 };
 
 struct Tensor {
@@ -43,7 +39,8 @@ struct Tensor {
   sg::Role role = sg::Role::activation;
   Loc loc;
   Init init;
-  ScaleSpec scale;
+  ScaleSpec scale;                 // core's typed spec (sgrt/scale_spec.h)
+  std::optional<ValueRange> range;  // inputs only
   int grad_of = -1;
   bool persistent = false;  // lives across steps: params, optimizer state, inputs
   // Filled by the memory plan.

@@ -12,16 +12,6 @@
 namespace sgrt::compiler {
 namespace {
 
-sg::Granularity schema_granularity(QuantGranularity g) {
-  switch (g) {
-    case QuantGranularity::tensor: return sg::Granularity::tensor;
-    case QuantGranularity::row: return sg::Granularity::row;
-    case QuantGranularity::column: return sg::Granularity::column;
-    case QuantGranularity::mx: case QuantGranularity::nvfp4: return sg::Granularity::block;
-  }
-  return sg::Granularity::tensor;
-}
-
 struct Quantized { int q, scale, state; };
 
 class Rewriter {
@@ -88,72 +78,63 @@ class Rewriter {
     return g_.tensors[*id];
   }
 
-  // The scale source for src in format f: compile time where Scalify proves a
-  // bound (and the planner is on), otherwise the recipe's runtime source.
-  void choose_scale(int src, const OperandFormat& f, Attrs* a, ScaleSpec* spec) {
+  // The scale of src in format f: compile time where Scalify proves a bound
+  // (and the planner is on), otherwise the recipe's runtime source.
+  ScaleSpec choose_scale(int src, const OperandFormat& f) const {
     const ScaleInfo& si = info_[src];
-    double fmt_max = format_max(f.dtype);
-    int predicted = static_cast<int>(std::lround(-std::log2(si.scale)));
-    spec->granularity = schema_granularity(f.granularity);
-    spec->static_log2 = predicted;
-    bool per_tensor = f.granularity == QuantGranularity::tensor;
+    ScaleSpec spec;
+    spec.dtype = f.dtype;
+    spec.granularity = f.granularity;
+    spec.history = f.history;
+    spec.static_log2 = static_cast<int>(std::lround(-std::log2(si.scale)));  // Scalify's estimate
     if (f.dtype == DType::bf16 || f.dtype == DType::f16) {
-      a->set_i("mode", static_cast<int64_t>(QuantMode::static_pow2)).set_i("static_log2", 0);
-      spec->mode = sg::ScaleMode::static_pow2;
-      spec->static_log2 = 0;
-      spec->rule = "16-bit float: no scaling needed";
-    } else if (g_.plan_scales && per_tensor && si.bound > 0) {
-      int e = static_cast<int>(std::floor(std::log2(fmt_max / si.bound)));
-      a->set_i("mode", static_cast<int64_t>(QuantMode::static_pow2)).set_i("static_log2", e);
-      spec->mode = sg::ScaleMode::static_pow2;
-      spec->static_log2 = e;
-      spec->rule = "static: |x| <= " + std::to_string(si.bound) + " (" + si.rule + ")";
-    } else if (f.granularity == QuantGranularity::mx || f.granularity == QuantGranularity::nvfp4) {
-      a->set_i("mode", static_cast<int64_t>(QuantMode::block));
-      spec->mode = sg::ScaleMode::block;
-      spec->block_size = f.granularity == QuantGranularity::mx ? 32 : 16;
-      spec->rule = "block amax; Scalify estimate " + si.rule;
+      spec.mode = ScaleMode::static_pow2;
+      spec.static_log2 = 0;
+      spec.rule = "16-bit float: no scaling needed";
+    } else if (g_.plan_scales && f.granularity == QuantGranularity::tensor && si.bound > 0) {
+      spec.mode = ScaleMode::static_pow2;
+      spec.static_log2 = static_cast<int>(std::floor(std::log2(format_max(f.dtype) / si.bound)));
+      spec.rule = "static: |x| <= " + std::to_string(si.bound) + " (" + si.rule + ")";
+    } else if (is_block(f.granularity)) {
+      spec.mode = ScaleMode::block;
+      spec.rule = "block amax; Scalify estimate " + si.rule;
     } else if (f.history > 0) {
-      a->set_i("mode", static_cast<int64_t>(QuantMode::delayed_amax));
-      spec->mode = sg::ScaleMode::delayed_amax;
-      spec->history_len = f.history;
-      spec->rule = "delayed amax over " + std::to_string(f.history) + " steps; Scalify estimate " + si.rule;
+      spec.mode = ScaleMode::delayed_amax;
+      spec.rule = "delayed amax over " + std::to_string(f.history) + " steps; Scalify estimate " + si.rule;
     } else {
-      a->set_i("mode", static_cast<int64_t>(QuantMode::current_amax));
-      spec->mode = sg::ScaleMode::current_amax;
-      spec->rule = "current amax; Scalify estimate " + si.rule;
+      spec.mode = ScaleMode::current_amax;
+      spec.rule = "current amax; Scalify estimate " + si.rule;
     }
+    return spec;
   }
 
   // quantize(src) in format f, emitted once per program and shared across
-  // programs (the scale state persists; q is planned like any activation).
+  // programs (the scale state persists; q is planned like any activation). The
+  // scale plan is q's typed spec; the op's only attribute says whether this
+  // program updates the state.
   Status quantize(int src, OperandFormat f, std::vector<Op>* out, Quantized* res) {
     if (!g_.plan_scales && f.dtype != DType::bf16) f = {f.dtype, QuantGranularity::tensor, 0};
     auto key = std::make_tuple(src, static_cast<int>(f.dtype), static_cast<int>(f.granularity), f.history);
     const Tensor s = g_.t(src);  // a copy: make_tensor moves the tensors
-    Attrs a;
-    a.set_i("dtype", static_cast<int64_t>(f.dtype)).set_i("granularity", static_cast<int64_t>(f.granularity))
-        .set_i("history", f.history).set_i("update", update_);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       std::string base = s.name + "." + dtype_name(f.dtype);
+      ScaleSpec spec = choose_scale(src, f);
       std::vector<TensorType> types;
-      SG_TRY(infer_types(OpCode::Quantize, {s.type, TensorType{{kStateHeader + f.history}, DType::f32}}, a, &types)
+      SG_TRY(infer_types(OpCode::Quantize, {s.type, TensorType{{kStateHeader + f.history}, DType::f32}}, {}, &types, &spec)
                  .with_context(s.loc.str()));
       Quantized q;
-      ScaleSpec spec;
-      Attrs mode;
-      choose_scale(src, f, &mode, &spec);
       Loc loc = s.loc;
       make_tensor(base, types[0], s.role == sg::Role::grad ? sg::Role::grad : sg::Role::activation, false, loc, &q.q);
       make_tensor(base + ".scale", types[1], sg::Role::scale_state, true, loc, &q.scale);
       make_tensor(base + ".qstate", types[2], sg::Role::scale_state, true, loc, &q.state);
       spec.state_tensor = q.scale;
-      g_.tensors[q.q].scale = spec;
-      it = cache_.emplace(key, std::make_pair(q, mode)).first;
+      g_.tensors[q.q].scale = std::move(spec);
+      it = cache_.emplace(key, q).first;
     }
-    const auto& [q, mode] = it->second;
-    for (const Attr& m : mode.all()) a.set_i(m.name, m.i);
+    const Quantized& q = it->second;
+    Attrs a;
+    a.set_i("update", update_);
     if (emitted_.insert(q.q).second)
       SG_TRY(g_.add_inplace_op_to(out, OpCode::Quantize, {src, q.state}, a, s.loc, {q.q, q.scale, q.state}));
     *res = q;
@@ -227,14 +208,11 @@ class Rewriter {
     bool qtrans[2] = {trans[0], trans[1]};
     for (int i = 0; i < 2; ++i) {
       QuantGranularity gr = g_.plan_scales ? fmt[i].granularity : QuantGranularity::tensor;
-      if (gr == QuantGranularity::mx || gr == QuantGranularity::nvfp4) SG_TRY(k_major(&qsrc[i], &qtrans[i], i == 1, out, op.loc));
+      if (is_block(gr)) SG_TRY(k_major(&qsrc[i], &qtrans[i], i == 1, out, op.loc));
       SG_TRY(quantize(qsrc[i], fmt[i], out, &q[i]));
     }
-    Attrs mm;
+    Attrs mm;  // each operand's granularity is its q tensor's spec
     mm.set_i("trans_a", qtrans[0]).set_i("trans_b", qtrans[1]);
-    mm.set_i("a_granularity", g_.plan_scales ? static_cast<int64_t>(fmt[0].granularity) : 0);
-    mm.set_i("b_granularity", g_.plan_scales ? static_cast<int64_t>(fmt[1].granularity) : 0);
-    if (fmt[0].dtype == DType::bf16) mm.set_i("a_granularity", 0).set_i("b_granularity", 0);
     std::vector<int> in{q[0].q, q[0].scale, q[0].state, q[1].q, q[1].scale, q[1].state};
     if (residual < 0) return g_.add_inplace_op_to(out, OpCode::QMatMul, in, mm, op.loc, op.out);
     std::vector<int> main, comp, sum;
@@ -263,7 +241,7 @@ class Rewriter {
       std::vector<Op> tail(ops->begin() + last_write + 1, ops->end());
       ops->resize(last_write + 1);
       std::vector<int> res;
-      SG_TRY(g_.add_op_to(ops, OpCode::DgeGrad, {grad, src, entry.first.scale}, {}, g_.t(src).loc, &res, sg::Role::grad));
+      SG_TRY(g_.add_op_to(ops, OpCode::DgeGrad, {grad, src, entry.scale}, {}, g_.t(src).loc, &res, sg::Role::grad));
       g_.tensors[res[0]].name = g_.t(grad).name + ".dge";
       for (Op& op : tail)
         for (int& in : op.in) if (in == grad) in = res[0];
@@ -276,7 +254,7 @@ class Rewriter {
   void annotate_unquantized() {
     for (size_t id = 0; id < info_.size(); ++id) {
       ScaleSpec& s = g_.tensors[id].scale;
-      if (s.mode != sg::ScaleMode::none || info_[id].rule.empty()) continue;
+      if (s.mode != ScaleMode::none || info_[id].rule.empty()) continue;
       s.static_log2 = static_cast<int>(std::lround(-std::log2(info_[id].scale)));
       s.rule = "f32; Scalify estimate " + info_[id].rule;
     }
@@ -288,7 +266,7 @@ class Rewriter {
   std::set<int> kept_;
   bool update_ = false;
   std::set<int> emitted_;
-  std::map<std::tuple<int, int, int, int>, std::pair<Quantized, Attrs>> cache_;
+  std::map<std::tuple<int, int, int, int>, Quantized> cache_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace sgrt::compiler {
 
@@ -31,6 +32,12 @@ double rescale_factor(const std::vector<float>& data, RescaleNorm norm) {
 
 namespace {
 
+std::string num(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
 std::string p2(double s) { return "2^" + std::to_string(static_cast<int>(std::lround(std::log2(s)))); }
 
 // A parameter's initial standard deviation, the scale Scalify starts it at.
@@ -59,10 +66,12 @@ class Propagator {
     ScaleInfo& s = info_[id];
     if (t.role == sg::Role::param) {
       s = {init_scale(t), -1, "param init std"};
+    } else if (t.role == sg::Role::input && t.range) {
+      double bound = std::max(std::fabs(t.range->lo), std::fabs(t.range->hi));
+      s = {bound > 0 ? pow2_floor(bound) : 1.0, bound,
+           "declared range [" + num(t.range->lo) + ", " + num(t.range->hi) + "]"};
     } else if (t.role == sg::Role::input) {
       s = {1.0, -1, "input, unit scale assumed"};
-      for (auto& [field, tid] : g_.data.fields)
-        if (tid == id && g_.data.dataset == "fashion_mnist" && field == "image") s = {1.0, 1.0, "data in [0, 1]"};
     }
   }
 

@@ -20,8 +20,8 @@ double matmul_scale(double sa, double sb, int64_t k);  // sa * sb * P(sqrt(K))
 double reduce_sum_scale(double sa, int64_t n);  // sa * P(sqrt(N))
 
 // Dynamic rescale of a scaled tensor (data, scale) by a norm of its data:
-// n = max(P(norm), 2^-14); scale' = scale * n, data' = data / n.
-enum class RescaleNorm { max, l1, l2 };
+// n = max(P(norm), 2^-14); scale' = scale * n, data' = data / n (the norm is
+// the scale spec's, sgrt/scale_spec.h).
 double rescale_factor(const std::vector<float>& data, RescaleNorm norm);
 
 struct ScaleInfo {
@@ -31,7 +31,7 @@ struct ScaleInfo {
 };
 
 // Propagates through g.programs in order; inputs and params seed the scales
-// (inputs bound to a data set with a known range get that bound).
+// (an input with a declared value range gets that bound).
 std::vector<ScaleInfo> propagate_scales(const Graph& g);
 
 }  // namespace sgrt::compiler

@@ -3,6 +3,7 @@
 #include "memory_plan.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
+#include "sgrt/scale_codec.h"
 
 namespace sgrt::compiler {
 namespace {
@@ -16,14 +17,14 @@ Offset<sg::SourceLoc> write_loc(FlatBufferBuilder& b, const Loc& loc) {
 
 Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
   auto shape = b.CreateVector(t.type.shape);
-  auto scale = sg::CreateScaleSpecDirect(b, t.scale.mode, t.scale.granularity, t.scale.block_size, sg::DType::e8m0,
-                                         t.scale.static_log2, t.scale.history_len, t.scale.margin, sg::RescaleNorm::max,
-                                         false, t.scale.state_tensor, t.scale.rule.c_str());
+  sg::ScaleSpecT spec = encode_scale_spec(t.scale);
+  auto scale = sg::ScaleSpec::Pack(b, &spec);
   auto init = sg::CreateInit(b, t.init.kind, t.init.a, t.init.b, t.init.seed);
   auto loc = write_loc(b, t.loc);
   auto name = b.CreateString(t.name);
   return sg::CreateTensor(b, name, shape, static_cast<sg::DType>(t.type.dtype), t.role, scale, t.offset, t.bytes, loc,
-                          init, t.persistent ? sg::Lifetime::persistent : sg::Lifetime::transient, t.grad_of);
+                          init, t.persistent ? sg::Lifetime::persistent : sg::Lifetime::transient, t.grad_of,
+                          t.range ? t.range->lo : 0.f, t.range ? t.range->hi : 0.f, t.range.has_value());
 }
 
 Offset<sg::Op> write_op(FlatBufferBuilder& b, const Op& op) {

@@ -2,8 +2,10 @@
 // the boundary as integer ids into compiler::Graph::tensors.
 #include <lua.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -149,7 +151,34 @@ bool field_bool(lua_State* L, int idx, const char* key, bool def) {
 
 bool name_taken(const Graph& g, const std::string& name) { return g.find_tensor(name) >= 0; }
 
-// _sg.input(name, shape, dtype) -> id
+// A declared value range: finite, lo <= hi.
+compiler::ValueRange check_range(lua_State* L, const std::string& input, double lo, double hi) {
+  if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
+    raise_at(L, "input '" + input + "': range {" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "} must be finite with lo <= hi");
+  return {static_cast<float>(lo), static_cast<float>(hi)};
+}
+
+// opts.range = {lo, hi}, or nothing.
+std::optional<compiler::ValueRange> read_range(lua_State* L, int opts, const std::string& input) {
+  if (lua_isnoneornil(L, opts)) return std::nullopt;
+  check_table(L, opts);
+  raw_field(L, opts, "range");
+  std::optional<compiler::ValueRange> r;
+  if (!lua_isnil(L, -1)) {
+    int t = lua_gettop(L);
+    if (!lua_istable(L, t) || raw_len(L, t) != 2) raise_at(L, "input '" + input + "': range must be {lo, hi}");
+    lua_rawgeti(L, t, 1);
+    lua_rawgeti(L, t, 2);
+    if (!lua_isnumber(L, -2) || !lua_isnumber(L, -1)) raise_at(L, "input '" + input + "': range must be {lo, hi}, two numbers");
+    r = check_range(L, input, lua_tonumber(L, -2), lua_tonumber(L, -1));
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  return r;
+}
+
+// _sg.input(name, shape, dtype, {range = {lo, hi}}) -> id
 int l_input(lua_State* L) {
   State& s = state(L);
   std::string name = check_string(L, 1);
@@ -163,8 +192,19 @@ int l_input(lua_State* L) {
   t.role = sg::Role::input;
   t.persistent = true;
   t.loc = user_loc(L);
+  t.range = read_range(L, 4, name);
   lua_pushinteger(L, s.g->add_tensor(std::move(t)));
   return 1;
+}
+
+// _sg.default_range(id, lo, hi): a data set's range for an input bound to it,
+// unless the script declared one.
+int l_default_range(lua_State* L) {
+  State& s = state(L);
+  compiler::Tensor& t = s.g->tensors[tensor_id(L, 1)];
+  if (t.role != sg::Role::input) raise_at(L, "'" + t.name + "' is not an sg.input");
+  if (!t.range) t.range = check_range(L, t.name, opt_number(L, 2, 0), opt_number(L, 3, 0));
+  return 0;
 }
 
 // _sg.param(name, shape, init, a, b) -> id; init in zeros|ones|uniform|normal
@@ -450,7 +490,7 @@ int l_unary_ops(lua_State* L) {
 #define SG_FN(name, fn) {name, guarded<fn>}
 
 const luaL_Reg kFunctions[] = {
-    SG_FN("input", l_input),   SG_FN("param", l_param),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
+    SG_FN("input", l_input),   SG_FN("default_range", l_default_range),   SG_FN("param", l_param),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),

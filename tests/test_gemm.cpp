@@ -83,11 +83,11 @@ struct Operand {
   double scale(int64_t o, int64_t k) const {
     double s = g.tensor_scale;
     switch (g.scale_mode) {
-      case ScaleMode::none: return s;
-      case ScaleMode::tensor: return s * f32_scale[0];
-      case ScaleMode::outer: return s * std::ldexp(1.0, -exps[o]);
-      case ScaleMode::inner: return s * f32_scale[k];
-      case ScaleMode::block: {
+      case OperandScale::none: return s;
+      case OperandScale::tensor: return s * f32_scale[0];
+      case OperandScale::outer: return s * std::ldexp(1.0, -exps[o]);
+      case OperandScale::inner: return s * f32_scale[k];
+      case OperandScale::block: {
         const uint8_t c = codes[o * g.scale_ld + k / g.block];
         return s * (g.scale_dtype == DType::e8m0 ? fmt::e8m0_decode(c) : fmt::e4m3_decode(c));
       }
@@ -104,20 +104,20 @@ void set_scales(Operand& op, Scales s, int64_t outer, int64_t K, std::mt19937& r
     case Scales::none: break;
     case Scales::tensor:
       op.f32_scale = {0.37f};
-      g.scale_mode = ScaleMode::tensor; g.scale = op.f32_scale.data();
+      g.scale_mode = OperandScale::tensor; g.scale = op.f32_scale.data();
       break;
     case Scales::outer:  // the quantizer's exponents: multiplier 2^-e
       for (int64_t i = 0; i < outer; ++i) op.exps.push_back(static_cast<int32_t>(rng() % 9) - 4);
-      g.scale_mode = ScaleMode::outer; g.scale = op.exps.data(); g.scale_dtype = DType::i32;
+      g.scale_mode = OperandScale::outer; g.scale = op.exps.data(); g.scale_dtype = DType::i32;
       break;
     case Scales::inner:  // powers of two, exact on the BF16 path
       for (int64_t k = 0; k < K; ++k) op.f32_scale.push_back(std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3));
-      g.scale_mode = ScaleMode::inner; g.scale = op.f32_scale.data();
+      g.scale_mode = OperandScale::inner; g.scale = op.f32_scale.data();
       break;
     case Scales::mx:
     case Scales::nvfp4: {
       const bool mx = s == Scales::mx;
-      g.scale_mode = ScaleMode::block;
+      g.scale_mode = OperandScale::block;
       g.block = mx ? 32 : 16;
       g.scale_ld = (K + g.block - 1) / g.block + 1;  // padded rows of scales
       g.scale_dtype = mx ? DType::e8m0 : DType::e4m3;
@@ -274,7 +274,7 @@ TEST_CASE("bad arguments are rejected, not crashed on") {
   a.dtype = DType::i32;
   CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);
   a.dtype = DType::e4m3;
-  a.scale_mode = ScaleMode::block;
+  a.scale_mode = OperandScale::block;
   a.scale = &x;
   CHECK(gemm(1, 1, 2, 1.0f, a, b, 0.0f, &c, 1) != nullptr);  // block == 0
 }

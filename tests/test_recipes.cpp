@@ -67,8 +67,11 @@ TEST_CASE("a badly scaled model trains under fp8 with the plan; a naive cast wit
   REQUIRE_MESSAGE(st.ok(), st.message());
   for (compiler::Program& p : naive.programs)
     for (compiler::Op& op : p.ops)
-      if (op.code == OpCode::Quantize)
-        op.attrs.set_i("mode", static_cast<int64_t>(QuantMode::static_pow2)).set_i("static_log2", 0);
+      if (op.code == OpCode::Quantize) {
+        ScaleSpec& spec = naive.tensors[op.out[0]].scale;
+        spec.mode = ScaleMode::static_pow2;
+        spec.static_log2 = 0;
+      }
   float cast = accuracy_of(naive, 300);
   MESSAGE("inputs x 1e-5: fp32 " << ref << ", fp8 planned " << planned << ", fp8 naive cast " << cast);
   CHECK(planned > ref - 0.015f);

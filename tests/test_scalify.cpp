@@ -56,17 +56,17 @@ TEST_CASE("the planner gives bounded tensors compile-time scales and the rest ru
   REQUIRE_MESSAGE(st.ok(), st.message());
   // The data lie in [0, 1]: 2^floor(log2(448 / 1)) = 2^8.
   const Tensor& in = find(g, "scale_", ".e4m3");
-  CHECK(in.scale.mode == sg::ScaleMode::static_pow2);
+  CHECK(in.scale.mode == ScaleMode::static_pow2);
   CHECK(in.scale.static_log2 == 8);
   // Weights and hidden activations have no bound: this step's amax.
-  CHECK(find(g, "fc1.w.e4m3").scale.mode == sg::ScaleMode::current_amax);
-  CHECK(find(g, "relu_", ".e4m3").scale.mode == sg::ScaleMode::current_amax);
+  CHECK(find(g, "fc1.w.e4m3").scale.mode == ScaleMode::current_amax);
+  CHECK(find(g, "relu_", ".e4m3").scale.mode == ScaleMode::current_amax);
   // The logits' gradient is bounded by |dloss| / N = 1/8, so E5M2 gets 2^floor(log2(57344 * 8)).
   bool found = false;
   for (const Tensor& t : g.tensors)
     if (t.type.dtype == DType::e5m2 && t.name.rfind("softmax_cross_entropy_grad", 0) == 0) {
       found = true;
-      CHECK(t.scale.mode == sg::ScaleMode::static_pow2);
+      CHECK(t.scale.mode == ScaleMode::static_pow2);
       CHECK(t.scale.static_log2 == 18);
     }
   CHECK(found);
@@ -82,5 +82,5 @@ TEST_CASE("a scaled input moves the static scale with it; without the planner ev
   st = test::compile_graph(kScaledMlp, &off, {{"plan", "false"}});
   REQUIRE_MESSAGE(st.ok(), st.message());
   for (const Tensor& t : off.tensors)
-    if (t.type.dtype == DType::e4m3 || t.type.dtype == DType::e5m2) CHECK(t.scale.mode == sg::ScaleMode::current_amax);
+    if (t.type.dtype == DType::e4m3 || t.type.dtype == DType::e5m2) CHECK(t.scale.mode == ScaleMode::current_amax);
 }

@@ -75,6 +75,9 @@ void print_human(const Model& m) {
   }
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
+  for (size_t i = 0; i < m.tensors().size(); ++i)
+    if (const sg::Tensor* t = r.tensors()->Get(static_cast<flatbuffers::uoffset_t>(i)); t->has_range())
+      std::printf("input %-24s declared range [%g, %g]\n", m.tensors()[i].name.c_str(), t->range_lo(), t->range_hi());
   std::printf("\n%-4s %-30s %-11s %-5s %-12s %10s %10s  %-12s %-6s %5s  %-22s %s\n", "id", "tensor", "role", "dtype",
               "shape", "bytes", "offset", "scale", "gran", "log2", "source", "rule");
   const auto* fts = r.tensors();
@@ -129,7 +132,10 @@ void print_json(const Model& m) {
          ",\"block_size\":" + std::to_string(sc ? sc->block_size() : 0) + ",\"history_len\":" +
          std::to_string(sc ? sc->history_len() : 0) + ",\"state_tensor\":" + std::to_string(sc ? sc->state_tensor() : -1) +
          ",\"static_log2\":" + std::to_string(sc ? sc->static_log2() : 0) + ",\"rule\":" +
-         json_str(sc && sc->rule() ? sc->rule()->str() : "") + "},\"source\":" + json_str(t.loc) + "}";
+         json_str(sc && sc->rule() ? sc->rule()->str() : "") + "}";
+    if (const sg::Tensor* ft = r.tensors()->Get(static_cast<flatbuffers::uoffset_t>(i)); ft->has_range())
+      j += ",\"range\":[" + json_num(ft->range_lo()) + "," + json_num(ft->range_hi()) + "]";
+    j += ",\"source\":" + json_str(t.loc) + "}";
   }
   j += "]}";
   std::puts(j.c_str());

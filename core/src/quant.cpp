@@ -8,8 +8,8 @@ TensorType quant_scale_type(QuantGranularity g, const Shape& x) {
     case QuantGranularity::tensor: return {{1}, DType::i32};
     case QuantGranularity::row: return {{rows}, DType::i32};
     case QuantGranularity::column: return {{cols}, DType::i32};
-    case QuantGranularity::mx: return {{rows, (cols + 31) / 32}, DType::e8m0};
-    case QuantGranularity::nvfp4: return {{rows, (cols + 15) / 16}, DType::e4m3};
+    case QuantGranularity::mx: return {{rows, (cols + kMxBlock - 1) / kMxBlock}, DType::e8m0};
+    case QuantGranularity::nvfp4: return {{rows, (cols + kNvfp4Block - 1) / kNvfp4Block}, DType::e4m3};
   }
   return {{1}, DType::i32};
 }

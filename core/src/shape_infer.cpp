@@ -91,28 +91,36 @@ Status check_train_state(OpCode code, const TensorType& t) {
   return Status::Ok();
 }
 
-bool is_lowp(DType t) { return t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1 || t == DType::f16 || t == DType::bf16; }
-
-Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+// The spec carries what the quantize produces (dtype, granularity) and the
+// length of the amax history its state holds.
+Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const ScaleSpec* spec, std::vector<TensorType>* outs) {
   if (ins[0].dtype != DType::f32 || ins[0].shape.empty()) return fail(code, "expects an f32 tensor of rank >= 1, got " + type_str(ins[0]));
   if (ins[1].dtype != DType::f32 || ins[1].shape.size() != 1 || ins[1].shape[0] < kStateHeader)
     return fail(code, "state must be f32[>= " + std::to_string(kStateHeader) + "], got " + type_str(ins[1]));
-  int64_t dt = attrs.i("dtype"), g = attrs.i("granularity");
-  if (dt < 0 || dt >= kNumDTypes || !is_lowp(static_cast<DType>(dt))) return fail(code, "invalid target dtype");
-  if (g < 0 || g > static_cast<int64_t>(QuantGranularity::nvfp4)) return fail(code, "invalid granularity");
-  if (g == static_cast<int64_t>(QuantGranularity::nvfp4) && dt != static_cast<int64_t>(DType::e2m1))
-    return fail(code, "nvfp4 granularity needs e2m1");
-  int64_t hist = attrs.i("history");
-  if (hist < 0 || ins[1].shape[0] != kStateHeader + hist) return fail(code, "state size does not match the amax history length");
-  (*outs)[0] = TensorType{ins[0].shape, static_cast<DType>(dt)};
-  (*outs)[1] = quant_scale_type(static_cast<QuantGranularity>(g), ins[0].shape);
+  if (!spec) return fail(code, "has no scale spec");
+  if (Status st = check_quant_spec(*spec); !st.ok()) return fail(code, st.message());
+  if (ins[1].shape[0] != kStateHeader + spec->history) return fail(code, "state size does not match the amax history length");
+  (*outs)[0] = TensorType{ins[0].shape, spec->dtype};
+  (*outs)[1] = quant_scale_type(spec->granularity, ins[0].shape);
   (*outs)[2] = ins[1];
+  return Status::Ok();
+}
+
+// Each operand's scale tensor is the one its spec's granularity implies.
+Status check_qmatmul_scales(OpCode code, const std::vector<TensorType>& ins, const ScaleSpec* specs) {
+  for (int w = 0; w < 2; ++w) {
+    TensorType want = quant_scale_type(specs[w].granularity, ins[w * 3].shape);
+    if (!(ins[w * 3 + 1] == want))
+      return fail(code, std::string("operand ") + "ab"[w] + "'s scale is " + type_str(ins[w * 3 + 1]) + ", its " +
+                            granularity_name(specs[w].granularity) + " granularity needs " + type_str(want));
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs,
+                   const ScaleSpec* quant) {
   SG_TRY(check_op_attrs(code, attrs));
   const OpInfo& info = op_info(code);
   if (info.num_inputs >= 0 && static_cast<int>(ins.size()) != info.num_inputs)
@@ -225,13 +233,14 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
       out = ins[0];
       (*outs)[1] = TensorType{{}, DType::f32};
       return Status::Ok();
-    case OpCode::Quantize: return infer_quantize(code, ins, attrs, outs);
+    case OpCode::Quantize: return infer_quantize(code, ins, quant, outs);
     case OpCode::QMatMul: {
       for (int i : {0, 3})
         if (ins[i].dtype == DType::i32) return fail(code, "operand " + type_str(ins[i]) + " is not a float type");
       for (int i : {2, 5})
         if (ins[i].dtype != DType::f32 || ins[i].shape.size() != 1 || ins[i].shape[0] < kStateHeader)
           return fail(code, "quantization state must be f32[>= " + std::to_string(kStateHeader) + "], got " + type_str(ins[i]));
+      if (quant) SG_TRY(check_qmatmul_scales(code, ins, quant));
       return infer_matmul(code, ins[0], ins[3], attrs, &out);
     }
     case OpCode::DgeGrad:

@@ -128,7 +128,9 @@ function sg.softmax_cross_entropy(logits, labels) return op("softmax_cross_entro
 -- Fraction of rows whose argmax equals the label.
 function sg.accuracy(logits, labels) return op("accuracy", { logits, labels }) end
 
-function sg.input(name, shape, dtype) return wrap(core.input(name, shape, dtype or "f32")) end
+-- opts.range = {lo, hi}: the values' range, which lets the scale planner give
+-- the input (and what it bounds) a compile-time scale.
+function sg.input(name, shape, dtype, opts) return wrap(core.input(name, shape, dtype or "f32", opts)) end
 -- init: {"uniform", low, high} | {"normal", mean, std} | "zeros" | "ones"
 function sg.param(name, shape, init)
   init = init or "zeros"
@@ -167,6 +169,7 @@ sg.data = {
     local fields = {}
     for _, f in ipairs { "image", "label" } do if o[f] then fields[f] = o[f].id end end
     core.data("fashion_mnist", fields, { shuffle = o.shuffle, path = o.path })
+    if o.image then core.default_range(o.image.id, 0, 1) end  -- pixels / 255
   end,
   -- text{tokens = x, targets = y, path = file}: byte-level windows of a UTF-8
   -- file, targets shifted by one byte; x and y are i32 [batch, block].

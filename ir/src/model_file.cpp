@@ -25,4 +25,13 @@ Status check_footer(const uint8_t* data, size_t size, size_t* payload) {
   return Status::Ok();
 }
 
+
+Status check_schema_version(uint32_t version) {
+  if (version > kSchemaVersion)
+    return Status::Invalid("written by schema version " + std::to_string(version) + ", this reader takes ≤ " +
+                           std::to_string(kSchemaVersion));
+  if (version == 0) return Status::Invalid("schema version 0: not a version any sgrt wrote");
+  return Status::Ok();
+}
+
 }  // namespace sgrt

@@ -59,12 +59,12 @@ const char* check(const GemmOperand& op, bool is_b, int64_t outer, int64_t K) {
   if (!is_data_dtype(op.dtype)) return "gemm: operand dtype must be f32, bf16, e4m3, e5m2 or e2m1";
   if (outer * K > 0 && !op.data) return "gemm: null operand data";
   if (op.ld < (outer_major(op, is_b) ? K : outer)) return "gemm: leading dimension smaller than the stored row";
-  if (op.scale_mode == ScaleMode::none) return nullptr;
+  if (op.scale_mode == OperandScale::none) return nullptr;
   if (!op.scale) return "gemm: scale_mode set but scale is null";
   const DType sd = op.scale_dtype;
   if (sd != DType::f32 && sd != DType::i32 && sd != DType::e8m0 && sd != DType::e4m3)
     return "gemm: scale_dtype must be f32, i32, e8m0 or e4m3";
-  if (op.scale_mode == ScaleMode::block) {
+  if (op.scale_mode == OperandScale::block) {
     if (op.block <= 0) return "gemm: block scaling needs block > 0";
     if (op.scale_ld != 0 && op.scale_ld < (K + op.block - 1) / op.block) return "gemm: scale_ld too small";
   }
@@ -77,11 +77,11 @@ Source source(const GemmOperand& op, bool is_b, int64_t outer, int64_t K, std::v
   const Lut* lut = lut_for(op.dtype);
   Source s{op.data, op.dtype, om ? op.ld : 1, om ? 1 : op.ld, lut ? lut->f : nullptr,
            lut ? lut->bf16 : nullptr, nullptr, 0, 1};
-  if (op.scale_mode == ScaleMode::inner) {
+  if (op.scale_mode == OperandScale::inner) {
     kscale.resize(K);
     for (int64_t k = 0; k < K; ++k) kscale[k] = scale_at(op, k);
     s.kscale = kscale.data();
-  } else if (op.scale_mode == ScaleMode::block) {
+  } else if (op.scale_mode == OperandScale::block) {
     const int64_t ld = op.scale_ld ? op.scale_ld : (K + op.block - 1) / op.block;
     const int64_t nb = (K + op.block - 1) / op.block;
     kscale.resize(outer * nb);
@@ -97,9 +97,9 @@ Source source(const GemmOperand& op, bool is_b, int64_t outer, int64_t K, std::v
 // The operand's epilogue multipliers: tensor_scale, tensor and outer scales.
 void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
   mult *= op.tensor_scale;
-  if (op.scale_mode == ScaleMode::tensor) mult *= scale_at(op, 0);
+  if (op.scale_mode == OperandScale::tensor) mult *= scale_at(op, 0);
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = op.scale_mode == ScaleMode::outer ? mult * scale_at(op, static_cast<int64_t>(i)) : mult;
+    out[i] = op.scale_mode == OperandScale::outer ? mult * scale_at(op, static_cast<int64_t>(i)) : mult;
 }
 
 }  // namespace

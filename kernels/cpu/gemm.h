@@ -28,7 +28,7 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
 
 // Where an operand's dequantization scales apply. "outer" is the M index for A and
 // the N index for B; "inner" is K. real value = decode(code) * scale.
-enum class ScaleMode : uint8_t {
+enum class OperandScale : uint8_t {
   none,    // scale unused
   tensor,  // scale[0] for the whole operand                      (epilogue)
   outer,   // scale[i], one per row of op(A) / column of op(B)    (epilogue)
@@ -43,7 +43,7 @@ struct GemmOperand {
   bool trans = false;
   int64_t ld = 0;  // leading dimension of the stored matrix, in elements
 
-  ScaleMode scale_mode = ScaleMode::none;
+  OperandScale scale_mode = OperandScale::none;
   const void* scale = nullptr;
   // f32: multipliers; i32: exponents e meaning 2^-e (the quantizer's `exp`, see
   // quantize.h); e8m0 / e4m3: encoded multipliers (block scales).

@@ -6,6 +6,7 @@
 #include "sgrt/attrs.h"
 #include "sgrt/kernel_table.h"
 #include "sgrt/ops.h"
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 #include "sgrt/status.h"
 
@@ -24,6 +25,7 @@ struct OpArgs {
   OpCode code;
   const Attrs* attrs = nullptr;
   std::vector<TensorArg> in, out;
+  const ScaleSpec* quant = nullptr;  // quantize and qmatmul: OpInfoLoaded::quant
 };
 
 // Kernels fail only on data they cannot trust (a label out of range).

@@ -1,6 +1,6 @@
 // quantize and qmatmul: the CPU kernels of the low-precision recipes, on top of
-// cpu/quantize.h and cpu/gemm.h. Conventions (granularity, state slots) are in
-// sgrt/quant.h.
+// cpu/quantize.h and cpu/gemm.h. The scale plan is the op's typed spec
+// (sgrt/scale_spec.h); state slots are in sgrt/quant.h.
 #include <algorithm>
 #include <cmath>
 
@@ -46,13 +46,13 @@ Status k_quantize(const OpArgs& a) {
   float* state = a.out[2].f();
   const Shape& xs = a.in[0].shape();
   int64_t cols = xs.back(), rows = a.in[0].n / cols;
+  const ScaleSpec& spec = a.quant[0];
   QuantParams p;
-  p.fmt = static_cast<DType>(at.i("dtype"));
-  p.margin = static_cast<int>(at.i("margin"));
-  auto g = static_cast<QuantGranularity>(at.i("granularity"));
-  auto mode = static_cast<QuantMode>(at.i("mode"));
+  p.fmt = spec.dtype;
+  p.margin = spec.margin;
+  QuantGranularity g = spec.granularity;
   bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
-  int64_t hist = at.i("history");
+  int64_t hist = spec.history;
   void* q = a.out[0].data;
   QuantStats st;
   switch (g) {
@@ -70,10 +70,10 @@ Status k_quantize(const OpArgs& a) {
                        : g == QuantGranularity::column ? QuantAxis::col : QuantAxis::tensor;
       int32_t* exps = a.out[1].i32();
       bool current = true;
-      if (mode == QuantMode::static_pow2) {
-        exps[0] = static_cast<int32_t>(at.i("static_log2"));
+      if (spec.mode == ScaleMode::static_pow2) {
+        exps[0] = spec.static_log2;
         current = false;
-      } else if (mode == QuantMode::delayed_amax) {
+      } else if (spec.mode == ScaleMode::delayed_amax) {
         int32_t e;
         if (history_exponent(state, hist, p, exps[0], &e)) {
           exps[0] = e;
@@ -106,7 +106,7 @@ Status operand(const OpArgs& a, int which, GemmOperand* o) {
   const TensorArg& scale = a.in[which * 3 + 1];
   const float* state = a.in[which * 3 + 2].f();
   bool trans = a.attrs->i(which == 0 ? "trans_a" : "trans_b");
-  auto g = static_cast<QuantGranularity>(a.attrs->i(which == 0 ? "a_granularity" : "b_granularity"));
+  QuantGranularity g = a.quant[which].granularity;
   int64_t cols = data.shape().back();
   // Is the stored row index the outer one? A untransposed: yes; B transposed: yes.
   bool rows_outer = which == 0 ? !trans : trans;
@@ -117,12 +117,12 @@ Status operand(const OpArgs& a, int which, GemmOperand* o) {
   o->scale = scale.data;
   o->scale_dtype = scale.type->dtype;
   switch (g) {
-    case QuantGranularity::tensor: o->scale_mode = ScaleMode::tensor; break;
-    case QuantGranularity::row: o->scale_mode = rows_outer ? ScaleMode::outer : ScaleMode::inner; break;
-    case QuantGranularity::column: o->scale_mode = rows_outer ? ScaleMode::inner : ScaleMode::outer; break;
+    case QuantGranularity::tensor: o->scale_mode = OperandScale::tensor; break;
+    case QuantGranularity::row: o->scale_mode = rows_outer ? OperandScale::outer : OperandScale::inner; break;
+    case QuantGranularity::column: o->scale_mode = rows_outer ? OperandScale::inner : OperandScale::outer; break;
     case QuantGranularity::mx: case QuantGranularity::nvfp4:
       if (!rows_outer) return Status::Runtime("qmatmul: block scales must run along the contracting dimension");
-      o->scale_mode = ScaleMode::block;
+      o->scale_mode = OperandScale::block;
       o->block = g == QuantGranularity::mx ? kMxBlock : kNvfp4Block;
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = state[kStateTensorScale];

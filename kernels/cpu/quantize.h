@@ -10,14 +10,15 @@
 // codes per byte, low nibble first, element i = r * cols + c.
 //
 // The scales these functions produce plug into the GEMM (cpu/gemm.h) unchanged:
-//   quantize: exps as GemmOperand{scale_dtype = i32} (tensor: ScaleMode::tensor; rows
+//   quantize: exps as GemmOperand{scale_dtype = i32} (tensor: OperandScale::tensor; rows
 //             of A / columns of B: outer; columns of a weight used as op(B)^T: inner)
-//   quantize_mx: scales as ScaleMode::block, block 32, scale_dtype e8m0
-//   quantize_nvfp4: ScaleMode::block, block 16, scale_dtype e4m3, tensor_scale
+//   quantize_mx: scales as OperandScale::block, block 32, scale_dtype e8m0
+//   quantize_nvfp4: OperandScale::block, block 16, scale_dtype e4m3, tensor_scale
 #pragma once
 #include <cstdint>
 
 #include "sgrt/dtype.h"
+#include "sgrt/scale_spec.h"  // kMxBlock, kNvfp4Block
 
 namespace sgrt::cpu {
 
@@ -52,7 +53,6 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
 // the dequantization multiplier 2^-e with e from the block's amax (above; an all-zero
 // or non-finite block uses e = 0 and counts as kept). scales: [rows][ceil(cols / 32)].
 // Unlike OCP's floor(log2(amax)) - emax rule, this one never saturates.
-constexpr int64_t kMxBlock = 32;
 QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                        void* q, uint8_t* scales);
 
@@ -62,7 +62,6 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
 // block scale = amax_block / (6 * tensor_scale) rounded to E4M3, then raised one
 // code if the block would saturate, so no element saturates. p.fmt is ignored.
 // block_scales: [rows][ceil(cols / 16)].
-constexpr int64_t kNvfp4Block = 16;
 QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                           void* q, uint8_t* block_scales, float* tensor_scale);
 

@@ -30,6 +30,7 @@ struct OpArgs {
   OpCode code;
   const Attrs* attrs = nullptr;
   std::vector<Tensor> in, out;
+  const ScaleSpec* quant = nullptr;  // quantize and qmatmul: OpInfoLoaded::quant
 };
 
 struct Device {

@@ -110,7 +110,7 @@ Status make_operand(const OpArgs& a, int which, Operand* o) {
   const Tensor& data = a.in[which * 3];
   const Tensor& scale = a.in[which * 3 + 1];
   bool trans = a.attrs->i(which == 0 ? "trans_a" : "trans_b");
-  auto g = static_cast<QuantGranularity>(a.attrs->i(which == 0 ? "a_granularity" : "b_granularity"));
+  QuantGranularity g = a.quant[which].granularity;
   o->data = data.p;
   o->dt = data.dtype();
   o->ld = data.shape().back();
@@ -124,7 +124,7 @@ Status make_operand(const OpArgs& a, int which, Operand* o) {
     case QuantGranularity::mx: case QuantGranularity::nvfp4:
       if (!o->rows_outer) return Status::Invalid("qmatmul: block scales must run along the contracting dimension");
       o->kind = ScaleKind::block;
-      o->block = g == QuantGranularity::mx ? 32 : 16;
+      o->block = block_size(g);
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = a.in[which * 3 + 2].f() + kStateTensorScale;
       break;

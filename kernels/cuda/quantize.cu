@@ -35,7 +35,7 @@ struct Q {
   float fmax;
   int margin;
   QuantGranularity g;
-  QuantMode mode;
+  ScaleMode mode;
   int32_t static_log2;
   int64_t hist;
   bool update;
@@ -74,10 +74,10 @@ __global__ void amax_kernel(Q q) {
 // otherwise scales are current, and a per-tensor scale comes from this step's amax.
 __global__ void mode_kernel(Q q) {
   int current = 1;
-  if (q.mode == QuantMode::static_pow2) {
+  if (q.mode == ScaleMode::static_pow2) {
     exps(q)[0] = q.static_log2;
     current = 0;
-  } else if (q.mode == QuantMode::delayed_amax && q.hist > 0 && q.state[kStateHistoryPos] >= static_cast<float>(q.hist)) {
+  } else if (q.mode == ScaleMode::delayed_amax && q.hist > 0 && q.state[kStateHistoryPos] >= static_cast<float>(q.hist)) {
     float amax = 0.f;
     for (int64_t i = 0; i < q.hist; ++i) amax = amax < q.state[kStateHeader + i] ? q.state[kStateHeader + i] : amax;
     bool kept;
@@ -220,24 +220,24 @@ __global__ void finish_kernel(Q q) {
 }  // namespace
 
 Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
-  const Attrs& at = *a.attrs;
+  const ScaleSpec& spec = a.quant[0];
   Q q{};
   q.x = a.in[0].f();
   q.n = a.in[0].n;
   q.cols = a.in[0].shape().back();
   q.rows = q.cols ? q.n / q.cols : 0;
-  q.fmt = static_cast<DType>(at.i("dtype"));
+  q.fmt = spec.dtype;
   q.fmax = format_max(q.fmt);
-  q.margin = static_cast<int>(at.i("margin"));
-  q.g = static_cast<QuantGranularity>(at.i("granularity"));
-  q.mode = static_cast<QuantMode>(at.i("mode"));
-  q.static_log2 = static_cast<int32_t>(at.i("static_log2"));
-  q.hist = at.i("history");
-  q.update = at.i("update", 1) != 0;
+  q.margin = spec.margin;
+  q.g = spec.granularity;
+  q.mode = spec.mode;
+  q.static_log2 = spec.static_log2;
+  q.hist = spec.history;
+  q.update = a.attrs->i("update", 1) != 0;
   q.q = a.out[0].p;
   q.scale = a.out[1].p;
   q.state = a.out[2].f();
-  q.block = q.g == QuantGranularity::mx ? 32 : 16;
+  q.block = q.g == QuantGranularity::mx ? kMxBlock : kNvfp4Block;
   q.nb = (q.cols + q.block - 1) / q.block;
   bool is_fp = q.fmt == DType::e4m3 || q.fmt == DType::e5m2 || q.fmt == DType::e2m1;
   if (q.g == QuantGranularity::mx && !is_fp) return Status::Invalid("mx blocks need e4m3, e5m2 or e2m1");

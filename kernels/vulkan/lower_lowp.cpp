@@ -12,7 +12,7 @@ namespace {
 
 constexpr uint32_t kQuantScratchWords = 5;  // quantize.comp's S_WORDS
 enum QuantPhase : uint32_t { kAmax, kScales, kEncode, kState };
-// gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's ScaleMode).
+// gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's OperandScale).
 enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale };
 constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
 
@@ -26,7 +26,7 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
   const TensorInfo& data = c.in(which * 3);
   const TensorInfo& scale = c.in(which * 3 + 1);
   bool trans = c.op.attrs.i(which == 0 ? "trans_a" : "trans_b");
-  auto g = static_cast<QuantGranularity>(c.op.attrs.i(which == 0 ? "a_granularity" : "b_granularity"));
+  QuantGranularity g = c.op.quant[which].granularity;
   bool rows_outer = which == 0 ? !trans : trans;
   if (data.type.dtype != DType::f32 && !is_code_format(data.type.dtype))
     return Status::Unsupported("qmatmul: operand " + data.name + " is " + dtype_name(data.type.dtype));
@@ -41,10 +41,9 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
       want = g == QuantGranularity::mx ? DType::e8m0 : DType::e4m3;
       *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
       break;
-    default: return Status::Unsupported("qmatmul: unknown granularity " + std::to_string(static_cast<int64_t>(g)));
   }
   if (scale.type.dtype != want)
-    return Status::Unsupported("qmatmul: scale " + scale.name + " of granularity " + std::to_string(static_cast<int64_t>(g)) +
+    return Status::Unsupported("qmatmul: scale " + scale.name + " of granularity " + granularity_name(g) +
                                " is " + dtype_name(scale.type.dtype) + ", not " + dtype_name(want));
   return Status::Ok();
 }
@@ -52,17 +51,17 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
 }  // namespace
 
 Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
-  const Attrs& at = c.op.attrs;
-  auto g = static_cast<QuantGranularity>(at.i("granularity"));
-  auto mode = static_cast<QuantMode>(at.i("mode"));
-  DType fmt = c.out(0).type.dtype;
-  int64_t hist = at.i("history");
+  const ScaleSpec& spec = c.op.quant[0];
+  QuantGranularity g = spec.granularity;
+  ScaleMode mode = spec.mode;
+  DType fmt = spec.dtype;
+  int64_t hist = spec.history;
   const Shape& xs = c.in(0).type.shape;
   uint64_t n = numel(xs), cols = xs.back(), rows = n / cols;
-  bool blocks = g == QuantGranularity::mx || g == QuantGranularity::nvfp4;
+  bool blocks = is_block(g);
   if (!is_code_format(fmt) || (blocks && dtype_bits(fmt) != 8 && fmt != DType::e2m1))
     return Status::Unsupported(std::string("quantize to ") + dtype_name(fmt));
-  if (g != QuantGranularity::tensor && (mode == QuantMode::static_pow2 || mode == QuantMode::delayed_amax))
+  if (g != QuantGranularity::tensor && (mode == ScaleMode::static_pow2 || mode == ScaleMode::delayed_amax))
     return Status::Unsupported("quantize: static and delayed scales are per tensor only");
   Push& p = d->push;
   p.off[0] = c.word(c.in(0));
@@ -76,9 +75,9 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   p.dim[0] = static_cast<uint32_t>(g);
   p.dim[1] = static_cast<uint32_t>(mode);
   p.dim[2] = static_cast<uint32_t>(hist);
-  p.dim[3] = static_cast<uint32_t>(at.i("margin"));
-  p.dim[4] = static_cast<uint32_t>(at.i("static_log2"));
-  p.dim[5] = at.i("update", 1) != 0;
+  p.dim[3] = static_cast<uint32_t>(spec.margin);
+  p.dim[4] = static_cast<uint32_t>(spec.static_log2);
+  p.dim[5] = c.op.attrs.i("update", 1) != 0;
   p.dim[6] = c.scratch->take(kQuantScratchWords, d);
   d->shader = "quantize";
   auto phase = [&](QuantPhase ph, uint64_t invocations) {
@@ -87,9 +86,9 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
     e.groups[0] = groups_for(invocations, c.opts);
     out->push_back(std::move(e));
   };
-  if (g == QuantGranularity::nvfp4 || (g == QuantGranularity::tensor && (mode != QuantMode::static_pow2 || hist > 0)))
+  if (g == QuantGranularity::nvfp4 || (g == QuantGranularity::tensor && (mode != ScaleMode::static_pow2 || hist > 0)))
     phase(kAmax, n);
-  uint64_t block = g == QuantGranularity::mx ? 32 : 16, scale_words = (rows * ((cols + block - 1) / block) + 3) / 4;
+  uint64_t block = blocks ? static_cast<uint64_t>(block_size(g)) : 1, scale_words = (rows * ((cols + block - 1) / block) + 3) / 4;
   phase(kScales, g == QuantGranularity::tensor ? 1 : g == QuantGranularity::row ? rows
                  : g == QuantGranularity::column ? cols : scale_words);
   phase(kEncode, (n * dtype_bits(fmt) + 31) / 32);

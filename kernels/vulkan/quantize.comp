@@ -16,7 +16,7 @@
 layout(local_size_x = 256) in;
 
 const uint G_TENSOR = 0u, G_ROW = 1u, G_COL = 2u, G_MX = 3u, G_NVFP4 = 4u;  // QuantGranularity
-const uint M_STATIC = 1u, M_DELAYED = 3u;                                 // QuantMode
+const uint M_STATIC = 1u, M_DELAYED = 3u;                                 // ScaleMode (scale_spec.h)
 const uint ST_SAT = 0u, ST_KEPT = 1u, ST_POS = 2u, ST_TSCALE = 3u, ST_UNDER = 4u, ST_HEADER = 5u;
 const uint S_AMAX = 0u, S_SAT = 1u, S_UNDER = 2u, S_KEPT = 3u, S_TSCALE = 4u, S_WORDS = 5u;
 

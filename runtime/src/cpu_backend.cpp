@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
     for (const ProgramInfo& p : model.programs()) {
       std::vector<BoundOp> ops;
       for (const OpInfoLoaded& op : p.ops) {
-        BoundOp b{nullptr, cpu::OpArgs{op.code, &op.attrs, {}, {}}, &op};
+        BoundOp b{nullptr, cpu::OpArgs{op.code, &op.attrs, {}, {}, op.quant}, &op};
         std::vector<DType> in, out;
         for (int id : op.in) {
           b.args.in.push_back(cpu::TensorArg{arena_ + ts[id].offset, &ts[id].type, numel(ts[id].type.shape)});

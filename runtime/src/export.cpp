@@ -12,6 +12,7 @@
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
 #include "sgrt/quant.h"
+#include "sgrt/scale_codec.h"
 #include "sgrt/shape_infer.h"
 
 namespace sgrt {
@@ -22,15 +23,19 @@ uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 // A quantize op's outputs computed now, on the host, by the CPU kernel itself:
 // the exported constants are bit-identical to what the op would produce.
 struct Folded {
+  ScaleSpec spec;  // q's
   TensorType q_type, scale_type;
   std::vector<uint8_t> q, scale;
   std::vector<float> state;
 };
 
-Status fold_quantize(const Attrs& a, const TensorType& x_type, const float* x, std::vector<float> state, Folded* f) {
+// `a`: the op's attributes (whether it updates its state).
+Status fold_quantize(const ScaleSpec& spec, const Attrs& a, const TensorType& x_type, const float* x,
+                     std::vector<float> state, Folded* f) {
   TensorType state_type{{static_cast<int64_t>(state.size())}, DType::f32};
   std::vector<TensorType> outs;
-  SG_TRY(infer_types(OpCode::Quantize, {x_type, state_type}, a, &outs));
+  SG_TRY(infer_types(OpCode::Quantize, {x_type, state_type}, a, &outs, &spec));
+  f->spec = spec;
   f->q_type = outs[0];
   f->scale_type = outs[1];
   f->q.assign(dtype_bytes(outs[0].dtype, numel(outs[0].shape)), 0);
@@ -44,26 +49,31 @@ Status fold_quantize(const Attrs& a, const TensorType& x_type, const float* x, s
                    {{const_cast<float*>(x), &x_type, numel(x_type.shape)}, {f->state.data(), &state_type, ns}},
                    {{f->q.data(), &f->q_type, numel(outs[0].shape)},
                     {f->scale.data(), &f->scale_type, numel(outs[1].shape)},
-                    {f->state.data(), &state_type, ns}}};
+                    {f->state.data(), &state_type, ns}},
+                   &f->spec};
   return k(args);
 }
 
-// quantize attrs for a weight stored [rows, cols]; rows_outer: rows index the
+// The scale spec of a weight stored [rows, cols]; rows_outer: rows index the
 // matmul's output (the stored matrix is [out, in]).
-Attrs weight_format(ExportQuant q, bool rows_outer) {
-  DType d = DType::e4m3;
-  QuantGranularity g = QuantGranularity::tensor;
-  QuantMode mode = QuantMode::current_amax;  // a weight's own amax, as in every recipe
+ScaleSpec weight_format(ExportQuant q, bool rows_outer) {
+  ScaleSpec s;
+  s.dtype = DType::e4m3;
+  s.mode = ScaleMode::current_amax;  // a weight's own amax, as in every recipe
   switch (q) {
     case ExportQuant::none: case ExportQuant::fp8: break;
-    case ExportQuant::fp8_channel: g = rows_outer ? QuantGranularity::row : QuantGranularity::column; break;
-    case ExportQuant::fp4: d = DType::e2m1; g = rows_outer ? QuantGranularity::column : QuantGranularity::row; break;
-    case ExportQuant::nvfp4: d = DType::e2m1; g = QuantGranularity::nvfp4; mode = QuantMode::block; break;
+    case ExportQuant::fp8_channel: s.granularity = rows_outer ? QuantGranularity::row : QuantGranularity::column; break;
+    case ExportQuant::fp4:
+      s.dtype = DType::e2m1;
+      s.granularity = rows_outer ? QuantGranularity::column : QuantGranularity::row;
+      break;
+    case ExportQuant::nvfp4:
+      s.dtype = DType::e2m1;
+      s.granularity = QuantGranularity::nvfp4;
+      s.mode = ScaleMode::block;
+      break;
   }
-  Attrs a;
-  a.set_i("dtype", static_cast<int64_t>(d)).set_i("granularity", static_cast<int64_t>(g))
-      .set_i("mode", static_cast<int64_t>(mode)).set_i("history", 0).set_i("margin", 0).set_i("update", 1);
-  return a;
+  return s;
 }
 
 std::vector<uint8_t> as_bytes(const std::vector<float>& v) {
@@ -78,6 +88,7 @@ class Exporter {
   Status run(std::vector<uint8_t>* out) {
     if (o_.quantize != ExportQuant::none && !o_.infer_only)
       return Status::Invalid("export: quantizing needs --infer-only (quantized weights are constants that training would not update)");
+    upgrade_schema();
     if (o_.infer_only) SG_TRY(strip_training());
     if (o_.quantize != ExportQuant::none)
       for (auto& p : r_->programs) SG_TRY(quantize_program(*p));
@@ -94,6 +105,25 @@ class Exporter {
   }
 
  private:
+  // The export is written in the current schema version: older ops are
+  // upgraded, their scale plan re-encoded from the loader's specs and their
+  // legacy attributes dropped.
+  void upgrade_schema() {
+    r_->schema_version = kSchemaVersion;
+    for (size_t p = 0; p < r_->programs.size(); ++p)
+      for (size_t k = 0; k < r_->programs[p]->ops.size(); ++k) {
+        sg::OpT& op = *r_->programs[p]->ops[k];
+        const OpInfoLoaded& o = m_.programs()[p].ops[k];
+        if (op.version >= op_info(o.code).version) continue;
+        std::erase_if(op.attrs, [&](const auto& a) { return is_v1_scale_attr(o.code, a->name); });
+        op.version = op_info(o.code).version;
+        if (o.code != OpCode::Quantize) continue;
+        auto& scale = r_->tensors[o.out[0]]->scale;
+        if (!scale) scale = std::make_unique<sg::ScaleSpecT>();
+        *scale = encode_scale_spec(o.quant[0]);
+      }
+  }
+
   Status strip_training() {
     auto& ps = r_->programs;
     ps.erase(std::remove_if(ps.begin(), ps.end(), [](const auto& p) { return p->name != "infer" && p->name != "eval"; }),
@@ -151,7 +181,9 @@ class Exporter {
     out[1] = add_constant(base + ".scale", f.scale_type, std::move(f.scale), rule);
     TensorType st{{static_cast<int64_t>(f.state.size())}, DType::f32};
     out[2] = add_constant(base + ".qstate", st, as_bytes(f.state), rule);
-    r_->tensors[out[0]]->scale->state_tensor = out[1];
+    f.spec.rule = rule;
+    f.spec.state_tensor = out[1];
+    *r_->tensors[out[0]]->scale = encode_scale_spec(f.spec);
   }
 
   // Scale (exponent 0) and state shared by every f32 operand of a rewritten matmul.
@@ -201,7 +233,7 @@ class Exporter {
     SG_TRY(read(o.in[0], &x));
     SG_TRY(read(o.in[1], &state));
     Folded f;
-    SG_TRY(fold_quantize(o.attrs, m_.tensors()[o.in[0]].type, x.data(), std::move(state), &f).with_context(o.loc));
+    SG_TRY(fold_quantize(o.quant[0], o.attrs, m_.tensors()[o.in[0]].type, x.data(), std::move(state), &f).with_context(o.loc));
     add_folded(m_.tensors()[o.out[0]].name, std::move(f), c);
     done_[o.out[0]] = {c[0], c[1], c[2]};
     return Status::Ok();
@@ -229,17 +261,20 @@ class Exporter {
         t.shape = {cols, rows};
       }
       Folded f;
-      Attrs a = weight_format(o_.quantize, rows_outer || transpose);
-      SG_TRY(fold_quantize(a, t, x.data(), std::vector<float>(kStateHeader, 0.f), &f).with_context(o.loc));
+      Attrs update;
+      update.set_i("update", 1);
+      SG_TRY(fold_quantize(weight_format(o_.quantize, rows_outer || transpose), update, t, x.data(),
+                           std::vector<float>(kStateHeader, 0.f), &f).with_context(o.loc));
       std::array<int, 3> c;
       add_folded(m_.tensors()[weight].name + "." + dtype_name(f.q_type.dtype) + (transpose ? ".t" : ""), std::move(f), c.data());
-      quantized_[key] = {c, a.i("granularity")};
+      quantized_[key] = c;
     }
-    const auto& [c, gran] = quantized_[key];
+    const std::array<int, 3>& c = quantized_[key];
     int other = o.in[1 - w], os, ost;
     f32_operand(&os, &ost);
     std::vector<int> wq{c[0], c[1], c[2]}, x{other, os, ost};
     op->code = static_cast<int32_t>(OpCode::QMatMul);
+    op->version = op_info(OpCode::QMatMul).version;
     op->inputs = w == 1 ? std::vector<int>{x[0], x[1], x[2], wq[0], wq[1], wq[2]}
                         : std::vector<int>{wq[0], wq[1], wq[2], x[0], x[1], x[2]};
     op->attrs.clear();
@@ -252,8 +287,6 @@ class Exporter {
     };
     attr(trans_attr[0], w == 0 ? trans[0] != transpose : trans[0]);
     attr(trans_attr[1], w == 1 ? trans[1] != transpose : trans[1]);
-    attr(w == 0 ? "a_granularity" : "b_granularity", gran);
-    attr(w == 0 ? "b_granularity" : "a_granularity", static_cast<int64_t>(QuantGranularity::tensor));
     return Status::Ok();
   }
 
@@ -378,7 +411,7 @@ class Exporter {
   std::unique_ptr<sg::ModelT> r_;
   int f32_scale_ = -1, f32_state_ = -1;
   std::map<int, std::array<int, 3>> done_;
-  std::map<std::pair<int, bool>, std::pair<std::array<int, 3>, int64_t>> quantized_;
+  std::map<std::pair<int, bool>, std::array<int, 3>> quantized_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
 #include "sgrt/quant.h"
+#include "sgrt/scale_codec.h"
 #include "sgrt/shape_infer.h"
 
 namespace sgrt {
@@ -33,9 +34,7 @@ Status Model::load_bytes(std::vector<uint8_t> bytes, const std::string& label, s
   flatbuffers::Verifier verifier(m->bytes_.data(), payload);
   if (!sg::VerifyModelBuffer(verifier)) return Status::Invalid(label + ": the FlatBuffer does not verify");
   m->root_ = sg::GetModel(m->bytes_.data());
-  if (m->root_->schema_version() != kSchemaVersion)
-    return Status::Invalid(label + ": schema version " + std::to_string(m->root_->schema_version()) +
-                           ", this runtime reads version " + std::to_string(kSchemaVersion) + " (recompile the model)");
+  SG_TRY(check_schema_version(m->root_->schema_version()).with_context(label));
   SG_TRY(m->decode().with_context(label));
   *out = std::move(m);
   return Status::Ok();
@@ -75,6 +74,17 @@ std::vector<T> vec(const flatbuffers::Vector<T>* v) {
   return out;
 }
 
+// The typed specs a quantize (its output's) or qmatmul (its operands') kernels
+// read, from the tensors' decoded IR specs; indices are valid, counts are
+// checked by the shape rule after.
+void attach_scales(OpInfoLoaded* op, const std::vector<ScaleSpec>& specs) {
+  if (op->code == OpCode::Quantize) op->quant[0] = specs[op->out[0]];
+  if (op->code == OpCode::QMatMul && op->in.size() == 6) {
+    op->quant[0] = specs[op->in[0]];
+    op->quant[1] = specs[op->in[3]];
+  }
+}
+
 }  // namespace
 
 // Decodes every table and checks what the Verifier cannot: indices in range,
@@ -85,6 +95,8 @@ Status Model::decode() {
   if (!mem) return Status::Invalid("no memory plan");
   arena_bytes_ = mem->arena_bytes();
   if (!r.tensors()) return Status::Invalid("no tensors");
+  const uint32_t version = r.schema_version();
+  std::vector<ScaleSpec> specs;  // per tensor
   for (const sg::Tensor* t : *r.tensors()) {
     TensorInfo ti;
     ti.name = t->name()->str();
@@ -127,6 +139,8 @@ Status Model::decode() {
       }
     }
     ti.loc = loc_str(t->loc());
+    specs.emplace_back();
+    SG_TRY(decode_scale_spec(t->scale(), ti.type.dtype, ti.name, version, &specs.back()));
     tensors_.push_back(std::move(ti));
   }
   const int nt = static_cast<int>(tensors_.size());
@@ -144,14 +158,16 @@ Status Model::decode() {
         if (!op_code_valid(o->code()))
           return Status::Invalid(op.loc + ": unknown op code " + std::to_string(o->code()) + " in program " + pi.name);
         op.code = static_cast<OpCode>(o->code());
-        if (o->version() > op_info(op.code).version)
-          return Status::Invalid(op.loc + ": op " + std::string(op_info(op.code).name) + " version " +
-                                 std::to_string(o->version()) + " was written by a newer compiler; this runtime runs " +
-                                 "version <= " + std::to_string(op_info(op.code).version));
+        const int version = op_info(op.code).version;  // ops.def's version column
+        if (o->version() > version || o->version() < 1)
+          return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " version " +
+                                 std::to_string(o->version()) + ", this reader takes 1 to " + std::to_string(version));
+        const bool legacy = o->version() < version;  // upgraded as it is read
         op.in = vec(o->inputs());
         op.out = vec(o->outputs());
         if (o->attrs())
           for (const sg::Attr* a : *o->attrs()) {
+            if (legacy && is_v1_scale_attr(op.code, a->name()->c_str())) continue;
             int kind = static_cast<int>(a->kind());
             if (kind < 0 || kind > static_cast<int>(AttrKind::ints))
               return Status::Invalid(op.loc + ": attribute '" + a->name()->str() + "' has an invalid kind");
@@ -163,7 +179,12 @@ Status Model::decode() {
           if (tensors_[id].bytes == 0) return Status::Invalid(op.loc + ": input " + tensors_[id].name + " has no storage");
           ins.push_back(tensors_[id].type);
         }
-        Status st = infer_types(op.code, ins, op.attrs, &outs);
+        if (op.code == OpCode::Quantize && (op.out.empty() || !valid(op.out[0])))
+          return Status::Invalid(op.loc + ": quantize has an invalid output index");
+        attach_scales(&op, specs);
+        if (op.code == OpCode::Quantize && legacy && ins.size() == 2) upgrade_v1_history(ins[1], &op.quant[0]);
+        bool scaled = op.code == OpCode::Quantize || op.code == OpCode::QMatMul;
+        Status st = infer_types(op.code, ins, op.attrs, &outs, scaled ? op.quant : nullptr);
         if (!st.ok()) return st.with_context(op.loc);
         if (outs.size() != op.out.size())
           return Status::Invalid(op.loc + ": " + std::string(op_info(op.code).name) + " has the wrong number of outputs");

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 
 namespace sgrt {
@@ -17,19 +18,6 @@ enum TrainStateSlot : int { kStep = 0, kTotalSteps, kSkipStep, kNonfiniteRun, kN
 // writes the gradient's from its current amax, with the gradient's L2 norm for
 // clipping (docs/optimizer.md).
 enum OptScaleSlot : int { kOptScaleM = 0, kOptScaleV, kOptScaleW, kOptScaleG, kOptGradNorm, kOptScaleLen };
-
-// quantize's attr "granularity": which elements share one scale. The 2-D view
-// of x is [rows = numel / last dim, cols = last dim].
-enum class QuantGranularity : int64_t {
-  tensor = 0,  // scale i32[1]: exponent e, x' = q * 2^-e
-  row = 1,     // scale i32[rows]
-  column = 2,  // scale i32[cols]
-  mx = 3,      // scale e8m0[rows, ceil(cols / 32)]: MXFP8 / MXFP4 blocks along a row
-  nvfp4 = 4,   // scale e4m3[rows, ceil(cols / 16)], FP32 tensor scale in state[kStateTensorScale]
-};
-
-// quantize's attr "mode" (values of sg::ScaleMode).
-enum class QuantMode : int64_t { static_pow2 = 1, current_amax = 2, delayed_amax = 3, block = 5 };
 
 // The state tensor f32[kStateHeader + history]: counters are cumulative.
 enum QuantStateSlot : int {

@@ -6,6 +6,7 @@
 
 #include "sgrt/attrs.h"
 #include "sgrt/ops.h"
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 #include "sgrt/status.h"
 
@@ -13,8 +14,10 @@ namespace sgrt {
 
 // Fills *outs (op_info(code).num_outputs entries) after checking the op's
 // attributes against ops.def (check_op_attrs). The message names the op and the
-// offending shapes or attribute; callers add the source location.
+// offending shapes or attribute; callers add the source location. `quant` is the
+// typed scale spec of a quantize's output (required) or of a qmatmul's two
+// operands (optional: their scale tensors are then checked against it).
 Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs,
-                   std::vector<TensorType>* outs);
+                   std::vector<TensorType>* outs, const ScaleSpec* quant = nullptr);
 
 }  // namespace sgrt

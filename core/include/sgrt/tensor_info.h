@@ -8,6 +8,7 @@
 
 #include "sgrt/attrs.h"
 #include "sgrt/ops.h"
+#include "sgrt/scale_spec.h"
 #include "sgrt/shape.h"
 
 namespace sgrt {
@@ -36,6 +37,9 @@ struct OpInfoLoaded {
   OpCode code;
   std::vector<int> in, out;
   Attrs attrs;
+  // The typed scale specs the loader decodes from the IR: a quantize's output
+  // (quant[0]), a qmatmul's operands a and b. Kernels read these, never attributes.
+  ScaleSpec quant[2];
   std::string loc;
 };
 

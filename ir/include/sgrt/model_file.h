@@ -10,11 +10,22 @@
 
 namespace sgrt {
 
-constexpr uint32_t kSchemaVersion = 1;
+// The schema version this build writes. A reader takes files of its version
+// or older (docs/ir.md): 2 made Tensor.scale the only scale plan (quantize and
+// qmatmul lost their scale attributes) and added an input's value range.
+constexpr uint32_t kSchemaVersion = 2;
+
+// An op's version, the one this build writes and the newest it reads, is
+// ops.def's version column (op_info(code).version). quantize and qmatmul are 2:
+// their scale plan is their tensors' spec, not attributes (a version-1 one is
+// upgraded as it is read, ir/include/sgrt/scale_codec.h).
 constexpr size_t kFooterBytes = 8;
 
 void append_footer(std::vector<uint8_t>* bytes);
 // On success *payload is the file's size without its footer.
 Status check_footer(const uint8_t* data, size_t size, size_t* payload);
+// Ok for 1 <= version <= kSchemaVersion; newer: "written by schema version N,
+// this reader takes ≤ M".
+Status check_schema_version(uint32_t version);
 
 }  // namespace sgrt

@@ -149,7 +149,7 @@ class CudaBackend final : public Backend {
     for (const auto& prog : resolved) {
       std::vector<BoundOp> ops;
       for (const auto& [binder, op] : prog) {
-        OpArgs a{op->code, &op->attrs, {}, {}};
+        OpArgs a{op->code, &op->attrs, {}, {}, op->quant};
         for (int id : op->in) a.in.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
         for (int id : op->out) a.out.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
         scratch.begin_op();

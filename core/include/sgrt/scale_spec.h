@@ -1,0 +1,66 @@
+// The typed scale spec: how one quantized tensor's scale is chosen and where
+// it lives. The compiler plans it, the IR stores it (ir/'s scale codec maps it
+// to and from sg.fbs's ScaleSpec), the loader decodes it onto each quantize and
+// qmatmul op, and every backend's kernels read it. One vocabulary, no attribute
+// copy: docs/ir.md.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "sgrt/dtype.h"
+#include "sgrt/status.h"
+
+namespace sgrt {
+
+// How the scale is chosen (the values of sg.fbs's ScaleMode). x = q * 2^-e for
+// power-of-two scales.
+enum class ScaleMode : uint8_t {
+  none = 0,         // stored as is (f32, i32)
+  static_pow2,      // compile-time exponent static_log2
+  current_amax,     // this step's amax
+  delayed_amax,     // max over an amax history of `history` steps
+  dynamic_rescale,  // Scalify's dynamic rescale by rescale_norm
+  block,            // block scales stored beside the data (mx, nvfp4)
+};
+
+// Which elements share one scale. The 2-D view of x is [rows = numel / last
+// dim, cols = last dim]; quant.h's quant_scale_type() gives the scale tensor.
+enum class QuantGranularity : uint8_t {
+  tensor = 0,  // scale i32[1]: exponent e, x' = q * 2^-e
+  row = 1,     // scale i32[rows]
+  column = 2,  // scale i32[cols]
+  mx = 3,      // scale e8m0[rows, ceil(cols / 32)]: MXFP8 / MXFP4 blocks along a row
+  nvfp4 = 4,   // scale e4m3[rows, ceil(cols / 16)], FP32 tensor scale in the state
+};
+
+// The norm of Scalify's dynamic rescale (the values of sg.fbs's RescaleNorm).
+enum class RescaleNorm : uint8_t { max = 0, l1, l2 };
+
+constexpr int64_t kMxBlock = 32;     // elements per E8M0 block scale
+constexpr int64_t kNvfp4Block = 16;  // elements per E4M3 block scale
+
+struct ScaleSpec {
+  ScaleMode mode = ScaleMode::none;
+  QuantGranularity granularity = QuantGranularity::tensor;
+  DType dtype = DType::f32;  // the quantized tensor's element type
+  int32_t static_log2 = 0;   // static_pow2: the exponent; otherwise Scalify's estimate (for `info`)
+  int32_t history = 0;       // amax history length: the state is f32[kStateHeader + history]
+  int32_t margin = 0;        // exponent headroom below the format's max
+  RescaleNorm rescale_norm = RescaleNorm::max;
+  bool grad_only = false;    // dynamic_rescale: on the gradient only
+  int state_tensor = -1;     // the tensor holding the runtime scale
+  std::string rule;          // the planner rule that produced it (for `sgrt info`)
+};
+
+bool is_block(QuantGranularity g);
+int64_t block_size(QuantGranularity g);        // 32, 16, or 0 when not a block granularity
+DType block_scale_dtype(QuantGranularity g);   // e8m0 (mx), e4m3 (nvfp4), i32 otherwise
+const char* granularity_name(QuantGranularity g);
+const char* scale_mode_name(ScaleMode m);
+
+// What a quantize may produce: a low-precision dtype, a scale source, block
+// mode exactly on block granularities, nvfp4 only on e2m1, mx only on 8-bit
+// floats and e2m1. The message says what is wrong; callers name the tensor.
+Status check_quant_spec(const ScaleSpec& s);
+
+}  // namespace sgrt

@@ -1,0 +1,57 @@
+#include "sgrt/scale_spec.h"
+
+namespace sgrt {
+
+bool is_block(QuantGranularity g) { return g == QuantGranularity::mx || g == QuantGranularity::nvfp4; }
+
+int64_t block_size(QuantGranularity g) {
+  return g == QuantGranularity::mx ? kMxBlock : g == QuantGranularity::nvfp4 ? kNvfp4Block : 0;
+}
+
+DType block_scale_dtype(QuantGranularity g) {
+  return g == QuantGranularity::mx ? DType::e8m0 : g == QuantGranularity::nvfp4 ? DType::e4m3 : DType::i32;
+}
+
+const char* granularity_name(QuantGranularity g) {
+  switch (g) {
+    case QuantGranularity::tensor: return "tensor";
+    case QuantGranularity::row: return "row";
+    case QuantGranularity::column: return "column";
+    case QuantGranularity::mx: return "mx";
+    case QuantGranularity::nvfp4: return "nvfp4";
+  }
+  return "?";
+}
+
+const char* scale_mode_name(ScaleMode m) {
+  switch (m) {
+    case ScaleMode::none: return "none";
+    case ScaleMode::static_pow2: return "static_pow2";
+    case ScaleMode::current_amax: return "current_amax";
+    case ScaleMode::delayed_amax: return "delayed_amax";
+    case ScaleMode::dynamic_rescale: return "dynamic_rescale";
+    case ScaleMode::block: return "block";
+  }
+  return "?";
+}
+
+Status check_quant_spec(const ScaleSpec& s) {
+  DType d = s.dtype;
+  bool fp8_or_fp4 = d == DType::e4m3 || d == DType::e5m2 || d == DType::e2m1;
+  if (!fp8_or_fp4 && d != DType::f16 && d != DType::bf16)
+    return Status::Invalid(std::string("quantizes to ") + dtype_name(d) + ", not a low-precision float");
+  if (s.mode == ScaleMode::none || s.mode == ScaleMode::dynamic_rescale)
+    return Status::Invalid(std::string("scale mode ") + scale_mode_name(s.mode) + " is not a quantize's scale source");
+  if ((s.mode == ScaleMode::block) != is_block(s.granularity))
+    return Status::Invalid(std::string("scale mode ") + scale_mode_name(s.mode) + " with granularity " +
+                           granularity_name(s.granularity) + " (block mode goes with mx or nvfp4 granularity)");
+  if (s.granularity == QuantGranularity::nvfp4 && d != DType::e2m1)
+    return Status::Invalid(std::string("nvfp4 granularity needs e2m1, got ") + dtype_name(d));
+  if (s.granularity == QuantGranularity::mx && !fp8_or_fp4)
+    return Status::Invalid(std::string("mx granularity needs e4m3, e5m2 or e2m1, got ") + dtype_name(d));
+  if (s.history < 0 || s.history > (1 << 20)) return Status::Invalid("amax history of " + std::to_string(s.history) + " steps");
+  if (s.margin < 0 || s.margin > 64) return Status::Invalid("scale margin " + std::to_string(s.margin));
+  return Status::Ok();
+}
+
+}  // namespace sgrt
