@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "sgrt/checked_math.h"
 #include "sgrt/quant.h"
 #include "shape_infer_transformer.h"
 
@@ -35,8 +36,9 @@ bool broadcastable(const Shape& from, const Shape& to) {
 }
 
 Status check_dims(OpCode code, const Shape& s) {
-  for (int64_t d : s)
-    if (d <= 0) return fail(code, "shape " + shape_str(s) + " has a non-positive dimension");
+  int64_t n;
+  if (!checked_numel(s, &n))
+    return fail(code, "shape " + shape_str(s) + " has a non-positive dimension or more than 2^40 elements");
   return Status::Ok();
 }
 
@@ -111,7 +113,9 @@ Status infer_quantize(OpCode code, const std::vector<TensorType>& ins, const Att
 
 }  // namespace
 
-Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+namespace {
+
+Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   const OpInfo& info = op_info(code);
   if (info.num_inputs >= 0 && static_cast<int>(ins.size()) != info.num_inputs)
     return fail(code, "takes " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(ins.size()));
@@ -273,6 +277,19 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");
+}
+
+}  // namespace
+
+// Outputs are bounded like a loaded file's tensors, so no element or byte count
+// derived from them (a matmul of two long operands, say) overflows.
+Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  SG_TRY(infer_unbounded(code, ins, attrs, outs));
+  for (const TensorType& t : *outs) {
+    int64_t n;
+    if (!checked_numel(t.shape, &n)) return fail(code, "the output " + type_str(t) + " has more than 2^40 elements");
+  }
+  return Status::Ok();
 }
 
 }  // namespace sgrt

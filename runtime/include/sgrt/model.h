@@ -17,10 +17,16 @@ namespace sgrt {
 // Every tensor's arena offset is a multiple of this (the compiler's memory
 // plan aligns to it); kernels rely on it for aligned element access.
 constexpr uint64_t kTensorAlignment = 64;
+// Backends allocate the arena in whole blocks of this many bytes.
+constexpr uint64_t kArenaAlignment = 256;
 
 enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state };
 enum class InitKind : uint8_t { zeros = 0, ones, uniform, normal, buffer };
 
+// Proven at load, so backends bind tensors without further checks: offset is a
+// multiple of kTensorAlignment, offset + bytes <= Model::arena_bytes(), and
+// bytes == dtype_bytes(type) unless bytes is 0 (no storage: never an operand
+// of an op); shapes hold at most kMaxElements (sgrt/checked_math.h).
 struct TensorInfo {
   std::string name;
   TensorType type;
@@ -58,7 +64,10 @@ class Model {
   const std::vector<ProgramInfo>& programs() const { return programs_; }
   int find_program(const std::string& name) const;
   int find_tensor(const std::string& name) const;
-  uint64_t arena_bytes() const { return arena_bytes_; }
+  uint64_t arena_bytes() const { return arena_bytes_; }  // the memory plan's figure
+  // What a backend allocates: arena_bytes() rounded up to kArenaAlignment (at
+  // least one block); checked at load not to overflow and to fit a size_t.
+  uint64_t arena_alloc_bytes() const { return arena_alloc_bytes_; }
   int loss() const { return loss_; }
   int train_state() const { return train_state_; }
   int lr() const { return lr_; }
@@ -76,7 +85,7 @@ class Model {
   std::vector<TensorInfo> tensors_;
   std::vector<ProgramInfo> programs_;
   std::vector<std::pair<std::string, int>> metrics_, outputs_;
-  uint64_t arena_bytes_ = 0;
+  uint64_t arena_bytes_ = 0, arena_alloc_bytes_ = 0;
   int loss_ = -1, train_state_ = -1, lr_ = -1;
 };
 
