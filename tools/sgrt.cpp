@@ -21,7 +21,10 @@ const char kUsage[] =
     "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
     "          [--top-k K] [--seed S] [--backend B]\n"
     "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n"
-    "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n";
+    "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n"
+    "MODEL.lua scripts run sandboxed (the sg library and safe standard functions only, within an\n"
+    "instruction and a memory budget); --unsafe-lua, with any command that takes a MODEL.lua, lifts\n"
+    "the sandbox for a script you trust (docs/dsl.md)\n";
 
 }  // namespace
 
