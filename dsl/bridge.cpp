@@ -12,6 +12,7 @@
 #include "dsl.h"
 #include "embedded_lua.h"
 #include "optimizer.h"
+#include "sgrt/checked_math.h"
 #include "sgrt/quant.h"
 
 namespace sgrt::dsl {
@@ -113,6 +114,8 @@ Shape read_shape(lua_State* L, int idx) {
     s.push_back(lua_tointeger(L, -1));
     lua_pop(L, 1);
   }
+  int64_t count;
+  if (!checked_numel(s, &count)) raise_at(L, "shape " + shape_str(s) + " has more than 2^40 elements");
   return s;
 }
 
@@ -521,9 +524,9 @@ int open_sg_core(lua_State* L) {
 }  // namespace
 
 Status load_script(const std::string& path, const ScriptOptions& opts, compiler::Graph* g) {
-  lua_State* L = luaL_newstate();
+  LuaState lua(opts.limits);
+  lua_State* L = lua.get();
   if (!L) return Status::Runtime("cannot create a Lua state");
-  luaL_openlibs(L);
   State st{g, &opts, {}, 0};
   g->source = path;
   std::string base = path.substr(path.find_last_of('/') + 1);
@@ -542,13 +545,17 @@ Status load_script(const std::string& path, const ScriptOptions& opts, compiler:
   lua_pop(L, 2);
 
   Status result;
-  if (luaL_loadfile(L, path.c_str()) != LUA_OK || lua_pcall(L, 0, 0, 0) != LUA_OK) {
+  const char* mode = opts.limits.sandbox ? "t" : nullptr;  // a precompiled chunk is unverified bytecode
+  bool loaded = luaL_loadfilex(L, path.c_str(), mode) == LUA_OK;
+  if (!loaded || lua_pcall(L, 0, 0, 0) != LUA_OK) {
     const char* msg = lua_tostring(L, -1);
     std::string m = msg ? msg : "unknown Lua error";
     if (m.rfind("cannot open", 0) == 0) m = path + ": " + m.substr(m.find(' ') + 1);
+    else if (!loaded && m.rfind(path, 0) != 0) m = path + ": " + m;  // "attempt to load a binary chunk"
     result = Status::Invalid(m);
   }
-  lua_close(L);
+  // A spent budget fails the script even where a pcall swallowed the error.
+  if (std::string limit = lua.limit_error(path); !limit.empty()) return Status::Invalid(limit);
   if (!result.ok()) return result;
   for (auto& [k, v] : opts.set)
     if (!st.config_keys.count(k)) {

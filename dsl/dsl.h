@@ -5,11 +5,13 @@
 #include <string>
 
 #include "graph.h"
+#include "sandbox.h"
 
 namespace sgrt::dsl {
 
 struct ScriptOptions {
   std::map<std::string, std::string> set;  // --set k=v, applied by sg.config
+  LuaLimits limits;                        // the sandbox (sandbox.h); --unsafe-lua turns it off
 };
 
 // Errors name the script and line ("models/mlp.lua:12: ...").

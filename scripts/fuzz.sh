@@ -2,14 +2,21 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz and
 # runs one for SECONDS on its corpus; see docs/reliability.md.
 # Usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_lua, fuzz_gguf, ... (tests/fuzz/fuzz_*.cpp)
+#        scripts/fuzz.sh --smoke [SECONDS]   (every target in turn, 60 s each by default)
+#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_text, fuzz_safetensors, fuzz_lua, fuzz_gguf (tests/fuzz/fuzz_*.cpp)
 # New inputs go to build-fuzz/corpus/TARGET (seeded by the target itself from
 # the current formats), crashes to build-fuzz/findings/TARGET; the committed
 # seeds in tests/fuzz/corpus/TARGET are read, never written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --smoke ]; then  # a short run of every target; the first finding fails it
+  for src in tests/fuzz/fuzz_*.cpp; do
+    "$0" "$(basename "$src" .cpp)" "${2:-60}"
+  done
+  exit 0
+fi
 if [ $# -lt 2 ]; then
-  echo "usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]" >&2
+  echo "usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...] | scripts/fuzz.sh --smoke [SECONDS]" >&2
   exit 2
 fi
 target=$1 seconds=$2

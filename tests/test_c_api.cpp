@@ -51,8 +51,8 @@ struct Loaded {
   ~Loaded() { sgrt_destroy(s); }
   void feed(int k) {
     std::vector<float> x = image(k);
-    REQUIRE(sgrt_set_input(s, "image", SGRT_F32, kImage, 2, x.data()) == SGRT_OK);
-    REQUIRE(sgrt_set_input(s, "label", SGRT_I32, kLabel, 1, kLabels.data()) == SGRT_OK);
+    REQUIRE(sgrt_set_input(s, "image", SGRT_F32, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_OK);
+    REQUIRE(sgrt_set_input(s, "label", SGRT_I32, kLabel, 1, kLabels.data(), kLabels.size() * sizeof(int32_t)) == SGRT_OK);
   }
   float step(const char* program, int k) {
     feed(k);
@@ -141,9 +141,9 @@ TEST_CASE("C API: NULL arguments") {
   CHECK(sgrt_reset(NULL, 0, 0) == SGRT_INVALID_ARGUMENT);
   CHECK(sgrt_tensor(c.s, NULL, &info) == SGRT_INVALID_ARGUMENT);
   CHECK(sgrt_tensor(c.s, "logits", NULL) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, NULL, SGRT_F32, kImage, 2, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, NULL, 2, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, 2, NULL) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, NULL, SGRT_F32, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, NULL, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, 2, NULL, x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
   CHECK(error_mentions("'data'"));
   CHECK(sgrt_run(c.s, NULL) == SGRT_INVALID_ARGUMENT);
   CHECK(sgrt_get_output(c.s, "logits", NULL, 48) == SGRT_INVALID_ARGUMENT);
@@ -165,7 +165,7 @@ TEST_CASE("C API: calls out of order") {
   std::vector<float> x = image(0), out(12);
   CHECK(sgrt_run(s, "train_step") == SGRT_BAD_STATE);
   CHECK(error_mentions("no graph loaded"));
-  CHECK(sgrt_set_input(s, "image", SGRT_F32, kImage, 2, x.data()) == SGRT_BAD_STATE);
+  CHECK(sgrt_set_input(s, "image", SGRT_F32, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_BAD_STATE);
   CHECK(sgrt_tensor(s, "image", &info) == SGRT_BAD_STATE);
   CHECK(sgrt_get_output(s, "logits", out.data(), 48) == SGRT_BAD_STATE);
   CHECK(sgrt_get_metric(s, "loss", &f) == SGRT_BAD_STATE);
@@ -190,17 +190,23 @@ TEST_CASE("C API: wrong names, dtypes, shapes and byte counts") {
   Loaded c;
   std::vector<float> x = image(0), out(12);
   const int64_t wide[2] = {4, 17}, flat[1] = {64};
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, wide, 2, x.data()) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, wide, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
   CHECK(error_mentions("input 'image' is f32[4, 16], got f32[4, 17]"));
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, flat, 1, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "image", SGRT_BF16, kImage, 2, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "image", static_cast<sgrt_dtype>(42), kImage, 2, x.data()) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, flat, 1, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_BF16, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", static_cast<sgrt_dtype>(42), kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
   CHECK(error_mentions("invalid dtype"));
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, 99, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, -1, x.data()) == SGRT_INVALID_ARGUMENT);
-  CHECK(sgrt_set_input(c.s, "pixels", SGRT_F32, kImage, 2, x.data()) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, 99, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, -1, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+  CHECK(sgrt_set_input(c.s, "pixels", SGRT_F32, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);
   CHECK(error_mentions("no input named 'pixels'"));
-  CHECK(sgrt_set_input(c.s, "logits", SGRT_F32, kImage, 2, x.data()) == SGRT_INVALID_ARGUMENT);  // not an input
+  CHECK(sgrt_set_input(c.s, "logits", SGRT_F32, kImage, 2, x.data(), x.size() * sizeof(float)) == SGRT_INVALID_ARGUMENT);  // not an input
+  // A buffer one element short or long of the input is refused before a byte is read.
+  for (size_t n : {x.size() - 1, x.size() + 1, size_t{0}}) {
+    std::vector<float> buf(n + 1);
+    CHECK(sgrt_set_input(c.s, "image", SGRT_F32, kImage, 2, buf.data(), n * sizeof(float)) == SGRT_INVALID_ARGUMENT);
+    CHECK(error_mentions(("input 'image' is 256 bytes, the buffer " + std::to_string(n * sizeof(float))).c_str()));
+  }
   c.step("eval", 0);
   CHECK(sgrt_get_output(c.s, "logits", out.data(), 44) == SGRT_INVALID_ARGUMENT);
   CHECK(error_mentions("48"));

@@ -139,6 +139,33 @@ TEST_CASE("edge example: same losses and predictions as the C++ session, shared 
   rmdir(tmpl);
 }
 
+TEST_CASE("edge example: a valid graph whose inputs are not what it assumes is refused, not overrun") {
+  char tmpl[] = "/tmp/sgrt_edge_shape_XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl, path = dir + "/narrow.sg";
+  struct Case { const char* image; const char* label; const char* want; };
+  for (const Case& c : {Case{"{ 4, 1000 }", "{ 4 }", "expected an f32 image input [batch, 784]"},
+                        Case{"{ 4, 784 }", "{ 2 }", "expected an i32 label input [4]"}}) {
+    CAPTURE(c.image);
+    const std::string lua = std::string("local sg = require \"sg\"\n") + "local x = sg.input(\"image\", " + c.image +
+                            ")\nlocal y = sg.input(\"label\", " + c.label +
+                            ", \"i32\")\nlocal logits = sg.nn.linear(x, 10)\n"
+                            "sg.output(\"logits\", logits)\nsg.loss(sg.mean(sg.mean(logits)))\nsg.optimizer.sgd{ lr = 0.1 }\n";
+    compiler::Graph g;
+    Status st = compile_graph(lua, &g);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::vector<uint8_t> bytes = compiler::serialize(g);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    int status = -1;
+    std::string err = run_command(std::string(SGRT_BINARY_DIR "/examples/edge/edge ") + path + " " + dir + " 2>&1", &status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(err.find(c.want) != std::string::npos);
+  }
+  std::remove(path.c_str());
+  rmdir(tmpl);
+}
+
 TEST_CASE("sgrt export and eval on the command line: an exported graph evaluates without --checkpoint") {
   char tmpl[] = "/tmp/sgrt_export_cli_XXXXXX";
   REQUIRE(mkdtemp(tmpl));

@@ -77,3 +77,18 @@ TEST_CASE("--max-memory rejects values that are not a byte count") {
     CHECK(err.find("--max-memory expects a positive byte count") != std::string::npos);
   }
 }
+
+TEST_CASE("--max-memory past 2^64 bytes is refused, not wrapped to a small limit") {
+  // 17179869184G = 2^34 * 2^30 = 2^64 bytes (wraps to 0); 16E-ish values likewise.
+  for (const char* v : {"17179869184G", "18014398509481984M", "999999999999999999K"}) {
+    std::string err;
+    int code = run_tool({"train", kMlp, "--max-memory", v}, &err);
+    INFO("--max-memory " << v << ": " << err);
+    CHECK(code == 2);
+    CHECK(err.find("is more than 2^64 bytes") != std::string::npos);
+  }
+  std::string err;  // the largest value that fits is a limit like any other
+  int code = run_tool({"eval", kMlp, "--max-memory", "17179869183G", "--checkpoint", "/nonexistent"}, &err);
+  CHECK(code == 2);
+  CHECK(err.find("/nonexistent") != std::string::npos);
+}

@@ -11,6 +11,7 @@
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
 #include "sgrt/safetensors.h"
+#include "sgrt/session.h"
 
 using namespace sgrt;
 
@@ -103,6 +104,49 @@ TEST_CASE("fuzz_model: dimensions whose product overflows are rejected (was sign
   Status st = load(p, &m);
   REQUIRE(!st.ok());
   CHECK(st.message().find("invalid shape [1099511627776, 1099511627776]") != std::string::npos);
+}
+
+namespace {
+
+// The payload with its memory plan's arena_bytes set to `bytes`.
+std::vector<uint8_t> with_arena(uint64_t bytes) {
+  std::vector<uint8_t> p = payload();
+  auto* plan = reinterpret_cast<const flatbuffers::Table*>(sg::GetModel(p.data())->memory());
+  const uint8_t* f = plan->GetAddressOf(sg::MemoryPlan::VT_ARENA_BYTES);
+  REQUIRE(f != nullptr);
+  std::memcpy(p.data() + (f - p.data()), &bytes, sizeof bytes);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("probe: an arena size that overflows when rounded up is rejected (was a 64-byte arena, written far past)") {
+  for (uint64_t bytes : {UINT64_MAX, UINT64_MAX - 31, UINT64_MAX - 254}) {
+    std::unique_ptr<Model> m;
+    Status st = load(with_arena(bytes), &m);
+    INFO(bytes << ": " << st.message());
+    REQUIRE(!st.ok());
+    CHECK(st.message().find("arena is too large to allocate") != std::string::npos);
+  }
+  std::unique_ptr<Model> m;  // the largest arena that rounds up without overflow loads
+  REQUIRE(load(with_arena(UINT64_MAX - 255), &m).ok());
+  CHECK(m->arena_alloc_bytes() == UINT64_MAX - 255);
+}
+
+TEST_CASE("a huge declared arena loads, and a backend with an arena limit refuses it before allocating") {
+  const uint64_t huge = uint64_t(1) << 50;
+  std::unique_ptr<Model> m;
+  Status st = load(with_arena(huge), &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(m->arena_alloc_bytes() == huge);
+  std::unique_ptr<Backend> be;
+  REQUIRE(make_backend("cpu", &be).ok());
+  be->limit_arena(16 << 20);
+  std::unique_ptr<Session> s;
+  st = Session::create(std::move(m), std::move(be), &s);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("cpu backend: the 1125899906842624-byte arena exceeds the limit of 16777216 bytes") !=
+        std::string::npos);
 }
 
 namespace {

@@ -63,14 +63,15 @@ Status load(const std::vector<uint8_t>& bytes, std::unique_ptr<Model>* m) {
 }
 
 // A model that loaded must be usable: a session opens (or fails with a Status)
-// and its programs run (or fail with a Status). Skips arenas far larger than
-// the original's: the loader allows them (the tensors still lie inside) and
-// allocating and clearing them is a resource question, not a safety one.
+// and its programs run (or fail with a Status). The backend refuses arenas far
+// larger than the original's: the loader allows them (the tensors still lie
+// inside) and allocating and clearing them is a resource question, not a
+// safety one.
 void exercise(std::unique_ptr<Model> m, uint64_t max_arena) {
-  if (m->arena_bytes() > max_arena) return;
   std::shared_ptr<const Model> sm(std::move(m));
   std::unique_ptr<Backend> be;
   REQUIRE(make_backend("cpu", &be).ok());
+  be->limit_arena(max_arena);
   std::unique_ptr<Session> s;
   if (!Session::create(sm, std::move(be), &s).ok()) return;
   if (!s->init(7, 10).ok()) return;

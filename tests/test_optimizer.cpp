@@ -45,6 +45,10 @@ constexpr Level kLevels[] = {{"fp32", false, false, false, false},
                              {"O3", true, true, true, true}};
 
 std::string model_lua(const char* opt, const char* level, double clip) {
+  // Each optimizer takes only its own hyperparameters (an unknown key is an error).
+  char hyper[128];
+  if (std::string(opt) == "adamw") std::snprintf(hyper, sizeof hyper, "beta1 = %.17g, beta2 = %.17g", kB1, kB2);
+  else std::snprintf(hyper, sizeof hyper, "momentum = %.17g", kMomentum);
   char buf[1024];
   std::snprintf(buf, sizeof buf, R"(
 local sg = require "sg"
@@ -53,9 +57,9 @@ local y = sg.input("y", {%d, %d})
 local w = sg.param("w", {%d, %d}, {"uniform", -0.1, 0.1})
 local d = sg.matmul(x, w) - y
 sg.loss(sg.mean(sg.mean(d * d)))
-sg.optimizer.%s{ lr = %.17g, weight_decay = %.17g, momentum = %.17g, beta1 = %.17g, beta2 = %.17g, state = "%s", clip = %.17g }
+sg.optimizer.%s{ lr = %.17g, weight_decay = %.17g, %s, state = "%s", clip = %.17g }
 sg.train{ steps = %d }
-)", kBatch, kIn, kBatch, kOut, kIn, kOut, opt, kLr, kWd, kMomentum, kB1, kB2, level, clip, kSteps);
+)", kBatch, kIn, kBatch, kOut, kIn, kOut, opt, kLr, kWd, hyper, level, clip, kSteps);
   return buf;
 }
 

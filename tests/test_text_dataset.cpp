@@ -1,6 +1,8 @@
 // The byte-level text data set (runtime/src/text_dataset.cpp): windows and
 // their one-byte shift, the 90/10 split, fixed validation windows, and the
 // errors for corpora too small to hold a window.
+#include <zlib.h>
+
 #include "harness.h"
 #include "sgrt/dataset.h"
 
@@ -87,4 +89,38 @@ TEST_CASE("a sequence longer than the block is a script error at its line") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find(".lua:5:") != std::string::npos);
   CHECK(st.message().find("longer than the block (8)") != std::string::npos);
+}
+
+TEST_CASE("a truncated or corrupt .txt.gz corpus is refused; a whole one reads like the plain text") {
+  std::string text;
+  for (int i = 0; i < 4000; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  test::TempFile gz(".txt.gz");
+  gzFile w = gzopen(gz.path.c_str(), "wb");
+  REQUIRE(w);
+  REQUIRE(gzwrite(w, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size()));
+  REQUIRE(gzclose(w) == Z_OK);
+  std::ifstream in(gz.path, std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto open_bytes = [&](const std::string& bytes, std::unique_ptr<Dataset>* d) {
+    std::ofstream(gz.path, std::ios::binary | std::ios::trunc) << bytes;
+    return open_text_dataset(gz.path, *text_model(8), d);
+  };
+  std::unique_ptr<Dataset> d, plain;
+  REQUIRE(open_bytes(whole, &d).ok());
+  REQUIRE(open_text(text, 8, &plain).ok());
+  CHECK(d->size(Split::train) == plain->size(Split::train));
+  // gzip ends with CRC-32 and length (8 bytes): cut into them, and into the data.
+  for (size_t cut : {size_t{1}, size_t{4}, size_t{8}, whole.size() / 2}) {
+    CAPTURE(cut);
+    Status st = open_bytes(whole.substr(0, whole.size() - cut), &d);
+    REQUIRE(!st.ok());
+    CHECK(st.code() == StatusCode::invalid_input);
+    CHECK(st.message().find(gz.path) != std::string::npos);
+    CHECK(st.message().find("truncated") != std::string::npos);
+  }
+  std::string bad_crc = whole;
+  bad_crc[bad_crc.size() - 8] ^= 1;
+  Status st = open_bytes(bad_crc, &d);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("corrupt") != std::string::npos);
 }

@@ -69,7 +69,7 @@ Status cmd_run(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2,
                     {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--backend", "--recipe", "--set"},
-                    {"--no-plan"}, &a));
+                    {"--no-plan", "--unsafe-lua"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("run takes one MODEL.sg or MODEL.lua");
   if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   int64_t count, top_k, seed;

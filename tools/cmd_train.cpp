@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "model_source.h"
+#include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
 #include "sgrt/trainer.h"
@@ -25,7 +26,8 @@ Status max_memory(const Args& a, uint64_t* out) {
   uint64_t n = digits > 0 && digits <= 18 ? std::strtoull(v.c_str(), nullptr, 10) : 0;
   if (n == 0 || shift < 0)
     return Status::Invalid("--max-memory expects a positive byte count with an optional K, M or G suffix (e.g. 64M), got '" + v + "'");
-  *out = n << shift;
+  if (!checked_mul<uint64_t>(n, uint64_t{1} << shift, out))
+    return Status::Invalid("--max-memory " + v + " is more than 2^64 bytes");
   return Status::Ok();
 }
 
@@ -65,11 +67,13 @@ Status cmd_train(int argc, char** argv) {
   SG_TRY(parse_args(argc, argv, 2,
                     {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set",
                      "--opt-level", "--checkpoint-every", "--stop-after", "--init-weights", "--max-memory"},
-                    {"--quiet", "--no-plan", "--resume"}, &a));
+                    {"--quiet", "--no-plan", "--unsafe-lua", "--resume"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   TrainOptions opts;
   int64_t seed;
   SG_TRY(a.get_int("--steps", 0, &opts.steps));
+  if (a.has("--steps") && opts.steps == 0)  // not "the default": a run of zero steps is a mistake
+    return Status::Invalid("--steps must be at least 1 (leave it out for the model's own length)");
   SG_TRY(a.get_int("--log-every", 0, &opts.log_every));
   SG_TRY(a.get_int("--seed", 1, &seed));
   opts.seed = static_cast<uint64_t>(seed);
@@ -116,7 +120,7 @@ Status cmd_train(int argc, char** argv) {
 
 Status cmd_eval(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set", "--max-memory"}, {"--no-plan"},
+  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set", "--max-memory"}, {"--no-plan", "--unsafe-lua"},
                     &a));
   if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
   std::unique_ptr<Session> s;

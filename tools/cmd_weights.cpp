@@ -13,7 +13,7 @@ namespace sgrt::tool {
 Status cmd_export_weights(int argc, char** argv) {
   Args a;
   SG_TRY(parse_args(argc, argv, 2, {"--checkpoint", "--output", "--dtype", "--seed", "--recipe", "--set", "--opt-level"},
-                    {"--no-plan"}, &a));
+                    {"--no-plan", "--unsafe-lua"}, &a));
   if (a.positional.size() != 1) return Status::Invalid("export-weights takes one MODEL.sg (or MODEL.lua)");
   if (!a.has("--output")) return Status::Invalid("export-weights needs -o W.safetensors");
   DType dtype;

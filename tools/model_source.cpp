@@ -11,6 +11,7 @@ bool is_script(const std::string& path) { return path.size() > 4 && path.compare
 Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes) {
   dsl::ScriptOptions opts;
   for (auto& [k, v] : args.sets) opts.set[k] = v;
+  opts.limits.sandbox = !args.has("--unsafe-lua");
   compiler::Graph g;
   SG_TRY(dsl::load_script(path, opts, &g));
   if (args.has("--recipe")) g.recipe = args.get("--recipe");
@@ -28,8 +29,8 @@ Status load_model(const Args& args, const std::string& path, std::shared_ptr<con
     SG_TRY(compile_script(args, path, &bytes));
     SG_TRY(Model::load_bytes(std::move(bytes), path, &m));
   } else {
-    if (args.has("--recipe") || args.has("--no-plan") || args.has("--opt-level") || !args.sets.empty())
-      return Status::Invalid(path + ": --recipe, --opt-level, --no-plan and --set apply when compiling a .lua script, not to a compiled .sg");
+    if (args.has("--recipe") || args.has("--no-plan") || args.has("--opt-level") || args.has("--unsafe-lua") || !args.sets.empty())
+      return Status::Invalid(path + ": --recipe, --opt-level, --no-plan, --unsafe-lua and --set apply when compiling a .lua script, not to a compiled .sg");
     SG_TRY(Model::load_file(path, &m));
   }
   *out = std::move(m);

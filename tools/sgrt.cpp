@@ -22,7 +22,10 @@ const char kUsage[] =
     "          [--top-k K] [--seed S] [--backend B]\n"
     "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n"
     "  ops     (the op table: kinds, gradients, scale rules, backend coverage; docs/ops.md)\n"
-    "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n";
+    "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n"
+    "MODEL.lua scripts run sandboxed (the sg library and safe standard functions only, within an\n"
+    "instruction and a memory budget); --unsafe-lua, with any command that takes a MODEL.lua, lifts\n"
+    "the sandbox for a script you trust (docs/dsl.md)\n";
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "sgrt/checked_math.h"
 #include "sgrt/op_attrs.h"
 #include "sgrt/quant.h"
 #include "shape_infer_transformer.h"
@@ -36,8 +37,9 @@ bool broadcastable(const Shape& from, const Shape& to) {
 }
 
 Status check_dims(OpCode code, const Shape& s) {
-  for (int64_t d : s)
-    if (d <= 0) return fail(code, "shape " + shape_str(s) + " has a non-positive dimension");
+  int64_t n;
+  if (!checked_numel(s, &n))
+    return fail(code, "shape " + shape_str(s) + " has a non-positive dimension or more than 2^40 elements");
   return Status::Ok();
 }
 
@@ -119,9 +121,10 @@ Status check_qmatmul_scales(OpCode code, const std::vector<TensorType>& ins, con
 
 }  // namespace
 
-Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs,
-                   const ScaleSpec* quant) {
-  SG_TRY(check_op_attrs(code, attrs));
+namespace {
+
+Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs,
+                       const ScaleSpec* quant) {
   const OpInfo& info = op_info(code);
   if (info.num_inputs >= 0 && static_cast<int>(ins.size()) != info.num_inputs)
     return fail(code, "takes " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(ins.size()));
@@ -298,6 +301,21 @@ Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs&
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");
+}
+
+}  // namespace
+
+// Outputs are bounded like a loaded file's tensors, so no element or byte count
+// derived from them (a matmul of two long operands, say) overflows.
+Status infer_types(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs,
+                   const ScaleSpec* quant) {
+  SG_TRY(check_op_attrs(code, attrs));
+  SG_TRY(infer_unbounded(code, ins, attrs, outs, quant));
+  for (const TensorType& t : *outs) {
+    int64_t n;
+    if (!checked_numel(t.shape, &n)) return fail(code, "the output " + type_str(t) + " has more than 2^40 elements");
+  }
+  return Status::Ok();
 }
 
 }  // namespace sgrt

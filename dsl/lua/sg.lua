@@ -11,6 +11,50 @@ local function wrap(id) return setmetatable({ id = id }, Tensor) end
 local function is_tensor(x) return getmetatable(x) == Tensor end
 sg.is_tensor = is_tensor
 
+-- Edit distance, for "did you mean" suggestions.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- Fails (at the caller's line) on an option table that is not a table or has a
+-- key `fn` does not take, naming the nearest valid key: a typo must not be
+-- silently ignored. `valid` lists the keys; returns opts, or {} for nil.
+function sg.check_options(fn, opts, valid)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then core.fail(fn .. ": options must be a table, got " .. type(opts)) end
+  for k in pairs(opts) do
+    local known = false
+    for _, v in ipairs(valid) do known = known or k == v end
+    if not known then
+      local sorted = {}
+      for i, v in ipairs(valid) do sorted[i] = v end
+      table.sort(sorted)
+      local best, best_d = nil, math.huge
+      for _, v in ipairs(sorted) do
+        local d = math.huge
+        if type(k) == "string" then  -- a prefix either way ("epsilon" for "eps") is as near as one typo
+          d = (k:sub(1, #v) == v or v:sub(1, #k) == k) and 1 or distance(k, v)
+        end
+        if d < best_d then best, best_d = v, d end
+      end
+      local hint = best and best_d <= math.max(2, #best // 2) and ("did you mean '" .. best .. "'? ") or ""
+      core.fail(fn .. ": unknown option '" .. tostring(k) .. "' (" .. hint .. "options: " .. table.concat(sorted, ", ") .. ")")
+    end
+  end
+  return opts
+end
+local check = sg.check_options
+
 local function op(name, inputs, attrs)
   local ids = {}
   for i, t in ipairs(inputs) do
@@ -73,7 +117,7 @@ Tensor.add, Tensor.sub, Tensor.mul, Tensor.div = sg.add, sg.sub, sg.mul, sg.div
 
 function sg.scale(x, alpha) return op("scale", { x }, { alpha = alpha + 0.0 }) end
 function sg.matmul(a, b, opts)
-  opts = opts or {}
+  opts = check("sg.matmul", opts, { "trans_a", "trans_b" })
   return op("matmul", { a, b }, { trans_a = opts.trans_a or false, trans_b = opts.trans_b or false })
 end
 Tensor.matmul = sg.matmul
@@ -144,28 +188,42 @@ function sg.output(name, t) core.output(name, t.id); return t end
 function sg.config(defaults) return core.config(defaults) end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
 -- that stay in f32; plan = false turns the static scale planner off.
-function sg.recipe(name, opts) core.recipe(name, opts) end
-function sg.train(opts) core.train(opts or {}) end
+function sg.recipe(name, opts) core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan" })) end
+function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed" })) end
 
+-- A schedule is a table only the sg.schedule constructors make.
+local Schedule = {}
 sg.schedule = {
-  constant = function() return { schedule = "constant" } end,
-  cosine = function(o) o = o or {}; return { schedule = "cosine", warmup = o.warmup or 0, min_lr_ratio = o.min_lr_ratio or 0 } end,
+  constant = function() return setmetatable({ schedule = "constant" }, Schedule) end,
+  cosine = function(o)
+    o = check("sg.schedule.cosine", o, { "warmup", "min_lr_ratio" })
+    return setmetatable({ schedule = "cosine", warmup = o.warmup or 0, min_lr_ratio = o.min_lr_ratio or 0 }, Schedule)
+  end,
 }
 
-local function optimizer(kind)
+local function optimizer(kind, keys)
+  local fn = "sg.optimizer." .. kind
   return function(o)
+    o = check(fn, o, keys)
+    if o.schedule ~= nil and getmetatable(o.schedule) ~= Schedule then
+      core.fail(fn .. ": schedule must come from sg.schedule.constant() or sg.schedule.cosine{...}")
+    end
     local cfg = {}
-    for k, v in pairs(o or {}) do cfg[k] = v end
+    for k, v in pairs(o) do cfg[k] = v end
     for k, v in pairs(cfg.schedule or {}) do cfg[k] = v end
-    cfg.schedule = (o and o.schedule and o.schedule.schedule) or "constant"
+    cfg.schedule = o.schedule and o.schedule.schedule or "constant"
     core.optimizer(kind, cfg)
   end
 end
-sg.optimizer = { sgd = optimizer "sgd", adamw = optimizer "adamw" }
+sg.optimizer = {
+  sgd = optimizer("sgd", { "lr", "momentum", "weight_decay", "schedule", "state", "clip" }),
+  adamw = optimizer("adamw", { "lr", "beta1", "beta2", "eps", "weight_decay", "schedule", "state", "clip" }),
+}
 
 sg.data = {
   -- fashion_mnist{image = x, label = y, shuffle = true, path = dir}
   fashion_mnist = function(o)
+    o = check("sg.data.fashion_mnist", o, { "image", "label", "shuffle", "path" })
     local fields = {}
     for _, f in ipairs { "image", "label" } do if o[f] then fields[f] = o[f].id end end
     core.data("fashion_mnist", fields, { shuffle = o.shuffle, path = o.path })
@@ -174,6 +232,7 @@ sg.data = {
   -- text{tokens = x, targets = y, path = file}: byte-level windows of a UTF-8
   -- file, targets shifted by one byte; x and y are i32 [batch, block].
   text = function(o)
+    o = check("sg.data.text", o, { "tokens", "targets", "path" })
     local fields = {}
     for _, f in ipairs { "tokens", "targets" } do if o[f] then fields[f] = o[f].id end end
     core.data("text", fields, { shuffle = true, path = o.path })

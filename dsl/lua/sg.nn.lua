@@ -11,7 +11,7 @@ end
 -- y = x @ W^T + b; W [out, in], b [out], both U(-1/sqrt(in), 1/sqrt(in)).
 function nn.linear(x, out_features, opts)
   local sg = require "sg"
-  opts = opts or {}
+  opts = sg.check_options("nn.linear", opts, { "name", "bias" })
   local name = opts.name or auto_name("linear")
   local in_features = x:dim(-1)
   local bound = 1 / math.sqrt(in_features)
@@ -24,7 +24,7 @@ end
 
 -- Linear layers of the given widths with an activation between them (none after the last).
 function nn.mlp(x, widths, opts)
-  opts = opts or {}
+  opts = require("sg").check_options("nn.mlp", opts, { "name", "activation" })
   local name = opts.name or auto_name("mlp")
   local act = opts.activation or "relu"
   for i, w in ipairs(widths) do
@@ -41,7 +41,7 @@ local core = require "_sg"
 -- PyTorch's nn.LayerNorm: gain .w = 1, bias .b = 0, over the last axis.
 function nn.layernorm(x, opts)
   local sg = require "sg"
-  opts = opts or {}
+  opts = sg.check_options("nn.layernorm", opts, { "name", "eps" })
   local name = opts.name or auto_name("ln")
   local d = x:dim(-1)
   local w = sg.param(name .. ".w", { d }, "ones")
@@ -52,7 +52,7 @@ end
 -- x / rms(x) * w over the last axis.
 function nn.rmsnorm(x, opts)
   local sg = require "sg"
-  opts = opts or {}
+  opts = sg.check_options("nn.rmsnorm", opts, { "name", "eps" })
   local name = opts.name or auto_name("rmsnorm")
   return sg.rms_norm(x, sg.param(name .. ".w", { x:dim(-1) }, "ones"), opts.eps or 1e-5)
 end
@@ -60,7 +60,7 @@ end
 -- Token embedding: ids i32 [...] -> [..., dim], table .w [vocab, dim] ~ N(0, 0.02).
 function nn.embedding(ids, vocab, dim, opts)
   local sg = require "sg"
-  opts = opts or {}
+  opts = sg.check_options("nn.embedding", opts, { "name", "std" })
   local name = opts.name or auto_name("embedding")
   return sg.embedding(sg.param(name .. ".w", { vocab, dim }, { "normal", 0, opts.std or 0.02 }), ids)
 end
@@ -68,7 +68,7 @@ end
 -- Learned positions: x [B, T, C] + .w [block, C] (T <= block).
 function nn.position_embedding(x, block, opts)
   local sg = require "sg"
-  opts = opts or {}
+  opts = sg.check_options("nn.position_embedding", opts, { "name", "std" })
   local name = opts.name or auto_name("wpe")
   local t, c = x:dim(2), x:dim(3)
   if t > block then core.fail("the sequence (" .. t .. " tokens) is longer than the block (" .. block .. ")") end
@@ -81,6 +81,7 @@ end
 -- opts.dropout on the output.
 function nn.attention(x, opts)
   local sg = require "sg"
+  opts = sg.check_options("nn.attention", opts, { "name", "n_head", "rope", "dropout" })
   local name = opts.name or auto_name("attn")
   local c, h = x:dim(-1), opts.n_head
   if not h or h <= 0 or c % h ~= 0 then
@@ -96,7 +97,7 @@ end
 
 -- silu(x W_gate^T) * (x W_up^T), then W_down: LLaMA's feed-forward, no biases.
 function nn.swiglu(x, hidden, opts)
-  opts = opts or {}
+  opts = require("sg").check_options("nn.swiglu", opts, { "name" })
   local name = opts.name or auto_name("swiglu")
   local g = nn.linear(x, hidden, { name = name .. ".gate", bias = false }):silu()
   local u = nn.linear(x, hidden, { name = name .. ".up", bias = false })
@@ -107,6 +108,7 @@ end
 -- opts: name, n_head, rope, dropout, norm = "layer" | "rms", mlp = "gelu" | "swiglu", hidden (4 C).
 function nn.block(x, opts)
   local sg = require "sg"
+  opts = sg.check_options("nn.block", opts, { "name", "n_head", "rope", "dropout", "norm", "mlp", "hidden" })
   local name = opts.name or auto_name("block")
   local norm = opts.norm == "rms" and nn.rmsnorm or nn.layernorm
   local c = x:dim(-1)

@@ -75,13 +75,12 @@ static void fill(const unsigned char* images, const unsigned char* labels, long 
 
 int main(int argc, char** argv) {
   sgrt_session* s = NULL;
-  sgrt_tensor_info image, logits;
+  sgrt_tensor_info image, label, logits;
   unsigned char *train_x = NULL, *train_y = NULL, *test_x = NULL, *test_y = NULL;
   float *x = NULL, *out = NULL;
   int *y = NULL, rc = 1;
   long steps = argc > 3 ? atol(argv[3]) : 5, batch, step, r;
   unsigned long seed = argc > 4 ? strtoul(argv[4], NULL, 10) : 1;
-  int64_t label_shape[1];
 
   if (argc < 3) {
     fprintf(stderr, "usage: edge DEPLOY.sg DATA_DIR [STEPS] [SEED] [OUT.sg]\n");
@@ -94,13 +93,22 @@ int main(int argc, char** argv) {
   CHECK(sgrt_create(&s));
   CHECK(sgrt_load_file(s, argv[1], "cpu"));
   CHECK(sgrt_tensor(s, "image", &image));
+  CHECK(sgrt_tensor(s, "label", &label));
   CHECK(sgrt_tensor(s, "logits", &logits));
-  if (logits.dtype != SGRT_F32 || logits.rank != 2 || logits.shape[1] != CLASSES) {
-    fprintf(stderr, "edge: expected f32 logits [batch, %d]\n", CLASSES);
+  /* What the loops below assume, checked before any buffer is sized by it. */
+  if (image.dtype != SGRT_F32 || image.rank != 2 || image.shape[1] != PIXELS) {
+    fprintf(stderr, "edge: expected an f32 image input [batch, %d]\n", PIXELS);
     goto done;
   }
   batch = (long)image.shape[0];
-  label_shape[0] = batch;
+  if (label.dtype != SGRT_I32 || label.rank != 1 || label.shape[0] != batch) {
+    fprintf(stderr, "edge: expected an i32 label input [%ld]\n", batch);
+    goto done;
+  }
+  if (logits.dtype != SGRT_F32 || logits.rank != 2 || logits.shape[0] != batch || logits.shape[1] != CLASSES) {
+    fprintf(stderr, "edge: expected f32 logits [%ld, %d]\n", batch, CLASSES);
+    goto done;
+  }
 
   train_x = read_idx(argv[2], "train-images-idx3-ubyte", 3, steps * batch, PIXELS);
   train_y = read_idx(argv[2], "train-labels-idx1-ubyte", 1, steps * batch, 1);
@@ -116,8 +124,8 @@ int main(int argc, char** argv) {
   for (step = 0; step < steps; ++step) {
     float loss;
     for (r = 0; r < batch; ++r) fill(train_x, train_y, step * batch + r, r, x, y);
-    CHECK(sgrt_set_input(s, "image", SGRT_F32, image.shape, image.rank, x));
-    CHECK(sgrt_set_input(s, "label", SGRT_I32, label_shape, 1, y));
+    CHECK(sgrt_set_input(s, "image", SGRT_F32, image.shape, image.rank, x, (size_t)batch * PIXELS * sizeof *x));
+    CHECK(sgrt_set_input(s, "label", SGRT_I32, label.shape, label.rank, y, (size_t)batch * sizeof *y));
     CHECK(sgrt_run(s, "train_step"));
     CHECK(sgrt_get_metric(s, "loss", &loss));
     printf("step %ld loss %.9g\n", step + 1, loss);
@@ -127,7 +135,7 @@ int main(int argc, char** argv) {
   {
     long correct = 0;
     for (r = 0; r < batch; ++r) fill(test_x, test_y, r, r, x, y);
-    CHECK(sgrt_set_input(s, "image", SGRT_F32, image.shape, image.rank, x));
+    CHECK(sgrt_set_input(s, "image", SGRT_F32, image.shape, image.rank, x, (size_t)batch * PIXELS * sizeof *x));
     CHECK(sgrt_run(s, "infer"));
     CHECK(sgrt_get_output(s, "logits", out, logits.bytes));
     printf("predictions");

@@ -1,6 +1,6 @@
-// Backend selection by name; GPU backends exist only when built in. Coverage
-// questions are answered from each backend's kernel table (kernels/<backend>/
-// table.cpp) without opening a device.
+// Backend selection by name (GPU backends exist only when built in), the arena
+// size every backend allocates, and coverage questions answered from each
+// backend's kernel table (kernels/<backend>/table.cpp) without opening a device.
 #include "backends.h"
 
 #include <set>
@@ -41,6 +41,14 @@ std::string dtypes_str(const std::vector<DType>& v) {
 }
 
 }  // namespace
+
+Status Backend::arena_size(const Model& model, uint64_t* bytes) const {
+  *bytes = model.arena_alloc_bytes();
+  if (*bytes > arena_limit_)
+    return Status::Runtime(std::string(name()) + " backend: the " + std::to_string(*bytes) + "-byte arena exceeds the limit of " +
+                           std::to_string(arena_limit_) + " bytes");
+  return Status::Ok();
+}
 
 Status make_backend(const std::string& name, std::unique_ptr<Backend>* out) {
   if (name == "cpu") return make_cpu_backend(out);

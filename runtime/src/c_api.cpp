@@ -194,7 +194,7 @@ sgrt_status sgrt_tensor(const sgrt_session* s, const char* name, sgrt_tensor_inf
 }
 
 sgrt_status sgrt_set_input(sgrt_session* s, const char* name, sgrt_dtype dtype, const int64_t* shape, int rank,
-                           const void* data) {
+                           const void* data, size_t bytes) {
   return guard(__func__, [&](Failure* f) {
     SGRT_NEED(s);
     SGRT_NEED(name);
@@ -211,7 +211,10 @@ sgrt_status sgrt_set_input(sgrt_session* s, const char* name, sgrt_dtype dtype, 
                   "input '" + t.name + "' is " + sgrt::type_str(t.type) + ", got " +
                       (static_cast<int>(dtype) >= 0 && static_cast<int>(dtype) < sgrt::kNumDTypes ? sgrt::type_str(given)
                                                                                                  : "an invalid dtype"));
-    return s->session->write(id, data, t.bytes);
+    if (bytes != t.bytes)  // the caller's buffer is smaller or larger than the input: never read past it
+      return fail(f, SGRT_INVALID_ARGUMENT, "input '" + t.name + "' is " + std::to_string(t.bytes) + " bytes, the buffer " +
+                                                std::to_string(bytes));
+    return s->session->write(id, data, bytes);
   });
 }
 

@@ -21,8 +21,9 @@ class CpuBackend final : public Backend {
 
   Status prepare(const Model& model) override {
     if (arena_) return Status::Runtime("cpu backend: prepare called twice");
-    size_t bytes = (model.arena_bytes() + 63) / 64 * 64;
-    arena_ = static_cast<uint8_t*>(std::aligned_alloc(64, bytes ? bytes : 64));
+    uint64_t bytes;
+    SG_TRY(arena_size(model, &bytes));
+    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlignment, bytes));
     if (!arena_) return Status::Runtime("cpu backend: cannot allocate the " + std::to_string(bytes) + "-byte arena");
     std::memset(arena_, 0, bytes);
     size_ = bytes;

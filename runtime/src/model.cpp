@@ -1,8 +1,11 @@
 #include "sgrt/model.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "sg_generated.h"
+#include "sgrt/checked_math.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
 #include "sgrt/quant.h"
@@ -57,8 +60,6 @@ int Model::find_tensor(const std::string& name) const {
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t(1) << 40;  // per tensor
-
 std::string loc_str(const sg::SourceLoc* loc) {
   if (!loc || !loc->file()) return "<builtin>";
   return loc->file()->str() + ":" + std::to_string(loc->line());
@@ -94,6 +95,9 @@ Status Model::decode() {
   const sg::MemoryPlan* mem = r.memory();
   if (!mem) return Status::Invalid("no memory plan");
   arena_bytes_ = mem->arena_bytes();
+  if (!checked_round_up(std::max(arena_bytes_, uint64_t{1}), kArenaAlignment, &arena_alloc_bytes_) ||
+      arena_alloc_bytes_ > SIZE_MAX)
+    return Status::Invalid("the " + std::to_string(arena_bytes_) + "-byte arena is too large to allocate");
   if (!r.tensors()) return Status::Invalid("no tensors");
   const uint32_t version = r.schema_version();
   std::vector<ScaleSpec> specs;  // per tensor
@@ -104,12 +108,9 @@ Status Model::decode() {
     int dt = static_cast<int>(t->dtype());
     if (dt < 0 || dt >= kNumDTypes) return Status::Invalid("tensor " + ti.name + ": invalid dtype " + std::to_string(dt));
     ti.type.dtype = static_cast<DType>(dt);
-    int64_t count = 1;  // bounded, so element and byte counts cannot overflow
-    for (int64_t d : ti.type.shape) {
-      if (d <= 0 || d > kMaxElements / count)
-        return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
-      count *= d;
-    }
+    int64_t count;  // bounded, so element and byte counts cannot overflow
+    if (!checked_numel(ti.type.shape, &count))
+      return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
     int role = static_cast<int>(t->role());
     if (role < 0 || role > static_cast<int>(Role::scale_state)) return Status::Invalid("tensor " + ti.name + ": invalid role");
     ti.role = static_cast<Role>(role);

@@ -11,16 +11,23 @@ namespace {
 
 constexpr int64_t kMaxValWindows = 512;  // a fixed, bounded validation set
 
-// The whole file; gzread passes plain files through unchanged.
+// The whole file; gzread passes plain files through unchanged. A gzip stream
+// must be whole: a bad CRC fails gzread, and a stream cut short reads as a
+// plain end of file that only gzclose reports (Z_BUF_ERROR).
 Status read_all(const std::string& path, std::vector<uint8_t>* out) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Status::Io(path + ": cannot open the text corpus (is jargon-text installed, or --data right?)");
   uint8_t buf[1 << 16];
   int got;
   while ((got = gzread(f, buf, sizeof buf)) > 0) out->insert(out->end(), buf, buf + got);
-  bool bad = got < 0;
-  gzclose(f);
-  if (bad) return Status::Io(path + ": read error");
+  std::string why;
+  if (got < 0) {
+    int code;
+    why = gzerror(f, &code);
+  }
+  int closed = gzclose(f);
+  if (got < 0) return Status::Invalid(path + ": corrupt or unreadable (" + why + ")");
+  if (closed == Z_BUF_ERROR) return Status::Invalid(path + ": truncated: the gzip stream ends before its end marker");
   return Status::Ok();
 }
 

@@ -143,33 +143,51 @@ Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
 
 }  // namespace
 
+// Loss and metrics are means over a batch's rows (every built-in one is), and
+// the eval program's batch is fixed. The last r < batch examples run padded
+// with copies of their last example e; one more batch of e alone gives e's own
+// values, and batch * mean - (batch - r) * value(e) is the r examples' sum.
+// So every example counts once, whatever the batch size.
 Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
   int prog;
   SG_TRY(s.find_program("eval", &prog));
   Batcher b;
   SG_TRY(b.init(s));
-  int64_t n = data.size(split) / b.batch();
-  if (n == 0) return Status::Invalid("the evaluation split has fewer examples than one batch");
+  const int64_t batch = b.batch(), size = data.size(split), full = size / batch, rest = size % batch;
+  if (size == 0) return Status::Invalid("the evaluation split is empty");
   const Model& m = s.model();
-  double loss = 0;
-  std::vector<double> metrics(m.metrics().size(), 0.0);
-  std::vector<int64_t> idx(b.batch());
-  for (int64_t k = 0; k < n; ++k) {
-    std::iota(idx.begin(), idx.end(), k * b.batch());
+  std::vector<int> ids{m.loss()};
+  for (const auto& [name, id] : m.metrics()) ids.push_back(id);
+  std::vector<double> sums(ids.size(), 0.0), values(ids.size());
+  std::vector<int64_t> idx(batch);
+  auto run = [&](std::vector<double>* v) -> Status {  // batch means of loss and metrics
     SG_TRY(b.load(s, data, split, idx.data()));
     SG_TRY(s.run(prog));
-    float v;
-    SG_TRY(s.read_scalar(m.loss(), &v));
-    loss += v;
-    for (size_t i = 0; i < metrics.size(); ++i) {
-      SG_TRY(s.read_scalar(m.metrics()[i].second, &v));
-      metrics[i] += v;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float x;
+      SG_TRY(s.read_scalar(ids[i], &x));
+      (*v)[i] = x;
     }
+    return Status::Ok();
+  };
+  for (int64_t k = 0; k < full; ++k) {
+    std::iota(idx.begin(), idx.end(), k * batch);
+    SG_TRY(run(&values));
+    for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i];
   }
-  out->samples = n * b.batch();
-  out->loss = static_cast<float>(loss / n);
+  if (rest > 0) {
+    std::iota(idx.begin(), idx.begin() + rest, full * batch);
+    std::fill(idx.begin() + rest, idx.end(), size - 1);
+    SG_TRY(run(&values));
+    std::vector<double> last(ids.size());
+    std::fill(idx.begin(), idx.end(), size - 1);
+    SG_TRY(run(&last));
+    for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i] - (batch - rest) * last[i];
+  }
+  out->samples = size;
+  out->loss = static_cast<float>(sums[0] / size);
   out->metrics.clear();
-  for (size_t i = 0; i < metrics.size(); ++i) out->metrics.push_back({m.metrics()[i].first, static_cast<float>(metrics[i] / n)});
+  for (size_t i = 1; i < ids.size(); ++i) out->metrics.push_back({m.metrics()[i - 1].first, static_cast<float>(sums[i] / size)});
   return Status::Ok();
 }
 

@@ -2,23 +2,23 @@
 // compiler pass; a graph that compiles must serialize into a file the runtime
 // loads (the compiler and the loader must agree on what is valid).
 //
-// Model scripts are trusted code, so the script runs behind a one-line prelude
-// that only keeps the fuzzer's process safe and finite: no os/io/debug/load,
-// no file-system modules, no pattern matching or string.rep (C-side work the
-// instruction budget cannot see), and an instruction budget that, once spent,
-// fails every later instruction (pcall cannot swallow it).
+// The script runs in the model sandbox (dsl/sandbox.h), with budgets small
+// enough to keep the fuzzer fast; a one-line prelude also removes pattern
+// matching, C-side work the instruction budget cannot see.
 #include "fuzz_util.h"
 
 using namespace sgrt;
 
 namespace {
 
-const char kPrelude[] =
-    "do local sethook, err = debug.sethook, error; "
-    "sethook(function() sethook(function() err('fuzz: budget') end, '', 1); err('fuzz: budget') end, '', 200000) end; "
-    "debug, os, io, load, loadfile, dofile, collectgarbage, coroutine = nil; "
-    "string.rep, string.find, string.match, string.gmatch, string.gsub = nil; "
-    "package.path, package.cpath, package.loadlib = '', '', nil; ";
+const char kPrelude[] = "string.find, string.match, string.gmatch, string.gsub = nil; ";
+
+dsl::ScriptOptions fuzz_options() {
+  dsl::ScriptOptions o;
+  o.limits.instructions = 2'000'000;
+  o.limits.memory_bytes = 64 << 20;
+  return o;
+}
 
 }  // namespace
 
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   text.insert(text.end(), data, data + size);
   fuzz::write_or_die(path, text);
   compiler::Graph g;
-  Status st = dsl::load_script(path, {}, &g);
+  Status st = dsl::load_script(path, fuzz_options(), &g);
   if (st.ok()) st = compiler::compile(g);
   if (!st.ok()) {
     if (st.message().empty()) fuzz::fail("a rejection without a message");

@@ -16,10 +16,16 @@ namespace sgrt {
 // Every tensor's arena offset is a multiple of this (the compiler's memory
 // plan aligns to it); kernels rely on it for aligned element access.
 constexpr uint64_t kTensorAlignment = 64;
+// Backends allocate the arena in whole blocks of this many bytes.
+constexpr uint64_t kArenaAlignment = 256;
 
 enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state };
 enum class InitKind : uint8_t { zeros = 0, ones, uniform, normal, buffer };
 
+// Proven at load, so backends bind tensors without further checks: offset is a
+// multiple of kTensorAlignment, offset + bytes <= Model::arena_bytes(), and
+// bytes == dtype_bytes(type) unless bytes is 0 (no storage: never an operand
+// of an op); shapes hold at most kMaxElements (sgrt/checked_math.h).
 struct TensorInfo {
   std::string name;
   TensorType type;

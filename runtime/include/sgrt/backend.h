@@ -2,6 +2,7 @@
 // implement it; everything a backend needs is resolved in prepare(), so a
 // missing kernel fails at load and run() never allocates.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,18 @@ class Backend {
   virtual Status sync() = 0;
   // Whether this backend's kernel table has (op, dtypes); asked before anything runs.
   bool supports_op(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) const;
+
+  // prepare() then refuses, before allocating, an arena over `bytes` (the
+  // fuzzers load models with huge declared arenas and run only small ones).
+  void limit_arena(uint64_t bytes) { arena_limit_ = bytes; }
+
+ protected:
+  // The arena size prepare() allocates: the model's arena_alloc_bytes(), proven
+  // at load, within limit_arena(). Every backend sizes its arena by this alone.
+  Status arena_size(const Model& model, uint64_t* bytes) const;
+
+ private:
+  uint64_t arena_limit_ = UINT64_MAX;
 };
 
 // "cpu" (always), "cuda", "vulkan" when built in; an error lists what is available.

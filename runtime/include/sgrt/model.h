@@ -29,7 +29,10 @@ class Model {
   const std::vector<ProgramInfo>& programs() const { return programs_; }
   int find_program(const std::string& name) const;
   int find_tensor(const std::string& name) const;
-  uint64_t arena_bytes() const { return arena_bytes_; }
+  uint64_t arena_bytes() const { return arena_bytes_; }  // the memory plan's figure
+  // What a backend allocates: arena_bytes() rounded up to kArenaAlignment (at
+  // least one block); checked at load not to overflow and to fit a size_t.
+  uint64_t arena_alloc_bytes() const { return arena_alloc_bytes_; }
   int loss() const { return loss_; }
   int train_state() const { return train_state_; }
   int lr() const { return lr_; }
@@ -47,7 +50,7 @@ class Model {
   std::vector<TensorInfo> tensors_;
   std::vector<ProgramInfo> programs_;
   std::vector<std::pair<std::string, int>> metrics_, outputs_;
-  uint64_t arena_bytes_ = 0;
+  uint64_t arena_bytes_ = 0, arena_alloc_bytes_ = 0;
   int loss_ = -1, train_state_ = -1, lr_ = -1;
 };
 

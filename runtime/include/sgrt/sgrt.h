@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever a declaration here changes incompatibly. Compare it with
  * sgrt_api_version() to catch a header / library mismatch. */
-#define SGRT_API_VERSION 1
+#define SGRT_API_VERSION 2
 
 #if defined(__GNUC__)
 #define SGRT_API __attribute__((visibility("default")))
@@ -87,9 +87,10 @@ SGRT_API sgrt_status sgrt_reset(sgrt_session* s, uint64_t seed, int64_t total_st
 SGRT_API sgrt_status sgrt_tensor(const sgrt_session* s, const char* name, sgrt_tensor_info* out);
 
 /* Copies data (laid out row-major as dtype[shape]) into the input `name`; the
- * dtype and shape must be the input's own. */
+ * dtype and shape must be the input's own and bytes, the size of the buffer at
+ * data, must be its byte size (sgrt_tensor_info.bytes). Since API version 2. */
 SGRT_API sgrt_status sgrt_set_input(sgrt_session* s, const char* name, sgrt_dtype dtype, const int64_t* shape,
-                                    int rank, const void* data);
+                                    int rank, const void* data, size_t bytes);
 
 /* Runs a program: "train_step", "eval" or "infer" (sgrt info lists a graph's). */
 SGRT_API sgrt_status sgrt_run(sgrt_session* s, const char* program);

@@ -53,7 +53,9 @@ struct TrainResult {
 
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out);
 
-// Mean loss and metrics over all full batches of a split (eval program).
+// Mean loss and metrics over every example of a split (eval program); a last
+// partial batch counts exactly (trainer.cpp says how). Loss and metrics must be
+// means over the batch's rows, as every built-in loss and metric is.
 Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out);
 
 }  // namespace sgrt

@@ -13,6 +13,7 @@
 #include "../backends.h"
 #include "cuda/bind.h"
 #include "cuda/cuda_status.h"
+#include "sgrt/checked_math.h"
 
 namespace sgrt {
 namespace {
@@ -85,10 +86,13 @@ class CudaBackend final : public Backend {
         resolved.back().push_back({b, &op});
       }
     }
-    size_t arena_bytes = std::max<size_t>(256, (model.arena_bytes() + 255) / 256 * 256);
+    uint64_t arena_bytes;
+    SG_TRY(arena_size(model, &arena_bytes));
     size_t scratch_bytes = 0;
     SG_TRY(bind_all(resolved, ts, 0, 0, &scratch_bytes));  // dry run: sizes and errors only
-    size_t free_b = 0, total_b = 0, need = arena_bytes + scratch_bytes + sizeof(ErrorRecord);
+    size_t free_b = 0, total_b = 0, need;
+    if (!checked_add<size_t>(arena_bytes, scratch_bytes, &need) || !checked_add<size_t>(need, sizeof(ErrorRecord), &need))
+      return Status::Runtime("cuda backend: the arena and kernel workspace overflow a size_t");
     SG_CUDA(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b)
       return Status::Runtime("cuda backend: the model needs " + mib(need) + " of device memory (arena " + mib(arena_bytes) +

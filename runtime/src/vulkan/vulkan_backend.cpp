@@ -45,7 +45,8 @@ class VulkanBackend final : public Backend {
   Status prepare(const Model& model) override {
     if (arena_.buffer) return Status::Runtime("vulkan backend: prepare called twice");
     const char* where = ctx_->device_name().c_str();
-    uint64_t bytes = (model.arena_bytes() + 63) / 64 * 64;
+    uint64_t bytes;
+    SG_TRY(arena_size(model, &bytes));
     if (bytes > ctx_->limits().maxStorageBufferRange)
       return Status::Unsupported("vulkan backend: the " + std::to_string(bytes) + "-byte arena exceeds " + where +
                                  "'s maxStorageBufferRange (" + std::to_string(ctx_->limits().maxStorageBufferRange) + ")");
