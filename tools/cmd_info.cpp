@@ -165,7 +165,7 @@ std::string dot_graph(const Model& m, const std::string& program) {
 
 Status cmd_info(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--recipe", "--set", "--dot", "--opt-level"}, {"--json", "--no-plan"}, &a));
+  SG_TRY(parse_command(argc, argv, &a));
   if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua)");
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m));

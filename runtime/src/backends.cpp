@@ -11,14 +11,18 @@ Status make_backend(const std::string& name, std::unique_ptr<Backend>* out) {
 #ifdef SGRT_WITH_CUDA
   if (name == "cuda") return make_cuda_backend(out);
 #endif
-  std::string avail = "cpu";
+  return Status::Invalid("backend '" + name + "' is not built into this sgrt (available: " + built_in_backends() + ")");
+}
+
+std::string built_in_backends() {
+  std::string r = "cpu";
 #ifdef SGRT_WITH_VULKAN
-  avail += ", vulkan";
+  r += ", vulkan";
 #endif
 #ifdef SGRT_WITH_CUDA
-  avail += ", cuda";
+  r += ", cuda";
 #endif
-  return Status::Invalid("backend '" + name + "' is not built into this sgrt (available: " + avail + ")");
+  return r;
 }
 
 }  // namespace sgrt

@@ -25,5 +25,7 @@ class Backend {
 
 // "cpu" (always), "cuda", "vulkan" when built in; an error lists what is available.
 Status make_backend(const std::string& name, std::unique_ptr<Backend>* out);
+// The backends built in: "cpu", then ", vulkan" and ", cuda" when they are.
+std::string built_in_backends();
 
 }  // namespace sgrt
