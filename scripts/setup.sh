@@ -13,6 +13,7 @@ packages=(
   jargon-text                # the GPT's default text corpus (The Jargon File)
   libopenblas-dev            # baseline for bench/gemm only
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
+  python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files
 )
 
 missing=()

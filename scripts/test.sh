@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures, builds and runs every test through ctest.
-# Usage: [SANITIZE=1] scripts/test.sh [ctest args...]   (BUILD_DIR defaults to build)
+# Usage: [SANITIZE=1] scripts/test.sh [ctest args...]   (BUILD_DIR defaults to build-test:
+# its own folder, so it never reconfigures the build/ of the README's first command)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-build=${BUILD_DIR:-build}
+build=${BUILD_DIR:-build-test}
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 # SANITIZE=1: ASan + UBSan in build-asan (docs/reliability.md), any report fails
 # its test; no benchmarks, and without the tests that train on the real data

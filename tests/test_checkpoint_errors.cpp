@@ -1,8 +1,11 @@
 // Bad checkpoints and bad safetensors files through the real command line:
 // each is one clear error (exit 2, a single stderr line naming the file) and
 // the checkpoint already in the folder is left byte for byte as it was.
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <sys/stat.h>
 
@@ -90,7 +93,7 @@ std::vector<Entry> mlp_entries() {
           {"fc2.w", "F32", {10, 16}, 640}, {"fc2.b", "F32", {10}, 40}};
 }
 
-// `sgrt train --init-weights FILE --checkpoint DIR` with a good checkpoint in
+// `sgrt train --init-weights FILE --checkpoint DIR --overwrite` with a good checkpoint in
 // DIR fails before training and leaves the checkpoint as it was.
 void expect_import_fails(const Trained& t, const std::string& content, const std::vector<std::string>& must) {
   test::TempDir dir;
@@ -98,7 +101,7 @@ void expect_import_fails(const Trained& t, const std::string& content, const std
   std::string before = test::slurp(t.file());
   std::vector<std::string> m = must;
   m.push_back(w);
-  expect_bad_input(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--init-weights", w}), m);
+  expect_bad_input(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--overwrite", "--init-weights", w}), m);
   CHECK(test::slurp(t.file()) == before);
 }
 
@@ -178,5 +181,82 @@ TEST_CASE("safetensors with missing, unknown or mis-shaped tensors, or a malform
     REQUIRE(at != std::string::npos);
     f.replace(at, h.size(), "\"data_offsets\":[20,84]");  // same length: the header size holds
     expect_import_fails(t, f, {"overlap"});
+  }
+}
+
+namespace {
+
+// The checkpoint with the i64 at `offset` replaced and its CRC made valid again
+// (zlib's crc32, the footer's definition: docs/optimizer.md).
+std::string with_field(std::string bytes, size_t offset, int64_t v) {
+  std::memcpy(bytes.data() + offset, &v, 8);
+  size_t payload = bytes.size() - 8;
+  uint32_t crc = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), payload));
+  std::memcpy(bytes.data() + payload, &crc, 4);
+  return bytes;
+}
+
+// Header offsets (format 3): magic, two identities, then these i64 fields.
+constexpr size_t kStepAt = 24, kTotalAt = 32, kBatchesPerEpochAt = 48;
+
+}  // namespace
+
+TEST_CASE("a checkpoint with a valid checksum but fields out of range is refused") {
+  Trained t(16);  // 3 of 3 steps, 10 batches per epoch
+  std::string bytes = test::slurp(t.file());
+  expect_resume_fails(with_field(bytes, kStepAt, -1), {"step -1 is negative"});
+  expect_resume_fails(with_field(bytes, kStepAt, 4), {"step 4 is past the planned total of 3"});
+  expect_resume_fails(with_field(bytes, kTotalAt, -5), {"planned total -5 is negative"});
+  expect_resume_fails(with_field(bytes, kTotalAt, 0), {"holds no run position"});
+  expect_resume_fails(with_field(bytes, kBatchesPerEpochAt, -10), {"batches per epoch -10 is negative"});
+  expect_resume_fails(with_field(bytes, kBatchesPerEpochAt, 0), {"holds no run position"});
+  // In range, but not where the optimizer's own step counter is.
+  expect_resume_fails(with_field(bytes, kStepAt, 2), {"train state is at step 3 of 3, its header at step 2 of 3"});
+  // eval reads the same header.
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck";
+  REQUIRE(mkdir(ck.c_str(), 0755) == 0);
+  { std::ofstream(ck + "/checkpoint.sgck", std::ios::binary) << with_field(bytes, kStepAt, -1); }
+  expect_bad_input(cmd("eval", 16, {"--checkpoint", ck}), {ck, "step -1 is negative"});
+}
+
+TEST_CASE("a checkpoint is refused by a model whose training step differs: activation, loss, optimizer, recipe") {
+  Trained t(16);
+  std::string bytes = test::slurp(t.file());
+  test::TempDir dir;
+  std::string ck = dir.path + "/ck", mlp = test::slurp(kMlp);
+  REQUIRE(mkdir(ck.c_str(), 0755) == 0);
+  { std::ofstream(ck + "/checkpoint.sgck", std::ios::binary) << bytes; }
+  // The MLP with one change that leaves every saved tensor's name, dtype and shape as it was.
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {":relu()", ":sigmoid()"},                    // activation
+      {"weight_decay = 0.0", "weight_decay = 0.5"},  // optimizer hyperparameter
+      {"sg.loss(sg.softmax_cross_entropy(logits, y))", "sg.loss(sg.scale(sg.softmax_cross_entropy(logits, y), 2))"},
+  };
+  for (auto& [from, to] : changes) {
+    CAPTURE(to);
+    std::string s = mlp;
+    size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    std::string variant = dir.file("variant.lua", s.replace(at, from.size(), to));
+    expect_bad_input({"train", variant, "--set", "hidden=16", "--set", "batch=6000", "--steps", "3", "--quiet",
+                      "--checkpoint", ck, "--resume"},
+                     {"trained by another training step"});
+  }
+  // The recipe too: the same script under bf16.
+  expect_bad_input(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", ck, "--resume", "--recipe", "bf16"}), {});
+  CHECK(test::slurp(ck + "/checkpoint.sgck") == bytes);
+}
+
+TEST_CASE("--init-weights refuses +inf and -inf in f32 weights, as it refuses NaN") {
+  Trained t(16);
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(bad);
+    std::string f = safetensors(mlp_entries());
+    uint64_t header = 0;
+    std::memcpy(&header, f.data(), 8);
+    std::memcpy(f.data() + 8 + header + 4 * 5, &bad, 4);  // fc1.w[5]: fc1.w's data comes first
+    expect_import_fails(t, f, {"fc1.w: value", "at index 5"});
   }
 }

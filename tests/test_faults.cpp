@@ -181,6 +181,26 @@ TEST_CASE("a run of NaN steps stops training with a clear error; the last checkp
   CHECK(dir.list() == std::set<std::string>{"checkpoint.sgck"});
 }
 
+TEST_CASE("checkpoints due during a streak of non-finite steps are not written: the last good one is kept") {
+  TempDir dir;
+  auto s = session_of(kBlobModel);
+  Blobs data(Fault::nan_from, 40);  // steps 41.. see a NaN
+  TrainOptions o;
+  o.steps = 150;
+  o.checkpoint_dir = dir.path;
+  o.checkpoint_every = 5;  // due at 45, inside the streak that stops the run at 48
+  TrainResult res;
+  Status st = train(*s, data, o, &res);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("training stopped at step 48") != std::string::npos);
+  auto fresh = session_of(kBlobModel);
+  int64_t step = -1;
+  st = load_checkpoint(*fresh, dir.path, &step);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(step == 40);
+  CHECK(nonfinite_total(*fresh) == 0);
+}
+
 TEST_CASE("SIGKILL during checkpoint writes: the previous checkpoint is intact and loads") {
   TempDir dir;
   auto s = session_of(kWideModel);

@@ -51,10 +51,15 @@ TEST_CASE("sgrt run samples reproducibly from a trained GPT; an over-long prompt
   CHECK(a.out.rfind("the ", 0) == 0);
   CHECK(a.out.size() == 4 + 24 + 1);  // prompt, sampled bytes, newline
 
+  // The checkpoint folder carries the model and its --set values: no model needed.
+  Output d = sh(kTool + " run --checkpoint " + ck.path + " --tokens 24 --top-k 5 --prompt 'the ' --seed 7");
+  REQUIRE_MESSAGE(d.code == 0, d.err);
+  CHECK(d.out == a.out);
+
   Output c = sh(run + " --prompt 'longer than eight bytes'");
   CHECK(c.code == 2);
   CHECK(c.err.find("longer than the model's block of 8 bytes") != std::string::npos);
   CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
-  std::remove((ck.path + "/checkpoint.sgck").c_str());
+  for (const char* f : {"/checkpoint.sgck", "/model.sg", "/model.flags"}) std::remove((ck.path + f).c_str());
   std::remove(ck.path.c_str());
 }

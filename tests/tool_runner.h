@@ -68,32 +68,48 @@ struct ToolResult {
   std::string out, err;
 };
 
-// Runs the tool with `args` from the repository root.
-inline ToolResult run_tool(const std::vector<std::string>& args) {
+// The tool started in the background from the repository root, its stdout
+// and stderr going to files; wait() collects it.
+struct RunningTool {
+  pid_t pid = -1;
   TempDir io;
-  std::string out = io.path + "/stdout", err = io.path + "/stderr";
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  ToolResult wait() {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    ToolResult r;
+    r.exited = WIFEXITED(status);
+    if (r.exited) r.code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    r.out = slurp(io.path + "/stdout");
+    r.err = slurp(io.path + "/stderr");
+    REQUIRE_MESSAGE(r.code != 127, "could not run " << kTool);
+    return r;
+  }
+};
+
+// in_child runs in the child before exec (e.g. to set a resource limit).
+inline void start_tool(const std::vector<std::string>& args, RunningTool* t, void (*in_child)() = nullptr) {
+  std::string out = t->io.path + "/stdout", err = t->io.path + "/stderr";
+  t->pid = fork();
+  REQUIRE(t->pid >= 0);
+  if (t->pid == 0) {
     int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(SGRT_SOURCE_DIR) != 0) _exit(127);
+    if (in_child) in_child();
     std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(kTool.c_str(), argv.data());
     _exit(127);
   }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  ToolResult r;
-  r.exited = WIFEXITED(status);
-  if (r.exited) r.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  REQUIRE_MESSAGE(r.code != 127, "could not run " << kTool);
-  return r;
+}
+
+// Runs the tool with `args` from the repository root.
+inline ToolResult run_tool(const std::vector<std::string>& args, void (*in_child)() = nullptr) {
+  RunningTool t;
+  start_tool(args, &t, in_child);
+  return t.wait();
 }
 
 }  // namespace sgrt::test

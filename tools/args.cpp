@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include "cpu/parallel.h"
+#include "help.h"
+
 namespace sgrt::tool {
 
 Status Args::get_int(const std::string& f, int64_t def, int64_t* out) const {
@@ -48,6 +51,21 @@ Status parse_args(int argc, char** argv, int first, const std::set<std::string>&
       return Status::Invalid("unknown flag " + name + " (see sgrt --help)");
     }
   }
+  return Status::Ok();
+}
+
+Status parse_command(int argc, char** argv, Args* out) {
+  const CommandHelp* c = find_command(argv[1]);
+  if (!c) return Status::Invalid(std::string("unknown command '") + argv[1] + "'");
+  return parse_args(argc, argv, 2, valued_flags(*c), bare_flags(*c), out);
+}
+
+Status apply_threads(const Args& a) {
+  if (!a.has("--threads")) return Status::Ok();
+  int64_t n;
+  SG_TRY(a.get_int("--threads", 0, &n));
+  if (n < 1 || n > 4096) return Status::Invalid("--threads expects a count from 1 to 4096, got '" + a.get("--threads") + "'");
+  cpu::set_num_threads(static_cast<int>(n));
   return Status::Ok();
 }
 

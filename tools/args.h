@@ -26,5 +26,9 @@ struct Args {
 // valued: flags that take a value ("--steps 10" or "--steps=10"); bare: switches.
 Status parse_args(int argc, char** argv, int first, const std::set<std::string>& valued,
                   const std::set<std::string>& bare, Args* out);
+// The flags of `sgrt argv[1]` as its help (help.h) lists them.
+Status parse_command(int argc, char** argv, Args* out);
+// --threads N: the CPU kernels' thread count for this process.
+Status apply_threads(const Args& a);
 
 }  // namespace sgrt::tool

@@ -9,7 +9,7 @@ namespace sgrt::tool {
 
 Status cmd_compile(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--output", "--recipe", "--set", "--opt-level"}, {"--no-plan", "--unsafe-lua"}, &a));
+  SG_TRY(parse_command(argc, argv, &a));
   if (a.positional.size() != 1) return Status::Invalid("compile takes one MODEL.lua");
   const std::string& src = a.positional[0];
   if (!is_script(src)) return Status::Invalid(src + ": compile expects a .lua model script");

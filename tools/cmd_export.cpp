@@ -11,16 +11,15 @@ namespace sgrt::tool {
 
 Status cmd_export(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--checkpoint", "--output", "--quantize", "--recipe", "--set"}, {"--infer-only"}, &a));
-  if (a.positional.size() != 1) return Status::Invalid("export takes one MODEL.sg (or MODEL.lua)");
+  SG_TRY(parse_command(argc, argv, &a));
   if (!a.has("--output")) return Status::Invalid("export needs -o DEPLOY.sg");
   ExportOptions opts;
   opts.infer_only = a.has("--infer-only");
   SG_TRY(parse_export_quant(a.get("--quantize"), &opts.quantize).with_context("--quantize"));
   std::shared_ptr<const Model> m;
-  SG_TRY(load_model(a, a.positional[0], &m));
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
   if (!a.has("--checkpoint") && !carries_weights(*m))
-    return Status::Invalid(a.positional[0] + ": export needs --checkpoint DIR (its weights are not in the file)");
+    return Status::Invalid(m->label() + ": export needs --checkpoint DIR (its weights are not in the file)");
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
@@ -29,7 +28,7 @@ Status cmd_export(int argc, char** argv) {
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   SG_TRY(export_to_file(*s, opts, a.get("--output")));
-  std::printf("exported %s (step %lld%s%s%s) to %s\n", a.positional[0].c_str(), static_cast<long long>(step),
+  std::printf("exported %s (step %lld%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
               opts.infer_only ? ", inference only" : "", a.has("--quantize") ? ", weights " : "",
               a.get("--quantize").c_str(), a.get("--output").c_str());
   return Status::Ok();

@@ -205,7 +205,7 @@ Status print_coverage(const Model& m, const std::string& backend, bool json) {
 
 Status cmd_info(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--recipe", "--set", "--dot", "--opt-level", "--backend"}, {"--json", "--no-plan", "--unsafe-lua"}, &a));
+  SG_TRY(parse_command(argc, argv, &a));
   if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua, or FILE.gguf)");
   if (a.positional[0].ends_with(".gguf")) {
     if (!a.flags.empty() || !a.sets.empty()) return Status::Invalid("info FILE.gguf takes no flags");

@@ -28,7 +28,7 @@ std::string op_table_markdown() {
 
 Status cmd_ops(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {}, {}, &a));
+  SG_TRY(parse_command(argc, argv, &a));
   if (!a.positional.empty()) return Status::Invalid("ops takes no arguments");
   std::fputs(op_table_markdown().c_str(), stdout);
   return Status::Ok();

@@ -67,10 +67,7 @@ int sample(const float* z, int64_t vocab, double temperature, int64_t top_k, flo
 
 Status cmd_run(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2,
-                    {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--backend", "--recipe", "--set"},
-                    {"--no-plan", "--unsafe-lua"}, &a));
-  if (a.positional.size() != 1) return Status::Invalid("run takes one MODEL.sg or MODEL.lua");
+  SG_TRY(parse_command(argc, argv, &a));
   if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   int64_t count, top_k, seed;
   double temperature;
@@ -79,7 +76,7 @@ Status cmd_run(int argc, char** argv) {
   SG_TRY(a.get_int("--seed", 1, &seed));
   SG_TRY(get_double(a, "--temperature", 1.0, &temperature));
   std::shared_ptr<const Model> m;
-  SG_TRY(load_model(a, a.positional[0], &m));
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
   int tokens, logits;
   SG_TRY(find_io(*m, &tokens, &logits));
   const Shape& ts = m->tensors()[tokens].type.shape;
@@ -90,6 +87,7 @@ Status cmd_run(int argc, char** argv) {
     return Status::Invalid("--prompt is " + std::to_string(prompt.size()) + " bytes, longer than the model's block of " +
                            std::to_string(block) + " bytes");
 
+  SG_TRY(apply_threads(a));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   std::unique_ptr<Session> s;

@@ -2,15 +2,20 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "commands.h"
+#include "cpu/parallel.h"
 #include "model_source.h"
+#include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
 #include "sgrt/trainer.h"
+#include "stop_signal.h"
 
 namespace sgrt::tool {
 namespace {
@@ -43,11 +48,10 @@ Status check_memory(const Args& a, const Model& m) {
                          mib + "), over --max-memory " + a.get("--max-memory") + " (" + std::to_string(limit) + " bytes)");
 }
 
-Status open_session(const Args& a, const std::string& path, std::unique_ptr<Session>* s,
+Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
-  std::shared_ptr<const Model> m;
-  SG_TRY(load_model(a, path, &m));
   SG_TRY(check_memory(a, *m));
+  SG_TRY(apply_threads(a));
   SG_TRY(open_dataset(*m, a.get("--data"), data));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
@@ -55,26 +59,79 @@ Status open_session(const Args& a, const std::string& path, std::unique_ptr<Sess
 }
 
 void print_eval(const char* what, const EvalReport& e) {
-  std::fprintf(stderr, "%s epoch %lld: loss %.4f", what, static_cast<long long>(e.epoch), e.loss);
+  std::fprintf(stderr, "%s step %lld (epoch %lld): %sloss %.4f", what, static_cast<long long>(e.step),
+               static_cast<long long>(e.epoch), e.validation ? "validation " : "", e.loss);
   for (auto& [n, v] : e.metrics) std::fprintf(stderr, ", %s %.4f", n.c_str(), v);
-  std::fprintf(stderr, " (%lld test examples)\n", static_cast<long long>(e.samples));
+  std::fprintf(stderr, " (%lld %s examples)\n", static_cast<long long>(e.samples), e.validation ? "held-out" : "test");
+}
+
+// Tokens per example for a language model (its "tokens" input is [batch, block]); 0 otherwise.
+int64_t tokens_per_example(const Model& m) {
+  if (const sg::DataBinding* d = m.root().data(); d && d->fields())
+    for (const sg::DataField* f : *d->fields())
+      if (f->field()->str() == "tokens" && m.tensors()[f->tensor()].type.shape.size() == 2)
+        return m.tensors()[f->tensor()].type.shape[1];
+  return 0;
+}
+
+// One line on what is about to run.
+void print_header(const Args& a, const Model& m) {
+  uint64_t params = 0;
+  for (const TensorInfo& t : m.tensors())
+    if (t.role == Role::param) params += static_cast<uint64_t>(numel(t.type.shape));
+  const auto* recipe = m.root().recipe();
+  std::fprintf(stderr, "sgrt train: %s, %llu parameters, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
+               m.label().c_str(), static_cast<unsigned long long>(params), a.get("--backend", "cpu").c_str(),
+               recipe ? recipe->c_str() : "fp32", cpu::num_threads(), m.arena_bytes() / 1048576.0);
+}
+
+std::string duration(double secs) {
+  char b[32];
+  long s = std::lround(secs);
+  if (s >= 3600) std::snprintf(b, sizeof b, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else std::snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
+  return b;
+}
+
+// Progress: one line per logged step, rewritten in place on a terminal, with
+// throughput (tokens/s for language models) and the time left.
+std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
+  int64_t tokens = tokens_per_example(m);
+  auto start = std::chrono::steady_clock::now();
+  int64_t first = -1;
+  return [=](const StepReport& r) mutable {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (first < 0) first = r.step - 1;  // steps done before this process (a resume) take no time here
+    double per_step = r.step > first ? secs / static_cast<double>(r.step - first) : 0;
+    std::string rate = tokens > 0 ? std::to_string(std::llround(r.samples_per_s * tokens)) + " tokens/s"
+                                  : std::to_string(std::llround(r.samples_per_s)) + " samples/s";
+    std::fprintf(stderr, "%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %s  ETA %s%s", tty ? "\r" : "",
+                 static_cast<long long>(r.step), static_cast<long long>(r.total), static_cast<long long>(r.epoch), r.loss,
+                 r.lr, rate.c_str(), duration(per_step * static_cast<double>(r.total - r.step)).c_str(), tty ? "   " : "\n");
+    std::fflush(stderr);
+  };
+}
+
+Status double_flag(const Args& a, const std::string& flag, double* out) {
+  const std::string v = a.get(flag);
+  char* end = nullptr;
+  *out = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !std::isfinite(*out)) return Status::Invalid(flag + " expects a number, got '" + v + "'");
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status cmd_train(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2,
-                    {"--backend", "--steps", "--data", "--checkpoint", "--log", "--seed", "--log-every", "--recipe", "--set",
-                     "--opt-level", "--checkpoint-every", "--stop-after", "--init-weights", "--max-memory"},
-                    {"--quiet", "--no-plan", "--unsafe-lua", "--resume"}, &a));
-  if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
+  SG_TRY(parse_command(argc, argv, &a));
   TrainOptions opts;
   int64_t seed;
   SG_TRY(a.get_int("--steps", 0, &opts.steps));
   if (a.has("--steps") && opts.steps == 0)  // not "the default": a run of zero steps is a mistake
     return Status::Invalid("--steps must be at least 1 (leave it out for the model's own length)");
   SG_TRY(a.get_int("--log-every", 0, &opts.log_every));
+  SG_TRY(a.get_int("--eval-every", 0, &opts.eval_every));
   SG_TRY(a.get_int("--seed", 1, &seed));
   opts.seed = static_cast<uint64_t>(seed);
   opts.log_path = a.get("--log");
@@ -82,30 +139,51 @@ Status cmd_train(int argc, char** argv) {
   SG_TRY(a.get_int("--stop-after", 0, &opts.stop_after));
   opts.checkpoint_dir = a.get("--checkpoint");
   opts.resume = a.has("--resume");
-  opts.init_weights = a.get("--init-weights");
-  if ((opts.checkpoint_every > 0 || opts.resume) && opts.checkpoint_dir.empty())
-    return Status::Invalid("--checkpoint-every and --resume need --checkpoint DIR");
-  if (opts.resume && (a.has("--seed") || a.has("--init-weights")))
-    return Status::Invalid("--resume continues the saved run: its seed and weights come from the checkpoint");
+  opts.overwrite = a.has("--overwrite") && !opts.resume;
+  opts.check_seed = opts.resume && a.has("--seed");  // the original command's --seed is fine; another is not
+  opts.init_weights = a.get("--init-weights");       // ignored on resume: the weights are the checkpoint's
+  if ((opts.checkpoint_every > 0 || opts.resume || a.has("--overwrite")) && opts.checkpoint_dir.empty())
+    return Status::Invalid("--checkpoint-every, --resume and --overwrite need --checkpoint DIR");
+  std::shared_ptr<const Model> m;
+  if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m));
+  else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
+  else SG_TRY(load_model(a, a.positional[0], &m));
+  if (!opts.checkpoint_dir.empty()) opts.checkpoint_files = checkpoint_model_files(a, *m);
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
-  SG_TRY(open_session(a, a.positional[0], &s, &data));
+  SG_TRY(open_session(a, m, &s, &data));
+  std::unique_ptr<Dataset> train_part, validation;
+  if (a.has("--val-split")) {
+    double f;
+    SG_TRY(double_flag(a, "--val-split", &f));
+    // A text corpus has a window per byte: evaluate on 1024 of them, evenly spaced.
+    int64_t max_examples = tokens_per_example(*m) > 0 ? 1024 : 0;
+    SG_TRY(split_validation(std::shared_ptr<const Dataset>(std::move(data)), f, max_examples, &train_part, &validation));
+    opts.validation = validation.get();
+  } else {
+    train_part = std::move(data);
+  }
 
   bool quiet = a.has("--quiet"), tty = isatty(2);
   if (!quiet) {
-    opts.on_step = [tty](const StepReport& r) {
-      std::fprintf(stderr, "%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %.0f samples/s%s", tty ? "\r" : "",
-                   static_cast<long long>(r.step), static_cast<long long>(r.total), static_cast<long long>(r.epoch),
-                   r.loss, r.lr, r.samples_per_s, tty ? "   " : "\n");
-      std::fflush(stderr);
-    };
+    print_header(a, *m);
+    opts.on_step = progress(*m, tty);
     opts.on_eval = [tty](const EvalReport& e) {
       if (tty) std::fputc('\n', stderr);
       print_eval("eval", e);
     };
   }
+  opts.stop_signal = catch_stop_signals();
   TrainResult result;
-  SG_TRY(train(*s, *data, opts, &result));
+  SG_TRY(train(*s, *train_part, opts, &result));
+  if (result.interrupted) {
+    std::fprintf(stderr, "%sinterrupted by %s after step %lld; %s\n", tty && !quiet ? "\n" : "", stop_signal_name(),
+                 static_cast<long long>(result.end_step),
+                 opts.checkpoint_dir.empty()
+                     ? "nothing was saved (no --checkpoint DIR)"
+                     : ("checkpoint saved to " + opts.checkpoint_dir + "; resume with the same command plus --resume").c_str());
+    return Status::Ok();
+  }
   if (result.stopped) {
     std::printf("stopped after step %lld%s%s\n", static_cast<long long>(opts.stop_after),
                 opts.checkpoint_dir.empty() ? "" : "; resume with --resume --checkpoint ", opts.checkpoint_dir.c_str());
@@ -120,12 +198,12 @@ Status cmd_train(int argc, char** argv) {
 
 Status cmd_eval(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--backend", "--data", "--checkpoint", "--recipe", "--set", "--max-memory"}, {"--no-plan", "--unsafe-lua"},
-                    &a));
-  if (a.positional.size() != 1) return Status::Invalid("eval takes one MODEL.sg");
+  SG_TRY(parse_command(argc, argv, &a));
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg", &m));
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
-  SG_TRY(open_session(a, a.positional[0], &s, &data));
+  SG_TRY(open_session(a, m, &s, &data));
   // An exported graph carries its weights; anything else needs a checkpoint.
   if (!a.has("--checkpoint") && !carries_weights(s->model()))
     return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
@@ -137,7 +215,9 @@ Status cmd_eval(int argc, char** argv) {
   std::printf("step %lld: test loss %.4f", static_cast<long long>(step), e.loss);
   for (auto& [n, v] : e.metrics) std::printf(", %s %.4f", n.c_str(), v);
   std::printf(" (%lld examples)\n", static_cast<long long>(e.samples));
-  return Status::Ok();
+  bool finite = std::isfinite(e.loss);
+  for (auto& [n, v] : e.metrics) finite &= std::isfinite(v) != 0;
+  return finite ? Status::Ok() : Status::Runtime("the evaluation is not finite (NaN or inf loss or metric)");
 }
 
 }  // namespace sgrt::tool

@@ -12,9 +12,7 @@ namespace sgrt::tool {
 
 Status cmd_export_weights(int argc, char** argv) {
   Args a;
-  SG_TRY(parse_args(argc, argv, 2, {"--checkpoint", "--output", "--dtype", "--seed", "--recipe", "--set", "--opt-level"},
-                    {"--no-plan", "--unsafe-lua"}, &a));
-  if (a.positional.size() != 1) return Status::Invalid("export-weights takes one MODEL.sg (or MODEL.lua)");
+  SG_TRY(parse_command(argc, argv, &a));
   if (!a.has("--output")) return Status::Invalid("export-weights needs -o W.safetensors");
   DType dtype;
   std::string dname = a.get("--dtype", "f32");
@@ -23,7 +21,7 @@ Status cmd_export_weights(int argc, char** argv) {
   int64_t seed;
   SG_TRY(a.get_int("--seed", 1, &seed));
   std::shared_ptr<const Model> m;
-  SG_TRY(load_model(a, a.positional[0], &m));
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
@@ -32,7 +30,7 @@ Status cmd_export_weights(int argc, char** argv) {
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   SG_TRY(export_safetensors(*s, a.get("--output"), dtype));
-  std::printf("wrote the parameters of %s (step %lld) to %s as %s\n", a.positional[0].c_str(), static_cast<long long>(step),
+  std::printf("wrote the parameters of %s (step %lld) to %s as %s\n", m->label().c_str(), static_cast<long long>(step),
               a.get("--output").c_str(), dtype_name(dtype));
   return Status::Ok();
 }

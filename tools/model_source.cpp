@@ -1,8 +1,14 @@
 #include "model_source.h"
 
+#include <sys/stat.h>
+
+#include <sstream>
+
 #include "compile.h"
 #include "dsl.h"
 #include "serialize.h"
+#include "sg_generated.h"
+#include "sgrt/file_io.h"
 
 namespace sgrt::tool {
 
@@ -35,6 +41,98 @@ Status load_model(const Args& args, const std::string& path, std::shared_ptr<con
   }
   *out = std::move(m);
   return Status::Ok();
+}
+
+namespace {
+
+constexpr const char* kModelFile = "model.sg";
+constexpr const char* kFlagsFile = "model.flags";
+
+// One compile flag as given: ("--recipe", "fp8"), ("--no-plan", ""), ("--set", "k=v").
+using Flag = std::pair<std::string, std::string>;
+
+std::vector<Flag> compile_flags(const Args& a) {
+  std::vector<Flag> r;
+  for (const char* f : {"--recipe", "--opt-level"})
+    if (a.has(f)) r.push_back({f, a.get(f)});
+  if (a.has("--no-plan")) r.push_back({"--no-plan", ""});
+  for (auto& [k, v] : a.sets) r.push_back({"--set", k + "=" + v});
+  return r;
+}
+
+std::string key_of(const Flag& f) { return f.first == "--set" ? f.second.substr(0, f.second.find('=')) : f.first; }
+std::string shown(const Flag& f) { return f.second.empty() ? f.first : f.first + " " + f.second; }
+
+Status read_flags(const std::string& path, std::vector<Flag>* out) {
+  std::vector<uint8_t> bytes;
+  SG_TRY(read_file(path, &bytes));
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t sp = line.find(' ');
+    Flag f{line.substr(0, sp), sp == std::string::npos ? "" : line.substr(sp + 1)};
+    bool known = f.first == "--recipe" || f.first == "--opt-level" || f.first == "--no-plan" ||
+                 (f.first == "--set" && f.second.find('=') != std::string::npos && f.second[0] != '=');
+    if (!known) return Status::Invalid(path + ": unknown line '" + line + "'");
+    out->push_back(f);
+  }
+  return Status::Ok();
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Args& a, const Model& m) {
+  std::string flags;
+  for (const Flag& f : compile_flags(a)) flags += shown(f) + "\n";
+  std::span<const uint8_t> sg = m.file_bytes();
+  return {{kModelFile, std::string(sg.begin(), sg.end())}, {kFlagsFile, flags}};
+}
+
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out) {
+  if (a->positional.size() > 1) return Status::Invalid("takes one " + what);
+  const std::string dir = a->get("--checkpoint");
+  if (dir.empty() || !exists(dir + "/" + kFlagsFile)) {
+    if (a->positional.empty())
+      return Status::Invalid(dir.empty() ? "needs " + what + " or --checkpoint DIR"
+                                         : dir + ": holds no " + kModelFile + " (written by sgrt train --checkpoint); name the model");
+    return load_model(*a, a->positional[0], out);
+  }
+  const std::string flags_path = dir + "/" + kFlagsFile;
+  std::vector<Flag> recorded;
+  SG_TRY(read_flags(flags_path, &recorded));
+  std::vector<Flag> given = compile_flags(*a);
+  bool script = !a->positional.empty() && is_script(a->positional[0]);
+  std::unique_ptr<Model> compiled;  // without a script: the .sg named, or the folder's
+  if (!script) SG_TRY(Model::load_file(a->positional.empty() ? dir + "/" + kModelFile : a->positional[0], &compiled));
+  for (const Flag& g : given) {
+    const Flag* r = nullptr;
+    for (const Flag& f : recorded)
+      if (key_of(f) == key_of(g)) r = &f;
+    if (r && r->second != g.second)
+      return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")");
+    if (r || script) continue;
+    const auto* recipe = compiled->root().recipe();
+    if (g.first == "--recipe" && recipe && recipe->str() == g.second) continue;
+    return Status::Invalid(shown(g) + " conflicts with the checkpoint's model (" + compiled->label() + ", recipe " +
+                           (recipe ? recipe->str() : "?") + "), compiled without it; give the script to compile another");
+  }
+  if (!script) {
+    *out = std::move(compiled);
+    return Status::Ok();
+  }
+  for (const Flag& r : recorded) {  // adopt what the training run was compiled with
+    bool given_too = false;
+    for (const Flag& g : given) given_too |= key_of(g) == key_of(r);
+    if (given_too) continue;
+    if (r.first == "--set") a->sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
+    else a->flags[r.first] = r.second.empty() ? "1" : r.second;
+  }
+  return load_model(*a, a->positional[0], out);
 }
 
 }  // namespace sgrt::tool

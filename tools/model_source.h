@@ -1,7 +1,10 @@
-// Loads a model for a command: a .sg file as is, or a .lua script compiled in
-// memory (with --recipe and --set applied).
+// Loads a model for a command: a .sg file as is, a .lua script compiled in
+// memory (with --recipe and --set applied), or the model.sg a checkpoint
+// folder carries.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "args.h"
 #include "sgrt/model.h"
@@ -11,5 +14,16 @@ namespace sgrt::tool {
 bool is_script(const std::string& path);
 Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes);
 Status load_model(const Args& args, const std::string& path, std::shared_ptr<const Model>* out);
+
+// What `sgrt train --checkpoint DIR` saves next to its checkpoint so that the
+// folder is enough on its own: model.sg (the compiled model) and model.flags
+// (the compile flags given: --recipe, --opt-level, --no-plan, --set).
+std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Args& a, const Model& m);
+
+// The model of a command that takes [MODEL] with --checkpoint DIR: without
+// MODEL, DIR/model.sg; with a script, the flags DIR/model.flags records are
+// applied unless given. A flag that differs from the recorded one is an
+// error naming both values. `what` names the command's operand in errors.
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out);
 
 }  // namespace sgrt::tool

@@ -4,38 +4,26 @@
 #include <string>
 
 #include "commands.h"
-
-namespace {
-
-const char kUsage[] =
-    "usage: sgrt COMMAND ...\n"
-    "  compile MODEL.lua [-o MODEL.sg] [--recipe R] [--no-plan] [--opt-level L] [--set k=v]...\n"
-    "  info    MODEL.sg|MODEL.lua|FILE.gguf [--json] [--dot FILE.dot] [--recipe R] [--no-plan] [--opt-level L] [--backend B]\n"
-    "  train   MODEL.lua|MODEL.sg [--backend cpu|vulkan|cuda] [--steps N] [--data PATH] [--checkpoint DIR]\n"
-    "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--no-plan] [--set k=v]... [--quiet]\n"
-    "          [--opt-level fp32|O1|O2|O3] [--checkpoint-every K] [--stop-after K] [--resume]\n"
-    "          [--init-weights W.safetensors] [--max-memory BYTES[K|M|G]]\n"
-    "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend B] [--max-memory BYTES]\n"
-    "          (an exported DEPLOY.sg needs no --checkpoint)\n"
-    "  export  MODEL.sg --checkpoint DIR -o DEPLOY.sg [--infer-only] [--quantize fp8|fp8-channel|fp4|nvfp4]\n"
-    "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
-    "          [--top-k K] [--seed S] [--backend B]\n"
-    "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n"
-    "  ops     (the op table: kinds, gradients, scale rules, backend coverage; docs/ops.md)\n"
-    "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n"
-    "MODEL.lua scripts run sandboxed (the sg library and safe standard functions only, within an\n"
-    "instruction and a memory budget); --unsafe-lua, with any command that takes a MODEL.lua, lifts\n"
-    "the sandbox for a script you trust (docs/dsl.md)\n";
-
-}  // namespace
+#include "help.h"
+#include "stop_signal.h"
 
 int main(int argc, char** argv) {
   using namespace sgrt::tool;
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::fputs(version().c_str(), stdout);
+    return 0;
+  }
   std::string cmd = argv[1];
+  if (const CommandHelp* c = find_command(cmd))
+    for (int i = 2; i < argc; ++i)
+      if (!std::strcmp(argv[i], "--help")) {
+        std::fputs(command_help(*c).c_str(), stdout);
+        return 0;
+      }
   sgrt::Status st;
   if (cmd == "compile") st = cmd_compile(argc, argv);
   else if (cmd == "info") st = cmd_info(argc, argv);
@@ -50,5 +38,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
     return st.exit_code();
   }
-  return 0;
+  return stop_exit_code();
 }

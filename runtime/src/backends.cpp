@@ -26,12 +26,16 @@ std::vector<std::string> built_backends() {
   return names;
 }
 
+std::string built_in_backends() {
+  std::string avail;
+  for (const std::string& b : built_backends()) avail += (avail.empty() ? "" : ", ") + b;
+  return avail;
+}
+
 namespace {
 
 Status not_built(const std::string& name) {
-  std::string avail;
-  for (const std::string& b : built_backends()) avail += (avail.empty() ? "" : ", ") + b;
-  return Status::Invalid("backend '" + name + "' is not built into this sgrt (available: " + avail + ")");
+  return Status::Invalid("backend '" + name + "' is not built into this sgrt (available: " + built_in_backends() + ")");
 }
 
 std::string dtypes_str(const std::vector<DType>& v) {

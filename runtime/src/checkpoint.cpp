@@ -2,16 +2,18 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "sg_generated.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
 
 namespace sgrt {
 namespace {
 
-constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '0' + kCheckpointFormat};
 
 bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.bytes > 0; }
 
@@ -44,18 +46,90 @@ class Reader {
 
 }  // namespace
 
+namespace {
+
+// FNV-1a, fed field by field.
+class Hash {
+ public:
+  void mix(const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  }
+  template <class T>
+  void mix(const T& v) { mix(&v, sizeof v); }
+  void mix(const std::string& s) { mix(s.size()); mix(s.data(), s.size()); }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+// Ranges every checkpoint holds, whoever wrote it (the trainer checks the
+// rest against its run: total > 0, batches per epoch equal to its data's).
+Status check_meta(const CheckpointMeta& c) {
+  if (c.step < 0) return Status::Invalid("step " + std::to_string(c.step) + " is negative");
+  if (c.total_steps < 0) return Status::Invalid("planned total " + std::to_string(c.total_steps) + " is negative");
+  if (c.total_steps > 0 && c.step > c.total_steps)
+    return Status::Invalid("step " + std::to_string(c.step) + " is past the planned total of " + std::to_string(c.total_steps));
+  if (c.batches_per_epoch < 0)
+    return Status::Invalid("batches per epoch " + std::to_string(c.batches_per_epoch) + " is negative");
+  return Status::Ok();
+}
+
+}  // namespace
+
 uint64_t model_identity(const Model& m) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
-  };
+  Hash h;
   for (const TensorInfo& t : m.tensors()) {
     if (!saved(t)) continue;
-    mix(t.name.data(), t.name.size());
-    mix(&t.type.dtype, 1);
-    mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
+    h.mix(t.name.data(), t.name.size());
+    h.mix(&t.type.dtype, 1);
+    h.mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
   }
-  return h;
+  return h.value();
+}
+
+uint64_t step_identity(const Model& m) {
+  int p = m.find_program("train_step");
+  if (p < 0) return 0;
+  Hash h;
+  h.mix(std::string(m.root().recipe() ? m.root().recipe()->str() : ""));
+  for (const OpInfoLoaded& op : m.programs()[p].ops) {
+    h.mix(op.code);
+    for (const std::vector<int>* ids : {&op.in, &op.out}) {
+      h.mix(ids->size());
+      for (int id : *ids) {
+        const TensorInfo& t = m.tensors()[id];
+        h.mix(id);
+        h.mix(t.type.dtype);
+        h.mix(t.role);
+        h.mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
+        if (const sg::ScaleSpec* sc = m.root().tensors()->Get(static_cast<flatbuffers::uoffset_t>(id))->scale()) {
+          h.mix(sc->mode());
+          h.mix(sc->granularity());
+          h.mix(sc->block_size());
+          h.mix(sc->block_scale_dtype());
+          h.mix(sc->static_log2());
+          h.mix(sc->history_len());
+          h.mix(sc->margin());
+          h.mix(sc->rescale_norm());
+          h.mix(sc->grad_only());
+        }
+      }
+    }
+    // By name: a script's option tables reach the compiler in Lua's hash order.
+    std::vector<const Attr*> attrs;
+    for (const Attr& a : op.attrs.all()) attrs.push_back(&a);
+    std::sort(attrs.begin(), attrs.end(), [](const Attr* x, const Attr* y) { return x->name < y->name; });
+    for (const Attr* pa : attrs) {
+      const Attr& a = *pa;
+      h.mix(a.name);
+      h.mix(a.i);
+      h.mix(a.f);
+      h.mix(a.ints.size());
+      h.mix(a.ints.data(), a.ints.size() * sizeof(int64_t));
+    }
+  }
+  return h.value();
 }
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta) {
@@ -63,6 +137,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   const Model& m = s.model();
   std::vector<uint8_t> b(kMagic, kMagic + 8);
   put(&b, model_identity(m));
+  put(&b, step_identity(m));
   put(&b, meta.step);
   put(&b, meta.total_steps);
   put(&b, meta.seed);
@@ -92,18 +167,23 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta)
   SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
   Reader r(b.data(), n);
   char magic[8];
-  uint64_t id = 0;
+  uint64_t id = 0, step_id = 0;
   uint32_t count = 0;
   if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
   if (magic[7] != kMagic[7])
     return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads version " + kMagic[7]);
   CheckpointMeta got;
-  if (!r.get(&id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
+  if (!r.get(&id) || !r.get(&step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
       !r.get(&got.batches_per_epoch) || !r.get(&count))
     return Status::Invalid(path + ": truncated header");
   const Model& m = s.model();
   if (id != model_identity(m))
     return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
+  // A model without a training step (an inference-only export) runs no update to compare.
+  if (uint64_t mine = step_identity(m); mine != 0 && step_id != mine)
+    return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
+                           "hyperparameters, schedule or recipe differ from " + m.label() + "'s)");
+  SG_TRY(check_meta(got).with_context(path));
   std::vector<std::pair<int, const uint8_t*>> found;
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t len = 0;

@@ -63,7 +63,7 @@ Status encode_param(const Session& s, int param, const std::vector<float>& value
   out->bytes.assign(t.bytes, 0);
   for (size_t i = 0; i < values.size(); ++i) {
     float x = values[i] * st.scale;
-    if (!(std::fabs(x) <= limit))  // also NaN
+    if (!std::isfinite(x) || !(std::fabs(x) <= limit))  // NaN, +-inf, or past an f16/e4m3 master's range
       return Status::Invalid(name + ": value " + std::to_string(values[i]) + " at index " + std::to_string(i) +
                              " does not fit its " + dtype_name(t.type.dtype) + " storage");
     switch (t.type.dtype) {

@@ -1,13 +1,18 @@
 #include "sgrt/trainer.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
 #include "sg_generated.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/file_io.h"
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
+#include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
 
 namespace sgrt {
@@ -58,26 +63,6 @@ void shuffle(std::vector<int64_t>* order, uint64_t seed, int64_t epoch) {
   }
 }
 
-class Log {
- public:
-  Status open(const std::string& path, bool append) {
-    if (path.empty()) return Status::Ok();
-    f_ = std::fopen(path.c_str(), append ? "a" : "w");
-    if (!f_) return Status::Io(path + ": cannot open the log for writing");
-    return Status::Ok();
-  }
-  ~Log() { if (f_) std::fclose(f_); }
-  void line(const std::string& json) {
-    if (!f_) return;
-    std::fputs(json.c_str(), f_);
-    std::fputc('\n', f_);
-    std::fflush(f_);
-  }
-
- private:
-  FILE* f_ = nullptr;
-};
-
 // Sums the saturation and underflow counters of every quantization state.
 class QuantCounters {
  public:
@@ -110,17 +95,66 @@ class QuantCounters {
   double last_sat_ = 0, last_under_ = 0;
 };
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
+// One JSON object; a non-finite number becomes null and marks the line
+// "nonfinite": true, so the log stays JSON when a run diverges.
+class JsonLine {
+ public:
+  JsonLine& str(const char* key, const std::string& v) { return raw(key, "\"" + v + "\""); }
+  JsonLine& integer(const char* key, int64_t v) { return raw(key, std::to_string(v)); }
+  JsonLine& num(const std::string& key, double v) {
+    if (!std::isfinite(v)) {
+      nonfinite_ = true;
+      return raw(key, "null");
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return raw(key, buf);
+  }
+  std::string done() const { return "{" + body_ + (nonfinite_ ? ",\"nonfinite\":true" : "") + "}"; }
+
+ private:
+  JsonLine& raw(const std::string& key, const std::string& v) {
+    body_ += (body_.empty() ? "\"" : ",\"") + key + "\":" + v;
+    return *this;
+  }
+  std::string body_;
+  bool nonfinite_ = false;
+};
+
+std::string eval_json(const char* event, const EvalReport& e) {
+  JsonLine j;
+  j.str("event", event).integer("step", e.step).integer("epoch", e.epoch);
+  if (e.validation) j.str("split", "validation");
+  j.integer("eval_samples", e.samples).num("loss", e.loss);
+  for (auto& [n, v] : e.metrics) j.num(n, v);
+  return j.done();
 }
 
-std::string eval_json(const char* event, const EvalReport& e, int64_t step) {
-  std::string j = std::string("{\"event\":\"") + event + "\",\"step\":" + std::to_string(step) + ",\"epoch\":" +
-                  std::to_string(e.epoch) + ",\"eval_samples\":" + std::to_string(e.samples) + ",\"loss\":" + num(e.loss);
-  for (auto& [n, v] : e.metrics) j += ",\"" + n + "\":" + num(v);
-  return j + "}";
+bool all_finite(const EvalReport& e) {
+  if (!std::isfinite(e.loss)) return false;
+  for (auto& [n, v] : e.metrics)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.sgck"; }
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Locks the checkpoint folder for the run, clears what killed writers left,
+// and refuses to start afresh over a checkpoint unless told to.
+Status claim_checkpoint_dir(const TrainOptions& opts, RunLock* lock) {
+  if (opts.checkpoint_dir.empty()) return Status::Ok();
+  SG_TRY(lock->lock_folder(opts.checkpoint_dir, "the checkpoint folder"));
+  remove_stale_temporaries(opts.checkpoint_dir, "checkpoint.sgck");
+  for (auto& [name, bytes] : opts.checkpoint_files) remove_stale_temporaries(opts.checkpoint_dir, name);
+  if (!opts.resume && !opts.overwrite && exists(checkpoint_path(opts.checkpoint_dir)))
+    return Status::Invalid(opts.checkpoint_dir + ": holds a checkpoint of an earlier run; continue it with --resume or "
+                           "start afresh over it with --overwrite");
+  return Status::Ok();
 }
 
 // Initial state of a run: fresh (parameters from their initializers or from
@@ -131,15 +165,42 @@ Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;
   SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved));
+  if (saved.total_steps <= 0 || saved.batches_per_epoch <= 0)
+    return Status::Invalid(checkpoint_path(opts.checkpoint_dir) + ": holds no run position (step " + std::to_string(saved.step) +
+                           " of " + std::to_string(saved.total_steps) + ", " + std::to_string(saved.batches_per_epoch) +
+                           " batches per epoch): it was not written by sgrt train");
+  if (opts.check_seed && opts.seed != saved.seed)
+    return Status::Invalid(opts.checkpoint_dir + ": the run was started with --seed " + std::to_string(saved.seed) +
+                           ", not " + std::to_string(opts.seed));
   if (opts.steps > 0 && opts.steps != saved.total_steps)
     return Status::Invalid(opts.checkpoint_dir + ": the run was planned for " + std::to_string(saved.total_steps) +
                            " steps (--steps is the run's total), not " + std::to_string(opts.steps));
   if (saved.batches_per_epoch != run->batches_per_epoch)
     return Status::Invalid(opts.checkpoint_dir + ": saved with " + std::to_string(saved.batches_per_epoch) +
                            " batches per epoch, the data now gives " + std::to_string(run->batches_per_epoch));
+  if (s.model().train_state() >= 0) {  // the optimizer's own step counter must agree with the run's
+    int32_t ts[kTrainStateLen] = {};
+    SG_TRY(s.read(s.model().train_state(), ts, sizeof ts));
+    if (ts[kStep] != saved.step || ts[kTotalSteps] != saved.total_steps)
+      return Status::Invalid(checkpoint_path(opts.checkpoint_dir) + ": its train state is at step " + std::to_string(ts[kStep]) +
+                             " of " + std::to_string(ts[kTotalSteps]) + ", its header at step " + std::to_string(saved.step) +
+                             " of " + std::to_string(saved.total_steps));
+  }
   *run = saved;
   return Status::Ok();
 }
+
+// Saves the run's checkpoint, preceded once by the files that go with it.
+Status save_run(const Session& s, const TrainOptions& opts, const CheckpointMeta& run, bool* files_written) {
+  if (!*files_written)
+    for (auto& [name, bytes] : opts.checkpoint_files)
+      SG_TRY(write_file_atomic(opts.checkpoint_dir + "/" + name, bytes.data(), bytes.size()));
+  *files_written = true;
+  return save_checkpoint(s, opts.checkpoint_dir, run);
+}
+
+// A failed write during a run is a run-time failure (exit 1), not bad input.
+Status as_runtime(Status st) { return st.ok() || st.code() != StatusCode::io_error ? st : Status::Runtime(st.message()); }
 
 }  // namespace
 
@@ -191,6 +252,20 @@ Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// A step is non-finite when its gradients were (the update was skipped) or
+// its loss was, even with finite gradients (a -inf loss).
+struct NonfiniteTracker {
+  int64_t streak = 0, total = 0;
+  void add(bool bad) {
+    streak = bad ? streak + 1 : 0;
+    total += bad;
+  }
+};
+
+}  // namespace
+
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out) {
   const Model& m = s.model();
   const sg::TrainConfig* cfg = m.root().train();
@@ -204,18 +279,38 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
   int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
+  RunLock dir_lock;
+  SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
   CheckpointMeta run{0, total, opts.seed, per_epoch};
   SG_TRY(start_run(s, opts, &run));
   total = run.total_steps;
-  out->start_step = run.step;
+  out->start_step = out->end_step = run.step;
 
-  Log log;
-  SG_TRY(log.open(opts.log_path, opts.resume));
+  RunLog log;
+  if (!opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
+  const Dataset& held_out = opts.validation ? *opts.validation : data;
+  auto held_out_eval = [&](int64_t step, int64_t epoch) -> Status {
+    EvalReport e;
+    SG_TRY(evaluate(s, held_out, Split::test, &e));
+    e.step = step;
+    e.epoch = epoch;
+    e.validation = opts.validation != nullptr;
+    SG_TRY(log.line(eval_json("eval", e)));
+    if (opts.on_eval) opts.on_eval(e);
+    return Status::Ok();
+  };
   std::vector<int64_t> order(data.size(Split::train));
   QuantCounters counters(m);
   int64_t ignored;
   SG_TRY(counters.delta(s, &ignored, &ignored));  // a resumed run counts from its checkpoint
   int32_t ts[kTrainStateLen] = {};
+  NonfiniteTracker bad;
+  if (m.train_state() >= 0) {
+    SG_TRY(s.read(m.train_state(), ts, sizeof ts));
+    bad.total = ts[kNonfiniteTotal];
+  }
+  bool files_written = false, save_pending = false;
+  float loss = 0;
   auto t0 = std::chrono::steady_clock::now();
   auto window_start = t0;
   int64_t window_steps = 0;
@@ -225,57 +320,69 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     SG_TRY(b.load(s, data, Split::train, order.data() + pos * b.batch()));
     SG_TRY(s.run(prog));
     ++window_steps;
-    if (m.train_state() >= 0) {
-      SG_TRY(s.read(m.train_state(), ts, sizeof ts));
-      if (ts[kNonfiniteRun] >= opts.max_nonfinite_run)
-        return Status::Runtime("training stopped at step " + std::to_string(step + 1) + ": " +
-                               std::to_string(ts[kNonfiniteRun]) +
-                               " consecutive steps had NaN or inf gradients (updates skipped); the last saved checkpoint is kept");
-    }
+    SG_TRY(s.read_scalar(m.loss(), &loss));
+    if (m.train_state() >= 0) SG_TRY(s.read(m.train_state(), ts, sizeof ts));
+    bad.add(ts[kSkipStep] != 0 || !std::isfinite(loss));
+    if (bad.streak >= opts.max_nonfinite_run)
+      return Status::Runtime("training stopped at step " + std::to_string(step + 1) + ": " + std::to_string(bad.streak) +
+                             " consecutive steps had NaN or inf gradients or loss; the last good checkpoint is kept");
     bool last = step + 1 == total;
     if ((step + 1) % log_every == 0 || last) {
       StepReport r;
       r.step = step + 1;
       r.total = total;
       r.epoch = epoch;
-      SG_TRY(s.read_scalar(m.loss(), &r.loss));
+      r.loss = loss;
       if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
       r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * b.batch()) / secs : 0;
       SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
-      r.nonfinite_steps = ts[kNonfiniteTotal];
+      r.nonfinite_steps = bad.total;
       window_start = now;
       window_steps = 0;
       out->losses.push_back({r.step, r.loss});
-      log.line("{\"step\":" + std::to_string(r.step) + ",\"epoch\":" + std::to_string(epoch) + ",\"loss\":" +
-               num(r.loss) + ",\"lr\":" + num(r.lr) + ",\"samples_per_s\":" + num(r.samples_per_s) +
-               ",\"overflows\":" + std::to_string(r.overflows) + ",\"underflows\":" + std::to_string(r.underflows) +
-               ",\"nonfinite_steps\":" + std::to_string(r.nonfinite_steps) + "}");
+      SG_TRY(log.line(JsonLine()
+                          .integer("step", r.step)
+                          .integer("epoch", epoch)
+                          .num("loss", r.loss)
+                          .num("lr", r.lr)
+                          .num("samples_per_s", r.samples_per_s)
+                          .integer("overflows", r.overflows)
+                          .integer("underflows", r.underflows)
+                          .integer("nonfinite_steps", r.nonfinite_steps)
+                          .done()));
       if (opts.on_step) opts.on_step(r);
     }
-    if (pos + 1 == per_epoch && !last) {
-      EvalReport e;
-      SG_TRY(evaluate(s, data, Split::test, &e));
-      e.epoch = epoch;
-      log.line(eval_json("eval", e, step + 1));
-      if (opts.on_eval) opts.on_eval(e);
+    bool epoch_end = pos + 1 == per_epoch, every = opts.eval_every > 0 && (step + 1) % opts.eval_every == 0;
+    if ((epoch_end || every) && !last) SG_TRY(held_out_eval(step + 1, epoch));
+    run.step = out->end_step = step + 1;
+    bool signalled = opts.stop_signal && *opts.stop_signal != 0;
+    bool stop = (opts.stop_after > 0 && run.step == opts.stop_after && !last) || (signalled && !last);
+    save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
+    if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
+      SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
+      save_pending = false;
     }
-    run.step = step + 1;
-    bool stop = opts.stop_after > 0 && run.step == opts.stop_after && !last;
-    bool save = (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
-    if (save && !opts.checkpoint_dir.empty()) SG_TRY(save_checkpoint(s, opts.checkpoint_dir, run));
     if (stop) {
       out->stopped = true;
+      out->interrupted = signalled;
       return Status::Ok();
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * b.batch()) / secs : 0;
   SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
+  out->final_eval.step = total;
   out->final_eval.epoch = (total - 1) / per_epoch;
-  log.line(eval_json("done", out->final_eval, total));
+  SG_TRY(log.line(eval_json("done", out->final_eval)));
   if (opts.on_eval) opts.on_eval(out->final_eval);
+  if (bad.streak > 0)
+    return Status::Runtime("the last step's loss is " + std::to_string(loss) + " (" + std::to_string(bad.streak) +
+                           " non-finite steps at the end of the run); the last good checkpoint is kept");
+  if (!all_finite(out->final_eval))
+    return Status::Runtime("the final evaluation is not finite (test loss " + std::to_string(out->final_eval.loss) +
+                           "); the run diverged");
   return Status::Ok();
 }
 

@@ -41,10 +41,11 @@ class Backend {
 
 // "cpu" (always), "cuda", "vulkan" when built in; an error lists what is available.
 Status make_backend(const std::string& name, std::unique_ptr<Backend>* out);
-
-// The backends built into this binary, and whether one of them has a kernel
-// for (op, dtypes): read from its kernel table, no device is opened.
+// The backends built into this binary ("cpu", then "vulkan" and "cuda" when
+// they are), as a list and as one "cpu, vulkan" string; and whether one of them
+// has a kernel for (op, dtypes): read from its kernel table, no device is opened.
 std::vector<std::string> built_backends();
+std::string built_in_backends();
 Status backend_supports_op(const std::string& backend, OpCode code, const std::vector<DType>& in,
                            const std::vector<DType>& out, bool* yes);
 

@@ -7,8 +7,11 @@
 //   - the run's identity and position (CheckpointMeta): seed, step, planned
 //     total and batches per epoch. The trainer's shuffle is a pure function of
 //     (seed, epoch), so these fix the data loader's position too;
-//   - the model's identity (names, dtypes and shapes of the saved tensors).
-// Format version 2 (magic "SGCKPT02"); docs/optimizer.md has the layout.
+//   - the model's identity: names, dtypes and shapes of the saved tensors,
+//     and the whole compiled training step (ops, attributes, types, scales,
+//     recipe), so a model with another activation, loss or hyperparameter
+//     does not take it.
+// Format version 3 (magic "SGCKPT03"); docs/optimizer.md has the layout.
 #pragma once
 #include <string>
 
@@ -16,8 +19,13 @@
 
 namespace sgrt {
 
+constexpr int kCheckpointFormat = 3;
+
 // Identity of a model's persistent state: names, dtypes and shapes.
 uint64_t model_identity(const Model& m);
+// Identity of its train_step program (0 when it has none): every op, its
+// attributes and its operands' dtypes, shapes, roles and scale plans.
+uint64_t step_identity(const Model& m);
 
 struct CheckpointMeta {
   int64_t step = 0;               // steps done
@@ -27,8 +35,8 @@ struct CheckpointMeta {
 };
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
-// Validates the whole file (checksum, model identity, every record) before
-// writing any tensor into the session.
+// Validates the whole file (checksum, model identity, field ranges, every
+// record) before writing any tensor into the session.
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta);
 
 // Step-only forms for tools that need no run position (eval, export, run).

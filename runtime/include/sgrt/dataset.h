@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sgrt/model.h"
 
@@ -20,6 +21,14 @@ class Dataset {
   // Fails when the tensor cannot hold this field (wrong dtype or example size).
   virtual Status check_field(const std::string& field, const TensorInfo& t) const = 0;
 };
+
+// Holds out the last `fraction` of data's training examples for evaluation
+// during training. *train trains on the rest (its test split is data's own);
+// *validation's test split is the held-out part, thinned to at most
+// max_examples evenly spaced examples (a text corpus has one window per byte,
+// mostly overlapping). Text windows at the boundary share up to a block of bytes.
+Status split_validation(std::shared_ptr<const Dataset> data, double fraction, int64_t max_examples,
+                        std::unique_ptr<Dataset>* train, std::unique_ptr<Dataset>* validation);
 
 // The data set a model's DataBinding names; `path` overrides its location.
 Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out);

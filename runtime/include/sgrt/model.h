@@ -39,6 +39,8 @@ class Model {
   const std::vector<std::pair<std::string, int>>& metrics() const { return metrics_; }
   const std::vector<std::pair<std::string, int>>& outputs() const { return outputs_; }
   const std::string& label() const { return label_; }
+  // The .sg file's bytes, as loaded.
+  std::span<const uint8_t> file_bytes() const { return bytes_; }
   // The bytes of Model.buffers[index] (sized to its tensor, checked at load).
   std::span<const uint8_t> buffer(int index) const;
 

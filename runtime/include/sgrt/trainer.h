@@ -1,6 +1,7 @@
 // The training loop: seeded shuffling, batching, train_step, periodic eval,
 // JSON-lines log. Library code: progress goes to callbacks, not to stderr.
 #pragma once
+#include <csignal>
 #include <functional>
 #include <string>
 #include <utility>
@@ -16,11 +17,12 @@ struct StepReport {
   float loss = 0, lr = 0;
   double samples_per_s = 0;
   int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
-  int64_t nonfinite_steps = 0;             // steps skipped so far for NaN/inf gradients
+  int64_t nonfinite_steps = 0;             // steps so far with NaN/inf gradients (skipped) or loss
 };
 
 struct EvalReport {
-  int64_t epoch = 0, samples = 0;
+  int64_t step = 0, epoch = 0, samples = 0;
+  bool validation = false;  // on the held-out part of the training data (TrainOptions::validation)
   float loss = 0;
   std::vector<std::pair<std::string, float>> metrics;
 };
@@ -29,15 +31,33 @@ struct TrainOptions {
   int64_t steps = 0;       // total steps; 0: the model's steps, else epochs x batches per epoch
   uint64_t seed = 0;
   int64_t log_every = 0;   // 0: the model's log_every
-  std::string log_path;    // JSON lines; empty: no log file
+  // JSON lines, locked for the run; empty: no log file. Non-finite numbers
+  // are written as null with "nonfinite": true on the line.
+  std::string log_path;
   int64_t max_nonfinite_run = 8;  // stop after this many consecutive non-finite steps
+  // Held-out evaluation (logged as "eval" events): after every epoch, and
+  // every eval_every steps when > 0. On `validation`'s test split when given,
+  // else on the data's test split; the final evaluation is on the test split.
+  int64_t eval_every = 0;
+  const Dataset* validation = nullptr;
   // Checkpoints (sgrt/checkpoint.h): saved to checkpoint_dir every
-  // checkpoint_every steps, at stop_after and at the end. resume continues the
-  // run saved there exactly (its seed and planned total; the log is appended).
+  // checkpoint_every steps, at stop_after, when stopped by a signal and at
+  // the end, but never while the run is in a streak of non-finite steps (the
+  // last good one is kept). The folder is locked for the run; a folder that
+  // already holds a checkpoint is refused unless resume or overwrite. resume
+  // continues the run saved there exactly: its seed and planned total, and
+  // the log cut back to the checkpoint's step.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t stop_after = 0;   // > 0: end after this step as if interrupted (no final eval)
   bool resume = false;
+  bool overwrite = false;   // start afresh over a checkpoint already in checkpoint_dir
+  bool check_seed = false;  // resume: refuse a checkpoint whose seed is not `seed`
+  // Files written atomically into checkpoint_dir before its first checkpoint
+  // (name, bytes): what a tool needs to use the checkpoint on its own.
+  std::vector<std::pair<std::string, std::string>> checkpoint_files;
+  // Set asynchronously (a signal handler): finish the step, save, stop.
+  const volatile std::sig_atomic_t* stop_signal = nullptr;
   std::string init_weights;  // safetensors file whose tensors replace the initial parameters
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
@@ -48,9 +68,14 @@ struct TrainResult {
   EvalReport final_eval;
   double samples_per_s = 0;
   int64_t start_step = 0;  // > 0 when resumed
-  bool stopped = false;    // ended at stop_after: final_eval was not run
+  bool stopped = false;    // ended at stop_after or by stop_signal: final_eval was not run
+  bool interrupted = false;  // ended by stop_signal
+  int64_t end_step = 0;    // the last step done
 };
 
+// A run whose last step or final evaluation is not finite (NaN, +-inf loss or
+// metric) fails with a run-time error after logging it; so does a failed
+// write of the log or a checkpoint.
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out);
 
 // Mean loss and metrics over every example of a split (eval program); a last

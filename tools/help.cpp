@@ -1,0 +1,154 @@
+#include "help.h"
+
+#include <algorithm>
+
+#include "sgrt/backend.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/model_file.h"
+
+namespace sgrt::tool {
+namespace {
+
+// How a .lua script is compiled (every command that takes one).
+const std::vector<FlagHelp> kCompileFlags = {
+    {"--recipe", "R", "precision recipe: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)"},
+    {"--no-plan", nullptr, "no compile-time scale plan: every quantization uses its current amax"},
+    {"--opt-level", "L", "optimizer state precision: fp32, O1, O2 or O3 (docs/optimizer.md)"},
+    {"--set", "k=v", "override key k of the script's sg.config{...} (repeatable)"},
+    {"--unsafe-lua", nullptr, "run the script without the sandbox (only for scripts you trust; docs/dsl.md)"},
+};
+
+const FlagHelp kCheckpointModel = {"--checkpoint", "DIR",
+                                   "checkpoint folder from sgrt train; its model.sg is used when MODEL is omitted, and "
+                                   "the compile flags it was trained with apply unless given (a different value is an error)"};
+const FlagHelp kBackend = {"--backend", "B", "cpu (default), vulkan or cuda, where built in"};
+const FlagHelp kThreads = {"--threads", "N", "CPU threads (default: all cores, or the environment's SGRT_NUM_THREADS)"};
+const FlagHelp kData = {"--data", "PATH", "data set location (a Fashion-MNIST folder, a text file) instead of the model's"};
+const FlagHelp kMaxMemory = {"--max-memory", "BYTES", "refuse a model whose arena needs more (suffix K, M or G)"};
+const FlagHelp kOutput = {"--output", "FILE", "output file (also -o FILE)"};
+
+std::vector<FlagHelp> with_compile_flags(std::vector<FlagHelp> flags) {
+  flags.insert(flags.end(), kCompileFlags.begin(), kCompileFlags.end());
+  return flags;
+}
+
+}  // namespace
+
+const std::vector<CommandHelp>& commands() {
+  static const std::vector<CommandHelp> all = {
+      {"compile", "MODEL.lua", "compile a model script to a .sg file (default: next to the script)",
+       with_compile_flags({kOutput})},
+      {"info", "MODEL.sg|MODEL.lua|FILE.gguf",
+       "tensors, dtypes, scales, memory plan and programs of a model; a GGUF file's metadata and tensors",
+       with_compile_flags({
+           {"--json", nullptr, "print JSON instead of tables"},
+           {"--dot", "FILE.dot", "write the training step as a Graphviz graph"},
+           {"--backend", "B", "list the model's ops that backend B has no kernel for, before anything runs"},
+       })},
+      {"train", "MODEL.lua|MODEL.sg", "train a model; the MODEL may be omitted with --checkpoint DIR --resume",
+       with_compile_flags({
+           kBackend,
+           {"--steps", "N", "the run's total steps (default: the model's epochs); the lr schedule spans them"},
+           kData,
+           {"--checkpoint", "DIR", "save checkpoints and the compiled model here (locked while the run lasts)"},
+           {"--checkpoint-every", "K", "also save a checkpoint every K steps"},
+           {"--resume", nullptr, "continue the run saved in --checkpoint DIR (repeat the original flags or omit them)"},
+           {"--overwrite", nullptr, "start afresh even though --checkpoint DIR holds a checkpoint"},
+           {"--stop-after", "K", "end after step K as if interrupted (a checkpoint is written)"},
+           {"--log", "FILE.jsonl", "JSON lines: logged steps, eval and done events (locked while the run lasts)"},
+           {"--log-every", "N", "log and report every N steps (default: the model's, else 50)"},
+           {"--eval-every", "N", "evaluate on held-out data every N steps (also after every epoch)"},
+           {"--val-split", "F", "hold out fraction F of the training data for evaluation during training"},
+           {"--seed", "S", "initialization and shuffling seed (default 1)"},
+           {"--init-weights", "W.safetensors", "start from these parameters (matched by name)"},
+           kMaxMemory,
+           kThreads,
+           {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
+       })},
+      {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",
+       with_compile_flags({kCheckpointModel, kData, kBackend, kMaxMemory, kThreads})},
+      {"export", "[MODEL.sg|MODEL.lua]", "a deployable .sg with the checkpoint's weights folded in",
+       with_compile_flags({
+           kCheckpointModel,
+           kOutput,
+           {"--infer-only", nullptr, "keep only the eval and infer programs"},
+           {"--quantize", "Q", "store weights as fp8, fp8-channel, fp4 or nvfp4 (with --infer-only)"},
+       })},
+      {"run", "[MODEL.sg|MODEL.lua]", "sample text from a trained language model",
+       with_compile_flags({
+           kCheckpointModel,
+           {"--prompt", "TEXT", "the text to continue (default: a newline)"},
+           {"--tokens", "N", "bytes to generate (default 200)"},
+           {"--temperature", "T", "softmax temperature (default 1)"},
+           {"--top-k", "K", "sample among the K most likely bytes (default: all)"},
+           {"--seed", "S", "sampling seed (default 1)"},
+           kBackend,
+           kThreads,
+       })},
+      {"export-weights", "[MODEL.sg|MODEL.lua]", "the parameters (from a checkpoint, or as initialized) to safetensors",
+       with_compile_flags({
+           {"--checkpoint", "DIR", kCheckpointModel.text},
+           kOutput,
+           {"--dtype", "D", "f32 (default), f16 or bf16"},
+           {"--seed", "S", "initialization seed when no checkpoint is given (default 1)"},
+       })},
+      {"ops", "", "the op table (core/include/sgrt/ops.def) as Markdown: kinds, gradients, scale rules, backends (docs/ops.md)",
+       {}},
+  };
+  return all;
+}
+
+const CommandHelp* find_command(const std::string& name) {
+  for (const CommandHelp& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::set<std::string> valued_flags(const CommandHelp& cmd) {
+  std::set<std::string> r;
+  for (const FlagHelp& f : cmd.flags)
+    if (f.value) r.insert(f.name);
+  return r;
+}
+
+std::set<std::string> bare_flags(const CommandHelp& cmd) {
+  std::set<std::string> r = {"--help"};
+  for (const FlagHelp& f : cmd.flags)
+    if (!f.value) r.insert(f.name);
+  return r;
+}
+
+namespace {
+
+std::string synopsis(const CommandHelp& c) {
+  std::string s = std::string("sgrt ") + c.name + " " + c.operands;
+  for (const FlagHelp& f : c.flags) s += std::string(" [") + f.name + (f.value ? std::string(" ") + f.value : "") + "]";
+  return s;
+}
+
+}  // namespace
+
+std::string command_help(const CommandHelp& c) {
+  std::string s = "usage: " + synopsis(c) + "\n" + c.summary + "\n\n";
+  for (const FlagHelp& f : c.flags) {
+    std::string left = std::string("  ") + f.name + (f.value ? std::string(" ") + f.value : "");
+    left.resize(std::max<size_t>(left.size() + 2, 30), ' ');
+    s += left + f.text + "\n";
+  }
+  s += "  --help                      this text\n";
+  return s;
+}
+
+std::string usage() {
+  std::string s = "usage: sgrt COMMAND ... (sgrt COMMAND --help explains each flag; sgrt --version)\n";
+  for (const CommandHelp& c : commands()) s += "  " + synopsis(c).substr(5) + "\n";
+  s += "Exit status: 0 ok, 1 failure at run time, 2 bad input, 130/143 interrupted (SIGINT/SIGTERM).\n";
+  return s;
+}
+
+std::string version() {
+  return std::string("sgrt ") + SGRT_VERSION + " (model schema v" + std::to_string(kSchemaVersion) +
+         ", checkpoint format v" + std::to_string(kCheckpointFormat) + ", backends: " + built_in_backends() + ")\n";
+}
+
+}  // namespace sgrt::tool
