@@ -58,29 +58,6 @@ const char* kModelB = R"(
   sg.optimizer.sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001 }
 )";
 
-// Model C: the transformer ops: embedding (repeated ids: the scatter-add of its
-// gradient), layer and RMS norm (rows past a workgroup, d not a multiple of 32;
-// with d = 150 past the 128 columns one invocation covers), rope, silu, dropout
-// (train: the mask; eval: x through), and their gradients.
-const char* kModelC = R"(
-  local sg = require "sg"
-  local cfg = sg.config{ b = 3, t = 47, h = 3, dh = 10, v = 11 }
-  local d = cfg.h * cfg.dh
-  local ids = sg.input("ids", {cfg.b, cfg.t}, "i32")
-  local y = sg.input("y", {cfg.b * cfg.t}, "i32")
-  local emb = sg.param("emb", {cfg.v, d}, {"normal", 0, 0.5})
-  local x = sg.embedding(emb, ids)
-  local g1 = sg.param("g1", {d}, {"uniform", 0.5, 1.5})
-  local b1 = sg.param("b1", {d}, {"uniform", -0.1, 0.1})
-  local r = sg.rope(sg.layer_norm(x, g1, b1), cfg.h)
-  local g2 = sg.param("g2", {d}, {"uniform", 0.5, 1.5})
-  local a = sg.dropout(sg.rms_norm(r + x, g2):silu(), 0.25)
-  local w = sg.param("w", {d, 5}, {"normal", 0, 0.3})
-  local logits = sg.matmul(sg.reshape(a, {cfg.b * cfg.t, d}), w)
-  sg.loss(sg.softmax_cross_entropy(logits, y))
-  sg.optimizer.adamw{ lr = 1e-2 }
-)";
-
 std::set<OpCode> g_covered;
 
 // Every tensor of both arenas after each run: f32 within kF32Bound, i32 equal.
@@ -94,13 +71,13 @@ TEST_CASE("vulkan agrees with the cpu on every op (small odd shapes)") {
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA);
   cross_check(kModelB);
-  cross_check(kModelC);
+  cross_check(test::kTransformerModel);  // backend_compare.h
 }
 
 TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups") {
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
-  cross_check(kModelC, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
+  cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
 }
 
 TEST_CASE("the cross-check covers every op the vulkan backend has") {
