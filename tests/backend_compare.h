@@ -68,6 +68,31 @@ inline double bound(DType t, bool quantized) {
   }
 }
 
+// The transformer ops, in test_vulkan_ops.cpp's and test_cuda_ops.cpp's
+// cross-checks: embedding (repeated ids: the scatter-add of its gradient), layer
+// and RMS norm, rope, silu, dropout (train: the mask; eval: x through) and their
+// gradients. 141 rows of d = 30 (not a multiple of 32; 4230 elements, past the
+// 1-D kernels' 256 per workgroup); with h = 5, dh = 30, d = 150 is more than
+// one norm workgroup's 128 columns.
+inline const char* kTransformerModel = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ b = 3, t = 47, h = 3, dh = 10, v = 11 }
+  local d = cfg.h * cfg.dh
+  local ids = sg.input("ids", {cfg.b, cfg.t}, "i32")
+  local y = sg.input("y", {cfg.b * cfg.t}, "i32")
+  local emb = sg.param("emb", {cfg.v, d}, {"normal", 0, 0.5})
+  local x = sg.embedding(emb, ids)
+  local g1 = sg.param("g1", {d}, {"uniform", 0.5, 1.5})
+  local b1 = sg.param("b1", {d}, {"uniform", -0.1, 0.1})
+  local r = sg.rope(sg.layer_norm(x, g1, b1), cfg.h)
+  local g2 = sg.param("g2", {d}, {"uniform", 0.5, 1.5})
+  local a = sg.dropout(sg.rms_norm(r + x, g2):silu(), 0.25)
+  local w = sg.param("w", {d, 5}, {"normal", 0, 0.3})
+  local logits = sg.matmul(sg.reshape(a, {cfg.b * cfg.t, d}), w)
+  sg.loss(sg.softmax_cross_entropy(logits, y))
+  sg.optimizer.adamw{ lr = 1e-2 }
+)";
+
 // Random inputs (labels in [0, 5)) written alike to both sessions.
 inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
   std::mt19937 rng(seed);

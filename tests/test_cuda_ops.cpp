@@ -82,11 +82,14 @@ TEST_CASE("cuda agrees with the cpu on every f32 op (small odd shapes)") {
   if (!test::cuda_device_present()) return;
   cross_check(kModelA);
   cross_check(kModelB);
+  cross_check(test::kTransformerModel);  // backend_compare.h
 }
 
 TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   if (!test::cuda_device_present()) return;
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
+  // d = 150: norm rows of one block each, columns past a block.
+  cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
 }
 
 TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {

@@ -71,11 +71,13 @@ TEST_CASE("vulkan agrees with the cpu on every op (small odd shapes)") {
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA);
   cross_check(kModelB);
+  cross_check(test::kTransformerModel);  // backend_compare.h
 }
 
 TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups") {
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
+  cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
 }
 
 TEST_CASE("the cross-check covers every op the vulkan backend has") {

@@ -31,6 +31,11 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
       {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
       {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
+      {OpCode::Embedding, {f, i}, {f}, bind_transformer},  {OpCode::EmbeddingGrad, {i, f}, {f}, bind_transformer},
+      {OpCode::LayerNorm, {f, f, f}, {f, f, f}, bind_transformer},
+      {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, bind_transformer},
+      {OpCode::RmsNorm, {f, f}, {f, f}, bind_transformer}, {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, bind_transformer},
+      {OpCode::Rope, {f}, {f}, bind_transformer},           {OpCode::Dropout, {f, i}, {f}, bind_transformer},
   });
   return t;
 }

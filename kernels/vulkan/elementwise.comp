@@ -26,6 +26,7 @@ float apply(float x, float z) {
     case OP_Exp: return exp(x);
     case OP_Log: return log(x);
     case OP_Sqrt: return sqrt(x);
+    case OP_Silu: return x / (1.0 + exp(-x));
     case OP_ReluGrad: return x > 0.0 ? z : 0.0;
     case OP_GeluGrad: {
       float t = tanh_(gelu_u(x));
@@ -33,6 +34,10 @@ float apply(float x, float z) {
     }
     case OP_TanhGrad: return z * (1.0 - x * x);
     case OP_SigmoidGrad: return z * x * (1.0 - x);
+    case OP_SiluGrad: {
+      float s = 1.0 / (1.0 + exp(-x));
+      return z * s * (1.0 + x * (1.0 - s));
+    }
     case OP_Fill: return pc.f[0];
   }
   return 0.0;
@@ -40,7 +45,7 @@ float apply(float x, float z) {
 
 void main() {
   bool binary = OP == OP_Add || OP == OP_Sub || OP == OP_Mul || OP == OP_Div || OP == OP_ReluGrad ||
-                OP == OP_GeluGrad || OP == OP_TanhGrad || OP == OP_SigmoidGrad;
+                OP == OP_GeluGrad || OP == OP_TanhGrad || OP == OP_SigmoidGrad || OP == OP_SiluGrad;
   FOR_EACH_INDEX(i, pc.n) {
     float x = OP == OP_Fill ? 0.0 : F[pc.off[0] + i];
     float z = binary ? F[pc.off[1] + i] : 0.0;

@@ -37,4 +37,10 @@ Status update(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dequantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status quantize_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
+// lower_transformer.cpp: embedding, the norms, rope, dropout.
+Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
 }  // namespace sgrt::vk

@@ -209,6 +209,10 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::QMatMul, {}, {}, qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
       {OpCode::CheckFinite, {i, f}, {i, f}, check_finite, Match::variadic},
+      {OpCode::Embedding, {f, i}, {f}, embedding},   {OpCode::EmbeddingGrad, {i, f}, {f}, embedding},
+      {OpCode::LayerNorm, {f, f, f}, {f, f, f}, norm}, {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, norm},
+      {OpCode::RmsNorm, {f, f}, {f, f}, norm},       {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, norm},
+      {OpCode::Rope, {f}, {f}, rope},                {OpCode::Dropout, {f, i}, {f}, dropout},
   });
   return t;
 }

@@ -170,16 +170,17 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  // A label error a classifier kernel recorded since the last check (then cleared).
+  // A label (classifier) or id (embedding) error a kernel recorded since the last check (then cleared).
   Status recorded_errors() {
     ErrorRecord e{};
     SG_CUDA(cudaMemcpy(&e, errors_, sizeof e, cudaMemcpyDeviceToHost));
     if (!e.flag) return Status::Ok();
     SG_CUDA(cudaMemset(errors_, 0, sizeof e));
     const OpInfoLoaded* op = e.tag >= 0 && e.tag < static_cast<int32_t>(tags_.size()) ? tags_[e.tag] : nullptr;
+    bool ids = op && (op->code == OpCode::Embedding || op->code == OpCode::EmbeddingGrad);
     return Status::Runtime((op ? op->loc + ": " + std::string(op_info(op->code).name) : std::string("classifier")) +
-                           ": label " + std::to_string(e.label) + " at row " + std::to_string(e.row) +
-                           " is outside [0, " + std::to_string(e.classes) + ")");
+                           (ids ? ": id " : ": label ") + std::to_string(e.label) + " at row " +
+                           std::to_string(e.row) + " is outside [0, " + std::to_string(e.classes) + ")");
   }
 
   std::string device_name_;

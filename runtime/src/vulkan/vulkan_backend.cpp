@@ -123,8 +123,9 @@ class VulkanBackend final : public Backend {
     SG_TRY(ctx_->submit_and_wait(p.cmd).with_context("program " + p.info->name));
     if (*tag == 0) return Status::Ok();
     const OpInfoLoaded& op = p.info->ops.at(*tag - 1);
+    bool ids = op.code == OpCode::Embedding || op.code == OpCode::EmbeddingGrad;
     return Status::Runtime(op.loc + ": " + std::string(op_info(op.code).name) +
-                           ": a label is outside [0, number of classes)");
+                           (ids ? ": an id is outside [0, vocabulary size)" : ": a label is outside [0, number of classes)"));
   }
 
   Status sync() override { return Status::Ok(); }  // run() waits for its program

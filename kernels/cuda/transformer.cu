@@ -1,0 +1,276 @@
+// The transformer ops (definitions: kernels/cpu/embedding.cpp, norm.cpp,
+// rope.cpp, dropout.cpp): embedding and its scatter-add gradient, layer and RMS
+// norm with their gradients, rope, dropout. Every sum runs in a fixed order:
+// the embedding gradient walks the positions in order per column (the CPU's
+// loop: bit-identical), a norm row is a fixed tree over one block, dgain/dbias
+// walk the rows in order per column. Rope's angle is computed in double as the
+// CPU's; dropout calls sgrt/rng.h (constexpr, so device code shares it).
+#include <cmath>
+
+#include "common.cuh"
+#include "sgrt/quant.h"
+#include "sgrt/rng.h"
+
+namespace sgrt::cuda {
+namespace {
+
+// Blocks for one-block-per-row kernels (a grid-stride loop over rows beyond it).
+unsigned row_grid(int64_t rows) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 16))); }
+
+__device__ bool id_ok(int32_t id, int64_t r, int64_t vocab, ErrorRecord* err, int32_t tag) {
+  if (id >= 0 && id < vocab) return true;
+  record_label_error(err, tag, id, r, vocab);
+  return false;
+}
+
+// table [V, D], ids [N] -> y [N, D]
+__global__ void embedding_kernel(int64_t n, int64_t d, int64_t vocab, const float* table, const int32_t* ids, float* y,
+                                 ErrorRecord* err, int32_t tag) {
+  SG_GRID_STRIDE(i, n * d) {
+    int64_t r = i / d;
+    y[i] = id_ok(ids[r], r, vocab, err, tag) ? table[ids[r] * d + i % d] : 0.f;
+  }
+}
+
+// dt [V, D] (zeroed) += dy [N, D] rows at their ids: one thread per column,
+// positions in order.
+__global__ void embedding_grad_kernel(int64_t n, int64_t d, int64_t vocab, const int32_t* ids, const float* dy,
+                                      float* dt, ErrorRecord* err, int32_t tag) {
+  SG_GRID_STRIDE(c, d) {
+    for (int64_t r = 0; r < n; ++r)
+      if (id_ok(ids[r], r, vocab, err, tag)) dt[ids[r] * d + c] += dy[r * d + c];
+  }
+}
+
+// The block's sums of a and b (one partial each per thread) by a fixed tree, in
+// every thread.
+__device__ float2 block_sum2(float a, float b) {
+  __shared__ float2 s[kThreads];
+  __syncthreads();  // a previous call's readers are done with s
+  s[threadIdx.x] = make_float2(a, b);
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) {
+      s[threadIdx.x].x += s[threadIdx.x + w].x;
+      s[threadIdx.x].y += s[threadIdx.x + w].y;
+    }
+    __syncthreads();
+  }
+  return s[0];
+}
+
+struct Norm {
+  int64_t rows, d;
+  float eps;
+  const float *x, *g, *b, *mean, *rstd, *dy;  // b: bias (forward); mean: nullptr for RMS norm
+  float *y, *mean_out, *rstd_out, *dx, *dg, *db;
+};
+
+__device__ float xhat(const Norm& p, int64_t r, int64_t c) {
+  return (p.x[r * p.d + c] - (p.mean ? p.mean[r] : 0.f)) * p.rstd[r];
+}
+
+// y = (x - mean) rstd g (+ b); layer == false: RMS norm (mean 0, no bias).
+template <bool kLayer>
+__global__ void norm_forward_kernel(Norm p) {
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float* xr = p.x + r * p.d;
+    float m = 0.f;
+    if constexpr (kLayer) {
+      float s = 0.f;
+      for (int64_t c = threadIdx.x; c < p.d; c += kThreads) s += xr[c];
+      m = block_sum2(s, 0.f).x / static_cast<float>(p.d);
+    }
+    float v = 0.f;
+    for (int64_t c = threadIdx.x; c < p.d; c += kThreads) v += (xr[c] - m) * (xr[c] - m);
+    float rs = 1.f / sqrtf(block_sum2(v, 0.f).x / static_cast<float>(p.d) + p.eps);
+    for (int64_t c = threadIdx.x; c < p.d; c += kThreads)
+      p.y[r * p.d + c] = (xr[c] - m) * rs * p.g[c] + (kLayer ? p.b[c] : 0.f);
+    if (threadIdx.x == 0) {
+      if constexpr (kLayer) p.mean_out[r] = m;
+      p.rstd_out[r] = rs;
+    }
+  }
+}
+
+// dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g (RMS
+// norm drops the mean(dxhat) term).
+__global__ void norm_dx_kernel(Norm p) {
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float* dyr = p.dy + r * p.d;
+    float sum = 0.f, dot = 0.f;
+    for (int64_t c = threadIdx.x; c < p.d; c += kThreads) {
+      float dh = dyr[c] * p.g[c];
+      sum += dh;
+      dot += dh * xhat(p, r, c);
+    }
+    float2 s = block_sum2(sum, dot);
+    float inv_d = 1.f / static_cast<float>(p.d);
+    float mean_dh = p.mean ? s.x * inv_d : 0.f, mean_dot = s.y * inv_d;
+    for (int64_t c = threadIdx.x; c < p.d; c += kThreads)
+      p.dx[r * p.d + c] = p.rstd[r] * (dyr[c] * p.g[c] - mean_dh - xhat(p, r, c) * mean_dot);
+  }
+}
+
+// dgain = sum over rows of dy xhat, dbias = sum of dy: one thread per column.
+__global__ void norm_columns_kernel(Norm p) {
+  SG_GRID_STRIDE(c, p.d) {
+    float g = 0.f, b = 0.f;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      float dy = p.dy[r * p.d + c];
+      g += dy * xhat(p, r, c);
+      b += dy;
+    }
+    p.dg[c] = g;
+    if (p.db) p.db[c] = b;
+  }
+}
+
+// x [B, T, H*Dh]: element i < Dh/2 of each head pairs with i + Dh/2 and turns by
+// t base^(-2i/Dh) (sign -1: the other way). One thread per (row, i), its heads in turn.
+__global__ void rope_kernel(int64_t rows, int64_t T, int64_t H, int64_t Dh, double base, float sign, const float* x,
+                            float* y) {
+  const int64_t half = Dh / 2, C = H * Dh;
+  SG_GRID_STRIDE(k, rows * half) {
+    int64_t r = k / half, i = k % half;
+    double angle = static_cast<double>(r % T) * pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
+    float c = static_cast<float>(cos(angle)), sn = sign * static_cast<float>(sin(angle));
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t j = r * C + h * Dh + i;
+      float x1 = x[j], x2 = x[j + half];
+      y[j] = x1 * c - x2 * sn;
+      y[j + half] = x1 * sn + x2 * c;
+    }
+  }
+}
+
+// Element i of step t kept when rng_uniform(seed, t, i) >= p.
+__global__ void dropout_kernel(int64_t n, uint64_t seed, const int32_t* state, float p, float keep_scale,
+                               const float* x, float* y) {
+  const uint64_t step = static_cast<uint64_t>(state[kStep]);
+  SG_GRID_STRIDE(i, n) y[i] = rng_uniform(seed, step, static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
+}
+
+Status bind_embedding(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  ErrorRecord* err = ctx.errors;
+  int32_t tag = ctx.tag;
+  if (a.code == OpCode::Embedding) {
+    int64_t vocab = a.in[0].shape()[0], d = a.in[0].shape()[1], n = a.in[1].n;
+    const float* table = a.in[0].f();
+    const int32_t* ids = a.in[1].i32();
+    float* y = a.out[0].f();
+    unsigned grid = grid_for(n * d, ctx.dev);
+    *out = [=](cudaStream_t s) {
+      embedding_kernel<<<grid, kThreads, 0, s>>>(n, d, vocab, table, ids, y, err, tag);
+      return launched("embedding_kernel");
+    };
+    return Status::Ok();
+  }
+  int64_t vocab = a.out[0].shape()[0], d = a.out[0].shape()[1], n = a.in[0].n;
+  const int32_t* ids = a.in[0].i32();
+  const float* dy = a.in[1].f();
+  float* dt = a.out[0].f();
+  size_t bytes = sizeof(float) * static_cast<size_t>(a.out[0].n);
+  unsigned grid = grid_for(d, ctx.dev);
+  *out = [=](cudaStream_t s) {
+    SG_TRY(cuda_status(cudaMemsetAsync(dt, 0, bytes, s), "embedding_grad memset"));
+    embedding_grad_kernel<<<grid, kThreads, 0, s>>>(n, d, vocab, ids, dy, dt, err, tag);
+    return launched("embedding_grad_kernel");
+  };
+  return Status::Ok();
+}
+
+Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  Norm p{};
+  p.d = a.in[0].shape().back();
+  p.rows = a.in[0].n / p.d;
+  p.eps = static_cast<float>(a.attrs->f("eps"));
+  p.x = a.in[0].f();
+  p.g = a.in[1].f();
+  unsigned rows = row_grid(p.rows), cols = grid_for(p.d, ctx.dev);
+  switch (a.code) {
+    case OpCode::LayerNorm:  // (x, g, b) -> (y, mean, rstd)
+      p.b = a.in[2].f();
+      p.y = a.out[0].f(), p.mean_out = a.out[1].f(), p.rstd_out = a.out[2].f();
+      *out = [=](cudaStream_t s) {
+        norm_forward_kernel<true><<<rows, kThreads, 0, s>>>(p);
+        return launched("layer_norm forward");
+      };
+      return Status::Ok();
+    case OpCode::RmsNorm:  // (x, g) -> (y, rstd)
+      p.y = a.out[0].f(), p.rstd_out = a.out[1].f();
+      *out = [=](cudaStream_t s) {
+        norm_forward_kernel<false><<<rows, kThreads, 0, s>>>(p);
+        return launched("rms_norm forward");
+      };
+      return Status::Ok();
+    case OpCode::LayerNormGrad:  // (x, g, mean, rstd, dy) -> (dx, dg, db)
+    case OpCode::RmsNormGrad: {  // (x, g, rstd, dy) -> (dx, dg)
+      bool layer = a.code == OpCode::LayerNormGrad;
+      size_t k = layer ? 1 : 0;
+      if (layer) p.mean = a.in[2].f(), p.db = a.out[2].f();
+      p.rstd = a.in[2 + k].f(), p.dy = a.in[3 + k].f();
+      p.dx = a.out[0].f(), p.dg = a.out[1].f();
+      *out = [=](cudaStream_t s) {
+        norm_dx_kernel<<<rows, kThreads, 0, s>>>(p);
+        norm_columns_kernel<<<cols, kThreads, 0, s>>>(p);
+        return launched("norm gradient");
+      };
+      return Status::Ok();
+    }
+    default: return Status::Runtime("cuda norm binder given " + std::string(op_info(a.code).name));
+  }
+}
+
+Status bind_rope(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  const Shape& xs = a.in[0].shape();
+  int64_t T = xs[1], H = a.attrs->i("n_head"), Dh = xs[2] / H, rows = xs[0] * T;
+  double base = a.attrs->f("base");
+  float sign = a.attrs->i("inverse", 0) ? -1.f : 1.f;
+  const float* x = a.in[0].f();
+  float* y = a.out[0].f();
+  unsigned grid = grid_for(rows * (Dh / 2), ctx.dev);
+  *out = [=](cudaStream_t s) {
+    rope_kernel<<<grid, kThreads, 0, s>>>(rows, T, H, Dh, base, sign, x, y);
+    return launched("rope_kernel");
+  };
+  return Status::Ok();
+}
+
+Status bind_dropout(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  int64_t n = a.in[0].n;
+  const float* x = a.in[0].f();
+  float* y = a.out[0].f();
+  float p = static_cast<float>(a.attrs->f("p"));
+  if (!a.attrs->i("training") || p == 0.f) {  // x through
+    *out = [=](cudaStream_t s) {
+      if (y == x) return Status::Ok();
+      return cuda_status(cudaMemcpyAsync(y, x, sizeof(float) * n, cudaMemcpyDeviceToDevice, s), "dropout copy");
+    };
+    return Status::Ok();
+  }
+  uint64_t seed = static_cast<uint64_t>(a.attrs->i("seed"));
+  const int32_t* state = a.in[1].i32();
+  float keep_scale = 1.f / (1.f - p);
+  unsigned grid = grid_for(n, ctx.dev);
+  *out = [=](cudaStream_t s) {
+    dropout_kernel<<<grid, kThreads, 0, s>>>(n, seed, state, p, keep_scale, x, y);
+    return launched("dropout_kernel");
+  };
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status bind_transformer(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  switch (a.code) {
+    case OpCode::Embedding: case OpCode::EmbeddingGrad: return bind_embedding(a, ctx, out);
+    case OpCode::LayerNorm: case OpCode::RmsNorm: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
+      return bind_norm(a, ctx, out);
+    case OpCode::Rope: return bind_rope(a, ctx, out);
+    case OpCode::Dropout: return bind_dropout(a, ctx, out);
+    default: return Status::Runtime("cuda transformer binder given " + std::string(op_info(a.code).name));
+  }
+}
+
+}  // namespace sgrt::cuda

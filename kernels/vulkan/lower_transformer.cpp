@@ -1,0 +1,120 @@
+// The transformer ops (semantics: kernels/cpu/embedding.cpp, norm.cpp, rope.cpp,
+// dropout.cpp): embedding.comp, norm.comp, rope.comp, dropout.comp.
+#include <algorithm>
+#include <cmath>
+
+#include "lowering.h"
+#include "sgrt/quant.h"
+
+namespace sgrt::vk {
+namespace {
+
+constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup: one per row
+// Specialization OP | kPhase1: a shader's second variant (norm.comp: the column
+// sums; embedding.comp: the zero fill before the scatter).
+constexpr uint32_t kPhase1 = 1u << 8;
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+}  // namespace
+
+// embedding: (table [V, D], ids) -> [..., D]; embedding_grad: (ids, dy) -> [V, D],
+// zeroed first, then one invocation per column.
+Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  bool fwd = c.op.code == OpCode::Embedding;
+  const Shape& ts = fwd ? c.in(0).type.shape : c.out(0).type.shape;
+  const TensorInfo& ids = fwd ? c.in(1) : c.in(0);
+  d->shader = "embedding";
+  d->push.off[0] = c.word(fwd ? c.in(0) : c.out(0));
+  d->push.off[1] = c.word(ids);
+  d->push.off[2] = c.word(fwd ? c.out(0) : c.in(1));
+  d->push.n = u32(numel(ids.type.shape));
+  d->push.p[0] = u32(ts[0]);
+  d->push.p[1] = u32(ts[1]);
+  if (fwd) {
+    d->groups[0] = groups_for(numel(c.out(0).type.shape), c.opts);
+    return Status::Ok();
+  }
+  Dispatch zero = *d;
+  zero.op |= kPhase1;
+  zero.groups[0] = groups_for(ts[0] * ts[1], c.opts);
+  out->push_back(zero);
+  d->groups[0] = groups_for(ts[1], c.opts);
+  return Status::Ok();
+}
+
+// layer_norm / rms_norm and their gradients: one workgroup per row; the
+// gradients add a column pass for dgain (and dbias).
+Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  OpCode op = c.op.code;
+  bool layer = op == OpCode::LayerNorm || op == OpCode::LayerNormGrad;
+  const Shape& xs = c.in(0).type.shape;
+  int64_t cols = xs.back(), rows = numel(xs) / cols;
+  Push& p = d->push;
+  d->shader = "norm";
+  p.n = u32(rows);
+  p.p[2] = u32(cols);
+  p.f[0] = static_cast<float>(c.op.attrs.f("eps"));
+  p.off[0] = c.word(c.in(0));
+  p.off[1] = c.word(c.in(1));
+  d->groups[0] = static_cast<uint32_t>(std::min<int64_t>(rows, c.opts.max_groups));
+  if (op == OpCode::LayerNorm || op == OpCode::RmsNorm) {  // (x, g[, b]) -> (y, [mean,] rstd)
+    if (layer) p.off[2] = c.word(c.in(2));
+    p.off[3] = c.word(c.out(0));
+    if (layer) p.off[4] = c.word(c.out(1));
+    p.off[5] = c.word(c.out(layer ? 2 : 1));
+    return Status::Ok();
+  }
+  // (x, g, [mean,] rstd, dy) -> (dx, dg[, db])
+  size_t k = layer ? 1 : 0;
+  if (layer) p.off[2] = c.word(c.in(2));
+  p.off[3] = c.word(c.in(2 + k));
+  p.off[4] = c.word(c.in(3 + k));
+  p.off[5] = c.word(c.out(0));
+  p.p[0] = c.word(c.out(1));
+  if (layer) p.p[1] = c.word(c.out(2));
+  out->push_back(*d);  // the rows: dx
+  d->op |= kPhase1;
+  d->groups[0] = static_cast<uint32_t>(std::clamp<int64_t>((cols + kNormLocal - 1) / kNormLocal, 1, c.opts.max_groups));
+  return Status::Ok();
+}
+
+// x [B, T, H*Dh] -> y, each head's halves rotated (rope.comp).
+Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  const Shape& xs = c.in(0).type.shape;
+  int64_t heads = c.op.attrs.i("n_head"), dh = xs[2] / heads;
+  double ratio = std::pow(c.op.attrs.f("base"), -2.0 / static_cast<double>(dh));
+  d->shader = "rope";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = u32(xs[0] * xs[1] * heads * (dh / 2));
+  d->push.p[0] = u32(xs[1]);
+  d->push.p[1] = u32(heads);
+  d->push.p[2] = u32(dh);
+  d->push.f[0] = static_cast<float>(ratio);
+  d->push.f[1] = static_cast<float>(ratio - static_cast<double>(d->push.f[0]));
+  d->push.f[2] = c.op.attrs.i("inverse", 0) ? -1.f : 1.f;
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+// (x, train_state) -> x * mask / (1 - p); passes x through when not training.
+Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  float p = static_cast<float>(c.op.attrs.f("p"));
+  bool drop = c.op.attrs.i("training") != 0 && p != 0.f;
+  uint64_t seed = static_cast<uint64_t>(c.op.attrs.i("seed"));
+  d->shader = "dropout";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = u32(numel(c.in(0).type.shape));
+  d->push.p[0] = static_cast<uint32_t>(seed);
+  d->push.p[1] = static_cast<uint32_t>(seed >> 32);
+  d->push.p[2] = kStep;
+  d->push.f[0] = drop ? p : 0.f;
+  d->push.f[1] = drop ? 1.f / (1.f - p) : 1.f;
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+}  // namespace sgrt::vk

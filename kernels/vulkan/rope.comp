@@ -1,0 +1,56 @@
+// Rotary position embedding (kernels/cpu/rope.cpp, the "rotate half" pairing):
+// x [B, T, H*Dh]; in each head element i < Dh/2 pairs with i + Dh/2 and turns
+// by angle t * base^(-2i/Dh) at position t (f[2] = -1: the other way, the
+// gradient). One invocation per (row, head, pair).
+// off = {x, -, y}; n = rows * H * Dh/2; p = {T, H, Dh}; f[0] + f[1] = base^(-2/Dh)
+// (the host's double as two floats), f[2] = sign.
+//
+// The CPU computes the angle in double. Here it is a float-float (about 48
+// bits): base^(-2i/Dh) by repeated squaring, times t, reduced modulo 2 pi in
+// three pieces; only the reduced angle (in [-pi, pi], where Vulkan bounds
+// sin/cos's error) is a plain float, so long contexts keep their precision.
+#version 450
+#include "common.glsl"
+layout(local_size_x = 256) in;
+
+// a * b exactly, as hi + lo (Dekker's product; precise: no fused contractions).
+vec2 two_prod(float a, float b) {
+  precise float p = a * b;
+  precise float ta = 4097.0 * a, tb = 4097.0 * b;
+  precise float ah = ta - (ta - a), bh = tb - (tb - b);
+  precise float al = a - ah, bl = b - bh;
+  precise float e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+  return vec2(p, e);
+}
+
+vec2 ff_mul(vec2 a, vec2 b) {
+  vec2 t = two_prod(a.x, b.x);
+  precise float e = t.y + (a.x * b.y + a.y * b.x);
+  precise float s = t.x + e;
+  precise float err = e - (s - t.x);
+  return vec2(s, err);
+}
+
+// 2 pi = kPi2a + kPi2b + kPi2c; kPi2a has 8 significant bits, so k * kPi2a is exact.
+const float kPi2a = 6.28125, kPi2b = 0.0019353071693331003, kPi2c = 1.0253131677018246e-11;
+const float kInvPi2 = 0.15915494;
+
+void main() {
+  uint T = pc.p[0], H = pc.p[1], Dh = pc.p[2], half_ = Dh / 2u;
+  FOR_EACH_INDEX(idx, pc.n) {
+    uint i = idx % half_, h = (idx / half_) % H, r = idx / (half_ * H);
+    vec2 freq = vec2(1.0, 0.0), b = vec2(pc.f[0], pc.f[1]);
+    for (uint e = i; e > 0u; e >>= 1) {
+      if ((e & 1u) != 0u) freq = ff_mul(freq, b);
+      b = ff_mul(b, b);
+    }
+    vec2 angle = ff_mul(vec2(float(r % T), 0.0), freq);
+    precise float k = round(angle.x * kInvPi2);
+    precise float a = ((angle.x - k * kPi2a) - k * kPi2b) + (angle.y - k * kPi2c);
+    float c = cos(a), s = pc.f[2] * sin(a);
+    uint x = pc.off[0] + r * H * Dh + h * Dh + i, y = pc.off[2] + r * H * Dh + h * Dh + i;
+    float x1 = F[x], x2 = F[x + half_];
+    F[y] = x1 * c - x2 * s;
+    F[y + half_] = x1 * s + x2 * c;
+  }
+}

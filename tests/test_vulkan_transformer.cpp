@@ -1,0 +1,136 @@
+// The Vulkan transformer kernels' edges (test_vulkan_ops.cpp cross-checks them
+// inside whole models): dropout's mask equal to the CPU's and to sgrt/rng.h's
+// generator bit for bit, step after step; rope's angle precision over a long
+// context; an embedding id out of range reported with the op's Lua line; what
+// models/gpt.lua still lacks on Vulkan.
+#include <cstring>
+#include <fstream>
+
+#include "backend_compare.h"
+#include "sgrt/quant.h"
+#include "sgrt/rng.h"
+#include "test_vulkan_support.h"
+
+using namespace sgrt;
+
+namespace {
+
+// 3003 elements: several workgroups, the last one partial. The loss's gradient
+// is 1 everywhere, so x.grad is the mask times 1 / (1 - p): the gradient's
+// dropout rebuilds the forward's mask from (seed, step).
+const char* kDropout = R"(
+  local sg = require "sg"
+  local x = sg.param("x", {3, 1001}, "ones")
+  sg.loss(sg.sum(sg.sum(sg.dropout(x, 0.3))))
+  sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+std::vector<uint32_t> read_words(const Session& s, int id) {
+  std::vector<uint32_t> v(s.model().tensors()[id].bytes / 4);
+  Status st = s.read(id, v.data(), v.size() * 4);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan dropout keeps exactly the elements the cpu keeps: those rng_uniform picks") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(kDropout, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const OpInfoLoaded* drop = nullptr;  // the forward dropout: the train program's first
+  for (const ProgramInfo& p : m->programs())
+    for (const OpInfoLoaded& op : p.ops)
+      if (p.name == "train_step" && op.code == OpCode::Dropout && !drop) drop = &op;
+  REQUIRE(drop != nullptr);
+  float p = static_cast<float>(drop->attrs.f("p"));
+  uint64_t seed = static_cast<uint64_t>(drop->attrs.i("seed"));
+  auto cpu = test::open_session(m, "cpu");
+  auto vk = test::open_session(m, "vulkan");
+  int grad = test::tensor_id(*cpu, "x.grad");
+  float kept = 1.f / (1.f - p);
+  std::vector<uint32_t> last;
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    int32_t t = static_cast<int32_t>(read_words(*cpu, drop->in[1])[kStep]);
+    CHECK(static_cast<int32_t>(read_words(*vk, drop->in[1])[kStep]) == t);
+    test::run(*cpu, "train_step");
+    test::run(*vk, "train_step");
+    std::vector<uint32_t> a = read_words(*cpu, grad), b = read_words(*vk, grad);
+    CHECK(a == b);
+    CHECK(b != last);  // a fresh mask each step
+    last = b;
+    size_t mismatches = 0, dropped = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      float y;
+      std::memcpy(&y, &b[i], 4);
+      bool keep = rng_uniform(seed, static_cast<uint64_t>(t), i) >= p;
+      mismatches += y != (keep ? kept : 0.f);
+      dropped += !keep;
+    }
+    CHECK(mismatches == 0);
+    CHECK(dropped > 800);  // ~0.3 * 3003 = 901
+    CHECK(dropped < 1000);
+  }
+}
+
+TEST_CASE("vulkan rope keeps the cpu's precision at position 4095") {
+  if (!test::vulkan_device_present()) return;
+  // Angles up to 4095 rad: a float angle would be off by ~2e-4 here; the
+  // float-float angle stays within the f32 bound of the cross-check.
+  const char* lua = R"(
+    local sg = require "sg"
+    local x = sg.input("x", {1, 4096, 64})
+    local g = sg.param("g", {64}, {"uniform", 0.5, 1.5})
+    sg.loss(sg.sum(sg.sum(sg.sum(sg.rope(x * g, 1) * x))))
+    sg.optimizer.sgd{ lr = 0.1 }
+  )";
+  std::set<OpCode> covered;
+  test::cross_check("vulkan", lua, {}, &covered);
+  CHECK(covered.count(OpCode::Rope) == 1);
+}
+
+TEST_CASE("an embedding id outside the vocabulary is an error naming the op's Lua line") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local ids = sg.input("ids", {5}, "i32")
+    local emb = sg.param("emb", {4, 3}, {"normal", 0, 0.5})
+    sg.loss(sg.sum(sg.sum(sg.embedding(emb, ids))))
+    sg.optimizer.sgd{ lr = 0.1 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = test::open_session(m, "vulkan");
+  test::write_vec<int32_t>(*s, "ids", {0, 3, 4, 1, 2});
+  int p = -1;
+  REQUIRE(s->find_program("eval", &p).ok());
+  st = s->run(p);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("embedding: an id is outside [0, vocabulary size)") != std::string::npos);
+  CHECK(st.message().find(".lua:5") != std::string::npos);
+  test::write_vec<int32_t>(*s, "ids", {0, 3, 2, 1, 2});
+  CHECK(s->run(p).ok());
+}
+
+TEST_CASE("models/gpt.lua with rope and dropout lacks only attention on vulkan") {
+  if (!test::vulkan_device_present()) return;
+  std::ifstream src(SGRT_SOURCE_DIR "/models/gpt.lua");
+  std::string lua(std::istreambuf_iterator<char>(src), {});
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(lua, &m, {{"rope", "true"}, {"dropout", "0.1"}, {"n_layer", "1"}, {"n_embd", "32"},
+                                          {"n_head", "2"}, {"block", "8"}, {"batch", "2"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::set<OpCode> used;
+  for (const ProgramInfo& p : m->programs())
+    for (const OpInfoLoaded& op : p.ops) used.insert(op.code);
+  for (OpCode c : {OpCode::Embedding, OpCode::EmbeddingGrad, OpCode::LayerNorm, OpCode::LayerNormGrad, OpCode::Rope,
+                   OpCode::Dropout, OpCode::Gelu})
+    CHECK(used.count(c) == 1);
+  std::vector<std::string> missing;
+  REQUIRE(missing_ops("vulkan", *m, &missing).ok());
+  REQUIRE(missing.size() == 2);  // the attention of the block, forward and backward
+  CHECK(missing[0].rfind("attention(", 0) == 0);
+  CHECK(missing[1].rfind("attention_grad(", 0) == 0);
+}
