@@ -14,12 +14,14 @@ const char kUsage[] =
     "  train   MODEL.lua|MODEL.sg [--backend cpu|vulkan|cuda] [--steps N] [--data PATH] [--checkpoint DIR]\n"
     "          [--log FILE.jsonl] [--seed S] [--log-every N] [--recipe R] [--no-plan] [--set k=v]... [--quiet]\n"
     "          [--opt-level fp32|O1|O2|O3] [--checkpoint-every K] [--stop-after K] [--resume]\n"
-    "          [--init-weights W.safetensors] [--max-memory BYTES[K|M|G]]\n"
+    "          [--init-weights W.safetensors|W.gguf] [--max-memory BYTES[K|M|G]]\n"
     "  eval    MODEL.sg|MODEL.lua --checkpoint DIR [--data PATH] [--backend B] [--max-memory BYTES]\n"
     "          (an exported DEPLOY.sg needs no --checkpoint)\n"
     "  export  MODEL.sg --checkpoint DIR -o DEPLOY.sg [--infer-only] [--quantize fp8|fp8-channel|fp4|nvfp4]\n"
     "  run     MODEL.sg|MODEL.lua --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
     "          [--top-k K] [--seed S] [--backend B]\n"
+    "  run     MODEL.lua --init-weights FILE.gguf --prompt TEXT [--chat] [--tokens N] [--temperature T]\n"
+    "          [--top-k K] [--top-p P] [--seed S] [--set k=v]...   (a pretrained llama, docs/llama.md)\n"
     "  export-weights MODEL.sg|MODEL.lua [--checkpoint DIR] -o W.safetensors [--dtype f32|f16|bf16]\n"
     "recipes: fp32 bf16 fp8 fp8-delayed mxfp8 fp4 nvfp4 (docs/recipes.md)\n";
 
