@@ -207,7 +207,7 @@ TEST_CASE("a GGUF that does not fit the model is refused by name, before any par
   refused({{"ffn", "1024"}}, "tensor 'blk.0.ffn_gate.weight' is [1536, 576]");  // misshapen
 }
 
-TEST_CASE("sgrt run refuses another architecture and a prompt longer than the context, exit 2") {
+TEST_CASE("sgrt run refuses another architecture, a prompt longer than the context and a truncated GGUF, exit 2") {
   std::string gguf = test::smollm2_gguf();
   test::ToolResult r = test::run_tool({"run", "models/llama.lua", "--init-weights", "tests/data/gguf/tiny_f32.gguf", "--prompt", "hi"});
   CHECK(r.code == 2);
@@ -217,5 +217,18 @@ TEST_CASE("sgrt run refuses another architecture and a prompt longer than the co
                       "a prompt of more than four tokens"});
   CHECK(r.code == 2);
   CHECK_MESSAGE(r.err.find("the model's context is 4 tokens") != std::string::npos, r.err);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  // A truncated file: its first 5 MB (the header and tensor table are whole, the data is not).
+  test::TempDir dir;
+  const std::string cut = dir.path + "/cut.gguf";
+  {
+    std::ifstream in(gguf, std::ios::binary);
+    std::vector<char> head(5 << 20);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    std::ofstream(cut, std::ios::binary).write(head.data(), in.gcount());
+  }
+  r = test::run_tool({"run", "models/llama.lua", "--init-weights", cut, "--prompt", "hi"});
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find("runs past the end of the file") != std::string::npos, r.err);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
