@@ -88,6 +88,7 @@ struct Graph {
   std::string name, source, recipe = "fp32";
   std::vector<std::string> keep;      // layers / params kept in high precision
   bool plan_scales = true;            // false: plain per-tensor current amax everywhere
+  bool infer_only = false;            // only the eval and infer programs: no gradients, no optimizer state
   std::vector<Tensor> tensors;
   std::vector<Op> forward;            // as the DSL built it
   std::vector<Program> programs;      // filled by build_programs()

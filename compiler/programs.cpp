@@ -51,20 +51,19 @@ void with_prologue(const std::vector<Op>& prologue, Program* p) {
 Status build_programs(Graph& g) {
   std::vector<int> eval_targets{g.loss};
   for (auto& [name, id] : g.metrics) eval_targets.push_back(id);
-
-  Backward bw;
-  SG_TRY(build_backward(g, &bw));
-  OptimizerOps opt;
-  SG_TRY(lower_optimizer(g, bw, &opt));
-
-  Program train{"train_step", ops_for(g, eval_targets)};
-  train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
-  train.ops.insert(train.ops.end(), opt.updates.begin(), opt.updates.end());
-  g.programs.push_back(std::move(train));
-  g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});
-
   std::vector<int> infer_targets;
   for (auto& [name, id] : g.outputs) infer_targets.push_back(id);
+  Backward bw;
+  OptimizerOps opt;
+  if (!g.infer_only) {  // infer_only: frozen weights (a pretrained model's generation), nothing to train
+    SG_TRY(build_backward(g, &bw));
+    SG_TRY(lower_optimizer(g, bw, &opt));
+    Program train{"train_step", ops_for(g, eval_targets)};
+    train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
+    train.ops.insert(train.ops.end(), opt.updates.begin(), opt.updates.end());
+    g.programs.push_back(std::move(train));
+  }
+  g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});
   if (!infer_targets.empty()) g.programs.push_back(Program{"infer", inference_mode(ops_for(g, infer_targets))});
   for (Program& p : g.programs) with_prologue(opt.prologue, &p);
   return Status::Ok();

@@ -116,9 +116,12 @@ TEST_CASE("transformer op gradients match finite differences") {
       {"layer_norm", {{"x", {4, 6}}, {"g", {6}, 0.5f, 1.5f}, {"b", {6}}}, "sg.layer_norm(x, g, b)"},
       {"rms_norm", {{"x", {4, 6}}, {"g", {6}, 0.5f, 1.5f}}, "sg.rms_norm(x, g)"},
       {"attention", {{"q", {2, 5, 8}}, {"k", {2, 5, 8}}, {"v", {2, 5, 8}}}, "sg.attention(q, k, v, 2)"},
+      // grouped-query: 6 query heads share 2 kv heads (3 each), so dk and dv sum over a group
+      {"attention (GQA)", {{"q", {2, 4, 12}}, {"k", {2, 4, 4}}, {"v", {2, 4, 4}}}, "sg.attention(q, k, v, 6, 2)"},
       {"silu", {{"x", {3, 4}, -3.f, 3.f}}, "sg.silu(x)"},
       {"swiglu (silu * mul)", {{"a", {3, 4}}, {"b", {3, 4}}}, "sg.silu(a) * b"},
       {"rope", {{"x", {2, 4, 8}}}, "sg.rope(x, 2, 100)"},
+      {"rope (interleaved)", {{"x", {2, 4, 8}}}, "sg.rope(x, 2, 100, true)"},
       {"rope (inverse)", {{"x", {1, 3, 4}}}, "sg.op(\"rope\", {x}, {n_head = 1, base = 10.0, inverse = 1})"},
   };
   for (const Case& c : cases) CHECK_MESSAGE(check_case(c) == 0, c.name);
@@ -215,4 +218,63 @@ TEST_CASE("shape errors name the script line") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find(".lua:4:") != std::string::npos);
   CHECK(st.message().find("n_embd 6 is not divisible by n_head 4") != std::string::npos);
+}
+
+TEST_CASE("grouped-query attention equals multi-head attention on kv heads repeated per group") {
+  // y = attention(q, k, v, 4 heads, 2 kv heads) against attention(q, k', v', 4)
+  // where k' repeats each kv head for the 2 query heads of its group.
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local q = sg.param("q", {2, 3, 8})
+    local k = sg.param("k", {2, 3, 4})
+    local v = sg.param("v", {2, 3, 4})
+    local k2 = sg.param("k2", {2, 3, 8})
+    local v2 = sg.param("v2", {2, 3, 8})
+    local a = sg.output("gqa", sg.attention(q, k, v, 4, 2))
+    sg.output("mha", sg.attention(q, k2, v2, 4))
+    sg.loss(sg.sum(sg.reshape(a, {48})))
+    sg.optimizer.sgd{ lr = 1e-30 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = test::open_session(m);
+  std::mt19937 rng(7);
+  std::vector<float> q = uniform(48, -2.f, 2.f, rng), k = uniform(24, -2.f, 2.f, rng), v = uniform(24, -2.f, 2.f, rng);
+  std::vector<float> k2(48), v2(48);
+  for (int r = 0; r < 6; ++r)      // rows b * T + t
+    for (int h = 0; h < 4; ++h)    // query head h reads kv head h / 2
+      for (int c = 0; c < 2; ++c) {
+        k2[r * 8 + h * 2 + c] = k[r * 4 + (h / 2) * 2 + c];
+        v2[r * 8 + h * 2 + c] = v[r * 4 + (h / 2) * 2 + c];
+      }
+  for (auto& [n, x] : std::map<std::string, std::vector<float>>{{"q", q}, {"k", k}, {"v", v}, {"k2", k2}, {"v2", v2}})
+    test::write_vec(*s, n, x);
+  test::run(*s, "infer");
+  std::vector<float> a(48), b(48);
+  REQUIRE(s->read(m->outputs()[0].second, a.data(), a.size() * sizeof(float)).ok());
+  REQUIRE(s->read(m->outputs()[1].second, b.data(), b.size() * sizeof(float)).ok());
+  for (int i = 0; i < 48; ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
+}
+
+TEST_CASE("interleaved rope turns the pairs (2i, 2i+1) by t * base^(-2i/Dh)") {
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local x = sg.param("x", {1, 3, 4})
+    local y = sg.output("y", sg.rope(x, 1, 100, true))
+    sg.loss(sg.sum(sg.reshape(y, {12})))
+    sg.optimizer.sgd{ lr = 1e-30 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = test::open_session(m);
+  std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}, y(12);
+  test::write_vec(*s, "x", x);
+  test::run(*s, "infer");
+  REQUIRE(s->read(m->outputs()[0].second, y.data(), y.size() * sizeof(float)).ok());
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 2; ++i) {
+      double ang = t * std::pow(100.0, -2.0 * i / 4), x1 = x[t * 4 + 2 * i], x2 = x[t * 4 + 2 * i + 1];
+      CHECK(y[t * 4 + 2 * i] == doctest::Approx(x1 * std::cos(ang) - x2 * std::sin(ang)));
+      CHECK(y[t * 4 + 2 * i + 1] == doctest::Approx(x1 * std::sin(ang) + x2 * std::cos(ang)));
+    }
 }

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 
 #include "commands.h"
 #include "model_source.h"
 #include "sg_generated.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/generate.h"
 #include "sgrt/rng.h"
 
 namespace sgrt::tool {
@@ -48,26 +48,15 @@ Status find_io(const Model& m, int* tokens, int* logits) {
   return Status::Ok();
 }
 
-// Draws from softmax(z / temperature) restricted to the top_k largest logits.
-int sample(const float* z, int64_t vocab, double temperature, int64_t top_k, float u) {
-  std::vector<int> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  int64_t k = top_k > 0 ? std::min(top_k, vocab) : vocab;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [z](int a, int b) { return z[a] > z[b]; });
-  std::vector<double> p(k);
-  double total = 0;
-  for (int64_t i = 0; i < k; ++i) total += p[i] = std::exp((z[order[i]] - z[order[0]]) / temperature);
-  double r = u * total;
-  for (int64_t i = 0; i < k; ++i)
-    if ((r -= p[i]) < 0) return order[i];
-  return order[k - 1];
-}
-
 }  // namespace
 
 Status cmd_run(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i)  // a pretrained GGUF model: tokenizer, chat template, sampling (cmd_generate.cpp)
+    if (std::string(argv[i]).rfind("--init-weights", 0) == 0) return cmd_generate(argc, argv);
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
+  for (const char* f : {"--chat", "--top-p"})
+    if (a.has(f)) return Status::Invalid(std::string(f) + " applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
   if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   int64_t count, top_k, seed;
   double temperature;
@@ -110,7 +99,8 @@ Status cmd_run(int argc, char** argv) {
     SG_TRY(s->run(prog));
     SG_TRY(s->read(logits, out.data(), out.size() * sizeof(float)));
     float u = rng_uniform(static_cast<uint64_t>(seed), 0x52554Eull, static_cast<uint64_t>(i));
-    int next = sample(out.data() + (n - 1) * vocab, vocab, temperature, top_k, u);
+    SamplingOptions o{temperature, top_k, 1.0, static_cast<uint64_t>(seed)};
+    int next = sample_token(std::span<const float>(out.data() + (n - 1) * vocab, vocab), o, u);
     text.push_back(static_cast<uint8_t>(next));
     std::fputc(next, stdout);
     std::fflush(stdout);

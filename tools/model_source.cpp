@@ -14,7 +14,7 @@ namespace sgrt::tool {
 
 bool is_script(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".lua") == 0; }
 
-Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes) {
+Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes, bool infer_only) {
   dsl::ScriptOptions opts;
   for (auto& [k, v] : args.sets) opts.set[k] = v;
   opts.limits.sandbox = !args.has("--unsafe-lua");
@@ -23,16 +23,17 @@ Status compile_script(const Args& args, const std::string& path, std::vector<uin
   if (args.has("--recipe")) g.recipe = args.get("--recipe");
   if (args.has("--no-plan")) g.plan_scales = false;
   if (args.has("--opt-level")) g.optimizer.state = args.get("--opt-level");
+  g.infer_only = infer_only;
   SG_TRY(compiler::compile(g).with_context(path));
   *bytes = compiler::serialize(g);
   return Status::Ok();
 }
 
-Status load_model(const Args& args, const std::string& path, std::shared_ptr<const Model>* out) {
+Status load_model(const Args& args, const std::string& path, std::shared_ptr<const Model>* out, bool infer_only) {
   std::unique_ptr<Model> m;
   if (is_script(path)) {
     std::vector<uint8_t> bytes;
-    SG_TRY(compile_script(args, path, &bytes));
+    SG_TRY(compile_script(args, path, &bytes, infer_only));
     SG_TRY(Model::load_bytes(std::move(bytes), path, &m));
   } else {
     if (args.has("--recipe") || args.has("--no-plan") || args.has("--opt-level") || args.has("--unsafe-lua") || !args.sets.empty())

@@ -1,6 +1,7 @@
 // Loads a model for a command: a .sg file as is, a .lua script compiled in
 // memory (with --recipe and --set applied), or the model.sg a checkpoint
-// folder carries.
+// folder carries. infer_only: a script compiles to its eval and infer programs
+// alone (frozen weights: no gradients, no optimizer state in the arena).
 #pragma once
 #include <memory>
 #include <string>
@@ -12,8 +13,8 @@
 namespace sgrt::tool {
 
 bool is_script(const std::string& path);
-Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes);
-Status load_model(const Args& args, const std::string& path, std::shared_ptr<const Model>* out);
+Status compile_script(const Args& args, const std::string& path, std::vector<uint8_t>* bytes, bool infer_only = false);
+Status load_model(const Args& args, const std::string& path, std::shared_ptr<const Model>* out, bool infer_only = false);
 
 // What `sgrt train --checkpoint DIR` saves next to its checkpoint so that the
 // folder is enough on its own: model.sg (the compiled model) and model.flags

@@ -90,17 +90,24 @@ Status infer_norm_grad(OpCode code, const std::vector<TensorType>& ins, const At
   return Status::Ok();
 }
 
-// attention, attention_grad
+// attention, attention_grad: q (and y, dy) [B, T, H*Dh], k and v [B, T, Hkv*Dh]
+// with Hkv (n_kv_head, default H) dividing H.
 Status infer_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   std::vector<TensorType>& o = *outs;
   SG_TRY(check_heads(code, ins[0], attrs, false));
   const Shape& s = ins[0].shape;
-  TensorType lse{{s[0], attrs.i("n_head"), s[1]}, DType::f32};
-  for (size_t i = 1; i < ins.size(); ++i)
-    SG_TRY(i == 4 ? expect_same(code, lse, ins[i], "lse") : expect_same(code, ins[0], ins[i], "input"));
+  int64_t h = attrs.i("n_head"), hkv = attrs.i("n_kv_head", h);
+  if (hkv <= 0 || h % hkv != 0)
+    return fail(code, "n_kv_head " + std::to_string(hkv) + " does not divide n_head " + std::to_string(h));
+  TensorType kv{{s[0], s[1], s[2] / h * hkv}, DType::f32};
+  TensorType lse{{s[0], h, s[1]}, DType::f32};
+  for (size_t i = 1; i < ins.size(); ++i) {
+    if (i == 1 || i == 2) SG_TRY(expect_same(code, kv, ins[i], i == 1 ? "k" : "v"));
+    else SG_TRY(i == 4 ? expect_same(code, lse, ins[i], "lse") : expect_same(code, ins[0], ins[i], "input"));
+  }
   o[0] = ins[0];
   if (code == OpCode::Attention) o[1] = lse;
-  else o[1] = o[2] = ins[0];
+  else o[1] = o[2] = kv;
   return Status::Ok();
 }
 

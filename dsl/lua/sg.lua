@@ -244,9 +244,16 @@ sg.data = {
 function sg.embedding(table_, ids) return op("embedding", { table_, ids }) end
 function sg.layer_norm(x, gain, bias, eps) return op("layer_norm", { x, gain, bias }, { eps = eps or 1e-5 }) end
 function sg.rms_norm(x, gain, eps) return op("rms_norm", { x, gain }, { eps = eps or 1e-5 }) end
--- Causal self-attention over q, k, v [B, T, n_head * head_size].
-function sg.attention(q, k, v, n_head) return op("attention", { q, k, v }, { n_head = n_head }) end
-function sg.rope(x, n_head, base) return op("rope", { x }, { n_head = n_head, base = (base or 10000) + 0.0, inverse = 0 }) end
+-- Causal self-attention over q [B, T, n_head * head_size] and k, v
+-- [B, T, n_kv_head * head_size] (grouped-query attention; n_kv_head defaults to n_head).
+function sg.attention(q, k, v, n_head, n_kv_head)
+  return op("attention", { q, k, v }, { n_head = n_head, n_kv_head = n_kv_head or n_head })
+end
+-- Rotary positions; interleaved = true pairs elements (2i, 2i+1) as llama.cpp
+-- does for GGUF llama weights, else (i, i + head_size/2) as GPT-NeoX and HF.
+function sg.rope(x, n_head, base, interleaved)
+  return op("rope", { x }, { n_head = n_head, base = (base or 10000) + 0.0, inverse = 0, interleaved = interleaved and 1 or 0 })
+end
 -- Inverted dropout, a fresh mask each step (seeded by the op's position in the
 -- script and the step); the eval and infer programs pass x through.
 local dropouts = 0

@@ -1,6 +1,9 @@
-// Causal multi-head self-attention, forward and backward, fused. q, k, v, y are
-// [B, T, H*Dh]; head h of batch b is the [T, Dh] slice at b*T*C + h*Dh with row
-// stride C. Each (b, h) runs on one thread: the scores S = Q K^T / sqrt(Dh) go
+// Causal multi-head self-attention, forward and backward, fused. q and y are
+// [B, T, H*Dh], k and v [B, T, Hkv*Dh] (grouped-query attention: query head h
+// reads kv head h / (H / Hkv); Hkv = H is plain multi-head attention). Head h
+// of batch b is the [T, Dh] slice at b*T*C + h*Dh with row stride C (Ckv for k,
+// v). The forward runs each (b, h) on one thread, the backward each (b, kv
+// head), so that the heads sharing a kv head accumulate dk, dv on one thread: the scores S = Q K^T / sqrt(Dh) go
 // to a per-thread [T, T] tile, are turned into probabilities by a max-shifted
 // softmax, and multiply V. The forward saves only the per-row log-sum-exp
 // lse [B, H, T]; the backward recomputes P = exp(S - lse) from it.
@@ -16,14 +19,16 @@ namespace sgrt::cpu {
 namespace {
 
 struct Dims {
-  int64_t B, T, C, H, Dh;
+  int64_t B, T, C, H, Dh, Ckv, Hkv;
   float scale;  // 1 / sqrt(Dh)
+  int64_t q_off(int64_t b, int64_t h) const { return b * T * C + h * Dh; }
+  int64_t kv_off(int64_t b, int64_t h) const { return b * T * Ckv + h / (H / Hkv) * Dh; }  // h: the query head
 };
 
 Dims dims_of(const OpArgs& a) {
   const Shape& s = a.in[0].shape();
-  int64_t h = a.attrs->i("n_head");
-  return {s[0], s[1], s[2], h, s[2] / h, 1.f / std::sqrt(static_cast<float>(s[2] / h))};
+  int64_t h = a.attrs->i("n_head"), dh = s[2] / h, ckv = a.in[1].shape()[2];
+  return {s[0], s[1], s[2], h, dh, ckv, ckv / dh, 1.f / std::sqrt(static_cast<float>(dh))};
 }
 
 // Scratch slots 0 and 1 belong to the GEMM's packing.
@@ -31,7 +36,7 @@ constexpr int kTileP = 2, kTileDP = 3;
 
 // S = scale * Q K^T for one head: [T, T], row stride T.
 void scores(const Dims& d, const float* q, const float* k, float* s) {
-  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.C, 0.f, s, d.T);
+  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, d.T);
 }
 
 void attention_forward(const OpArgs& a) {
@@ -41,8 +46,8 @@ void attention_forward(const OpArgs& a) {
   parallel_for(d.B * d.H, 1, [&](int64_t b0, int64_t b1) {
     float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * d.T));
     for (int64_t bh = b0; bh < b1; ++bh) {
-      int64_t off = (bh / d.H) * d.T * d.C + (bh % d.H) * d.Dh;
-      scores(d, q + off, k + off, p);
+      int64_t off = d.q_off(bh / d.H, bh % d.H), kv = d.kv_off(bh / d.H, bh % d.H);
+      scores(d, q + off, k + kv, p);
       for (int64_t i = 0; i < d.T; ++i) {
         float* row = p + i * d.T;
         float m = -std::numeric_limits<float>::infinity();
@@ -55,7 +60,7 @@ void attention_forward(const OpArgs& a) {
         for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
         lse[bh * d.T + i] = m + std::log(sum);
       }
-      gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + off, d.C, 0.f, y + off, d.C);
+      gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + kv, d.Ckv, 0.f, y + off, d.C);
     }
   });
 }
@@ -66,29 +71,34 @@ void attention_backward(const OpArgs& a) {
   const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f(), *y = a.in[3].f(), *lse = a.in[4].f(),
               *dy = a.in[5].f();
   float *dq = a.out[0].f(), *dk = a.out[1].f(), *dv = a.out[2].f();
-  parallel_for(d.B * d.H, 1, [&](int64_t b0, int64_t b1) {
+  int64_t group = d.H / d.Hkv;
+  parallel_for(d.B * d.Hkv, 1, [&](int64_t b0, int64_t b1) {
     float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * d.T));
     float* ds = static_cast<float*>(thread_scratch(kTileDP, sizeof(float) * d.T * d.T));
-    for (int64_t bh = b0; bh < b1; ++bh) {
-      int64_t off = (bh / d.H) * d.T * d.C + (bh % d.H) * d.Dh;
-      scores(d, q + off, k + off, p);
-      for (int64_t i = 0; i < d.T; ++i) {
-        float* row = p + i * d.T;
-        float l = lse[bh * d.T + i];
-        for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - l);
-        for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
+    for (int64_t bk = b0; bk < b1; ++bk) {
+      for (int64_t g = 0; g < group; ++g) {
+        int64_t b = bk / d.Hkv, h = (bk % d.Hkv) * group + g, bh = b * d.H + h;
+        int64_t off = d.q_off(b, h), kv = d.kv_off(b, h);
+        float acc = g == 0 ? 0.f : 1.f;  // the group's heads sum into dk, dv
+        scores(d, q + off, k + kv, p);
+        for (int64_t i = 0; i < d.T; ++i) {
+          float* row = p + i * d.T;
+          float l = lse[bh * d.T + i];
+          for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - l);
+          for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
+        }
+        gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, acc, dv + kv, d.Ckv);
+        gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, d.T);
+        for (int64_t i = 0; i < d.T; ++i) {
+          const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
+          float D = 0.f;
+          for (int64_t c = 0; c < d.Dh; ++c) D += dyr[c] * yr[c];
+          float *srow = ds + i * d.T, *prow = p + i * d.T;
+          for (int64_t j = 0; j < d.T; ++j) srow[j] = prow[j] * (srow[j] - D);
+        }
+        gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + kv, d.Ckv, 0.f, dq + off, d.C);
+        gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, acc, dk + kv, d.Ckv);
       }
-      gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, 0.f, dv + off, d.C);
-      gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + off, d.C, 0.f, ds, d.T);
-      for (int64_t i = 0; i < d.T; ++i) {
-        const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
-        float D = 0.f;
-        for (int64_t c = 0; c < d.Dh; ++c) D += dyr[c] * yr[c];
-        float *srow = ds + i * d.T, *prow = p + i * d.T;
-        for (int64_t j = 0; j < d.T; ++j) srow[j] = prow[j] * (srow[j] - D);
-      }
-      gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + off, d.C, 0.f, dq + off, d.C);
-      gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, 0.f, dk + off, d.C);
     }
   });
 }

@@ -1,7 +1,9 @@
 // Rotary position embedding (RoFormer; the "rotate half" pairing of GPT-NeoX
 // and LLaMA): in each head of x [B, T, H*Dh], element i < Dh/2 pairs with
 // i + Dh/2 and the pair turns by the angle t * base^(-2i/Dh) at position t.
-// attr inverse turns the other way: the gradient of a rotation.
+// attr inverse turns the other way: the gradient of a rotation. attr interleaved
+// pairs 2i with 2i + 1 instead (GPT-J, and llama.cpp's "normal" rope: GGUF llama
+// files store q and k weights permuted for it).
 #include <cmath>
 
 #include "cpu/op_args.h"
@@ -14,6 +16,8 @@ Status k_rope(const OpArgs& a) {
   int64_t T = s[1], C = s[2], H = a.attrs->i("n_head"), Dh = C / H, half = Dh / 2;
   double base = a.attrs->f("base");
   float sign = a.attrs->i("inverse") ? -1.f : 1.f;
+  // element of pair i: first at i1 = i * step1, second at i1 + other
+  int64_t step1 = a.attrs->i("interleaved") ? 2 : 1, other = a.attrs->i("interleaved") ? 1 : half;
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
   parallel_for(s[0] * T, std::max<int64_t>(1, 4096 / C), [&](int64_t r0, int64_t r1) {
@@ -25,9 +29,10 @@ Status k_rope(const OpArgs& a) {
         double angle = t * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
         float c = static_cast<float>(std::cos(angle)), sn = sign * static_cast<float>(std::sin(angle));
         for (int64_t h = 0; h < H; ++h) {
-          float x1 = xr[h * Dh + i], x2 = xr[h * Dh + i + half];
-          yr[h * Dh + i] = x1 * c - x2 * sn;
-          yr[h * Dh + i + half] = x1 * sn + x2 * c;
+          int64_t i1 = h * Dh + i * step1, i2 = i1 + other;
+          float x1 = xr[i1], x2 = xr[i2];
+          yr[i1] = x1 * c - x2 * sn;
+          yr[i2] = x1 * sn + x2 * c;
         }
       }
     }

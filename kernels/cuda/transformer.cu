@@ -223,6 +223,8 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
 }
 
 Status bind_rope(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  if (a.attrs->i("interleaved"))  // GGUF llama's pairing: CPU only so far (docs/cuda.md)
+    return Status::Unsupported("rope with interleaved pairs is not implemented on cuda yet");
   const Shape& xs = a.in[0].shape();
   int64_t T = xs[1], H = a.attrs->i("n_head"), Dh = xs[2] / H, rows = xs[0] * T;
   double base = a.attrs->f("base");

@@ -81,6 +81,8 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 
 // x [B, T, H*Dh] -> y, each head's halves rotated (rope.comp).
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  if (c.op.attrs.i("interleaved"))  // GGUF llama's pairing: CPU only so far (docs/vulkan.md)
+    return Status::Unsupported("rope with interleaved pairs is not implemented on vulkan yet");
   const Shape& xs = c.in(0).type.shape;
   int64_t heads = c.op.attrs.i("n_head"), dh = xs[2] / heads;
   double ratio = std::pow(c.op.attrs.f("base"), -2.0 / static_cast<double>(dh));

@@ -12,6 +12,7 @@
 #include "sgrt/file_io.h"
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
+#include "sgrt/gguf_weights.h"
 #include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
 
@@ -161,7 +162,7 @@ Status claim_checkpoint_dir(const TrainOptions& opts, RunLock* lock) {
 // safetensors) or resumed from the checkpoint, whose seed and planned total win.
 Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
   SG_TRY(s.init(run->seed, run->total_steps));
-  if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_safetensors(s, opts.init_weights);
+  if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_weights(s, opts.init_weights);
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;
   SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved));

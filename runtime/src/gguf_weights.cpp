@@ -1,0 +1,100 @@
+#include "sgrt/gguf_weights.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "sgrt/params.h"
+#include "sgrt/safetensors.h"
+
+namespace sgrt {
+namespace {
+
+Shape row_major(const GgufTensor& t) { return Shape(t.shape.rbegin(), t.shape.rend()); }
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+Status check_gguf_architecture(const GgufFile& f) {
+  std::string arch;
+  SG_TRY(f.get_string("general.architecture", &arch));
+  if (arch != kGgufArchitecture)
+    return Status::Invalid(f.path() + ": architecture '" + arch + "' is not supported (" + kGgufArchitecture + ")");
+  return Status::Ok();
+}
+
+Status import_gguf(Session& s, const std::string& path) {
+  std::unique_ptr<GgufFile> f;
+  SG_TRY(GgufFile::open(path, &f));
+  SG_TRY(check_gguf_architecture(*f));
+  const Model& m = s.model();
+  std::vector<std::pair<int, const GgufTensor*>> plan;
+  size_t bound = 0;
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    const TensorInfo& p = m.tensors()[id];
+    if (p.role != Role::param) continue;
+    const GgufTensor* t = f->find_tensor(p.name);
+    if (!t) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
+    if (row_major(*t) != p.type.shape)
+      return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(row_major(*t)) + " (ggml ne reversed), " +
+                             m.label() + " needs " + shape_str(p.type.shape));
+    if (!gguf_type_supported(t->type))
+      return Status::Invalid(path + ": tensor '" + p.name + "' has type " + gguf_type_name(static_cast<uint32_t>(t->type)) +
+                             "; supported: " + gguf_supported_type_names());
+    plan.push_back({static_cast<int>(id), t});
+    ++bound;
+  }
+  if (bound != f->tensors().size())
+    for (const GgufTensor& t : f->tensors())
+      if (std::none_of(plan.begin(), plan.end(), [&](auto& e) { return e.second == &t; }))
+        return Status::Invalid(path + ": tensor '" + t.name + "' is not a parameter of " + m.label());
+  // One tensor's f32 copy at a time: the dequantized file never sits in memory twice.
+  std::vector<float> values;
+  ParamBytes bytes;
+  for (auto& [id, t] : plan) {
+    values.resize(static_cast<size_t>(t->numel()));
+    SG_TRY(f->dequantize(*t, values));
+    SG_TRY(encode_param(s, id, values, &bytes).with_context(path));
+    SG_TRY(s.write(bytes.tensor, bytes.bytes.data(), bytes.bytes.size()));
+  }
+  return Status::Ok();
+}
+
+Status import_weights(Session& s, const std::string& path) {
+  bool gguf = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+  return gguf ? import_gguf(s, path) : import_safetensors(s, path);
+}
+
+Status llama_config(const GgufFile& f, std::map<std::string, std::string>* out) {
+  SG_TRY(check_gguf_architecture(f));
+  auto& c = *out;
+  const std::pair<const char*, const char*> ints[] = {
+      {"n_layer", "llama.block_count"},         {"n_embd", "llama.embedding_length"},
+      {"n_head", "llama.attention.head_count"}, {"ffn", "llama.feed_forward_length"},
+      {"context", "llama.context_length"}};
+  for (auto& [name, key] : ints) {
+    uint32_t v;
+    SG_TRY(f.get_u32(key, &v));
+    c[name] = std::to_string(v);
+  }
+  uint32_t kv = 0;
+  if (f.has("llama.attention.head_count_kv")) SG_TRY(f.get_u32("llama.attention.head_count_kv", &kv));
+  c["n_kv_head"] = kv ? std::to_string(kv) : c["n_head"];
+  float base = 10000.f, eps;
+  if (f.has("llama.rope.freq_base")) SG_TRY(f.get_f32("llama.rope.freq_base", &base));
+  SG_TRY(f.get_f32("llama.attention.layer_norm_rms_epsilon", &eps));
+  c["rope_base"] = num(base);
+  c["eps"] = num(eps);
+  const GgufTensor* emb = f.find_tensor("token_embd.weight");
+  if (!emb || emb->shape.size() != 2) return Status::Invalid(f.path() + ": has no 2-D tensor 'token_embd.weight'");
+  c["vocab"] = std::to_string(emb->shape[1]);
+  c["tie"] = f.find_tensor("output.weight") ? "false" : "true";
+  return Status::Ok();
+}
+
+}  // namespace sgrt

@@ -1,0 +1,19 @@
+// `--init-weights FILE.gguf` on a .lua model: the file's llama metadata
+// (n_layer, n_embd, ...; sgrt/gguf_weights.h) become --set defaults, so
+// models/llama.lua takes the file's shape; an explicit --set wins.
+#pragma once
+#include <map>
+#include <string>
+
+#include "args.h"
+
+namespace sgrt::tool {
+
+bool is_gguf(const std::string& path);
+
+// Adds the GGUF's config to a->sets for each key the command line does not
+// set; *config gets the file's values. Nothing happens for a non-GGUF
+// --init-weights or a compiled .sg model.
+Status apply_gguf_config(Args* a, std::map<std::string, std::string>* config);
+
+}  // namespace sgrt::tool
