@@ -15,6 +15,8 @@ Isa detect() {
       !__builtin_cpu_supports("avx512vl"))
     return Isa::avx2;
   return __builtin_cpu_supports("avx512bf16") ? Isa::avx512_bf16 : Isa::avx512;
+#elif defined(__aarch64__)
+  return Isa::neon;
 #else
   return Isa::generic;
 #endif
@@ -22,9 +24,9 @@ Isa detect() {
 
 Isa env_limit() {
   const char* s = std::getenv("SGRT_ISA");
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (Isa i : kIsas)
     if (s && std::strcmp(s, isa_name(i)) == 0) return i;
-  return Isa::avx512_bf16;
+  return kTopIsa;
 }
 
 std::atomic<Isa> g_limit{env_limit()};
@@ -46,9 +48,13 @@ void set_isa_limit(Isa max) { g_limit.store(max, std::memory_order_relaxed); }
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::generic: return "generic";
+#if defined(__aarch64__)
+    case Isa::neon: return "neon";
+#else
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
     case Isa::avx512_bf16: return "avx512_bf16";
+#endif
   }
   return "?";
 }

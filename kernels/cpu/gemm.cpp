@@ -127,6 +127,9 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   else if (isa >= Isa::avx512) gemm_impl::run_avx512(p);
   else if (isa == Isa::avx2) gemm_impl::run_avx2(p);
   else gemm_impl::run_generic(p);
+#elif defined(__aarch64__)
+  if (active_isa() == Isa::neon) gemm_impl::run_neon(p);
+  else gemm_impl::run_generic(p);
 #else
   gemm_impl::run_generic(p);
 #endif
