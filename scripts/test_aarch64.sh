@@ -45,11 +45,12 @@ single_thread='*thread count*,*thread-count*,parallel_for*'
 for t in test_layering test_formats test_quantize; do
   "${qemu[@]}" "$cross/tests/$t" -tce="$single_thread" >/dev/null
 done
-# test_gemm on the default CPU (qemu's "max") covers both paths (portable and NEON,
-# forced by set_isa_limit); a Cortex-A53 (Advanced SIMD only) runs the bit-identity
-# check; SGRT_ISA=generic forces the portable kernel from the environment.
+# test_gemm on the default CPU (qemu's "max", with BF16) covers every path (portable,
+# neon, neon_bf16, forced by set_isa_limit); a Cortex-A53 (no BF16: detected as neon)
+# runs the bit-identity check and the FP8 cases; SGRT_ISA=generic forces the
+# portable kernel from the environment.
 "${qemu[@]}" "$cross/tests/test_gemm" -tce="$single_thread" >/dev/null
-QEMU_CPU=cortex-a53 "${qemu[@]}" "$cross/tests/test_gemm" -tc='NEON*' >/dev/null
+QEMU_CPU=cortex-a53 "${qemu[@]}" "$cross/tests/test_gemm" -tc='NEON*,FP8*' >/dev/null
 SGRT_ISA=generic "${qemu[@]}" "$cross/tests/test_gemm" -tc='gemm_f32*' >/dev/null
 scripts/size_report.sh --check "$cross"
 echo "test_aarch64: suites pass under qemu-aarch64"

@@ -3,6 +3,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1 << 14)  // the Linux kernel's bit; older C libraries lack the name
+#endif
+#endif
 
 namespace sgrt::cpu {
 namespace {
@@ -16,7 +22,7 @@ Isa detect() {
     return Isa::avx2;
   return __builtin_cpu_supports("avx512bf16") ? Isa::avx512_bf16 : Isa::avx512;
 #elif defined(__aarch64__)
-  return Isa::neon;
+  return getauxval(AT_HWCAP2) & HWCAP2_BF16 ? Isa::neon_bf16 : Isa::neon;
 #else
   return Isa::generic;
 #endif
@@ -50,6 +56,7 @@ const char* isa_name(Isa isa) {
     case Isa::generic: return "generic";
 #if defined(__aarch64__)
     case Isa::neon: return "neon";
+    case Isa::neon_bf16: return "neon_bf16";
 #else
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";

@@ -11,6 +11,7 @@ enum class Isa : uint8_t {
   generic,     // portable C++
 #if defined(__aarch64__)
   neon,        // Advanced SIMD: baseline on AArch64, so always detected
+  neon_bf16,   // + FEAT_BF16 (HWCAP2_BF16): FP8/FP4/BF16 GEMMs on BFDOT
 #else
   avx2,        // AVX2 + FMA
   avx512,      // AVX-512 F/BW/VL
@@ -20,7 +21,7 @@ enum class Isa : uint8_t {
 
 // Every level of this build, lowest first.
 #if defined(__aarch64__)
-inline constexpr Isa kIsas[] = {Isa::generic, Isa::neon};
+inline constexpr Isa kIsas[] = {Isa::generic, Isa::neon, Isa::neon_bf16};
 #else
 inline constexpr Isa kIsas[] = {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
 #endif
