@@ -28,8 +28,8 @@ for build in "$@"; do
   # A cross build (aarch64) is read with its own binutils (binutils-aarch64-linux-gnu).
   tools=
   readelf -h "$so" | grep -q AArch64 && [ "$(uname -m)" != aarch64 ] && tools=aarch64-linux-gnu-
-  nm() { "${tools}nm" "$@"; }
-  strip() { "${tools}strip" "$@"; }
+  nm() { command "${tools}nm" "$@"; }
+  strip() { command "${tools}strip" "$@"; }
   backends=cpu
   nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_vulkan_backend' && backends="$backends,vulkan"
   nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_cuda_backend' && backends="$backends,cuda"
