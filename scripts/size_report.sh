@@ -27,6 +27,11 @@ problem() { echo "  FAIL: $*"; fail=1; }
 for build in "$@"; do
   a="$build/runtime/libsgrt.a" so="$build/runtime/libsgrt.so"
   [ -f "$a" ] && [ -f "$so" ] || { echo "$build: no libsgrt.a / libsgrt.so (build sgrt_static sgrt_shared)" >&2; exit 2; }
+  # A cross build (aarch64) is read with its own binutils (binutils-aarch64-linux-gnu).
+  tools=
+  readelf -h "$so" | grep -q AArch64 && [ "$(uname -m)" != aarch64 ] && tools=aarch64-linux-gnu-
+  nm() { command "${tools}nm" "$@"; }
+  strip() { command "${tools}strip" "$@"; }
   backends=cpu
   nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_vulkan_backend' && backends="$backends,vulkan"
   nm -C "$a" 2>/dev/null | grep -q 'T sgrt::make_cuda_backend' && backends="$backends,cuda"

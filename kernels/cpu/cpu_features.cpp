@@ -3,6 +3,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1 << 14)  // the Linux kernel's bit; older C libraries lack the name
+#endif
+#endif
 
 namespace sgrt::cpu {
 namespace {
@@ -15,6 +21,8 @@ Isa detect() {
       !__builtin_cpu_supports("avx512vl"))
     return Isa::avx2;
   return __builtin_cpu_supports("avx512bf16") ? Isa::avx512_bf16 : Isa::avx512;
+#elif defined(__aarch64__)
+  return getauxval(AT_HWCAP2) & HWCAP2_BF16 ? Isa::neon_bf16 : Isa::neon;
 #else
   return Isa::generic;
 #endif
@@ -22,9 +30,9 @@ Isa detect() {
 
 Isa env_limit() {
   const char* s = std::getenv("SGRT_ISA");
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (Isa i : kIsas)
     if (s && std::strcmp(s, isa_name(i)) == 0) return i;
-  return Isa::avx512_bf16;
+  return kTopIsa;
 }
 
 std::atomic<Isa> g_limit{env_limit()};
@@ -46,9 +54,14 @@ void set_isa_limit(Isa max) { g_limit.store(max, std::memory_order_relaxed); }
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::generic: return "generic";
+#if defined(__aarch64__)
+    case Isa::neon: return "neon";
+    case Isa::neon_bf16: return "neon_bf16";
+#else
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
     case Isa::avx512_bf16: return "avx512_bf16";
+#endif
   }
   return "?";
 }

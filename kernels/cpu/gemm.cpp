@@ -120,14 +120,19 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   outer_scales(a, alpha, rs);
   outer_scales(b, 1.0f, cs);
   const Problem p{M, N, K, source(a, false, M, K, ka), source(b, true, N, K, kb), rs.data(), cs.data(), beta, C, ldc};
-#if defined(__x86_64__)
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
+#if defined(__x86_64__)
   if (isa == Isa::avx512_bf16 && low_precision) gemm_impl::run_avx512_bf16(p);
   else if (isa >= Isa::avx512) gemm_impl::run_avx512(p);
   else if (isa == Isa::avx2) gemm_impl::run_avx2(p);
   else gemm_impl::run_generic(p);
+#elif defined(__aarch64__)
+  if (isa == Isa::neon_bf16 && low_precision) gemm_impl::run_neon_bf16(p);
+  else if (isa >= Isa::neon) gemm_impl::run_neon(p);
+  else gemm_impl::run_generic(p);
 #else
+  (void)isa, (void)low_precision;
   gemm_impl::run_generic(p);
 #endif
   return nullptr;

@@ -8,9 +8,9 @@
 //
 // How it runs: operands are decoded while being packed into cache-sized panels, so
 // FP8/FP4 cost no extra pass. When neither operand is f32 and the CPU has
-// AVX512_BF16, panels hold BF16 (E4M3/E5M2/E2M1 and their products with E8M0 or
+// AVX512_BF16 (AArch64: FEAT_BF16, bfdot), panels hold BF16 (E4M3/E5M2/E2M1 and their products with E8M0 or
 // E4M3 scales are exact in BF16) and the inner loop is vdpbf16ps; otherwise panels
-// hold f32 and the inner loop is FMA (AVX-512, AVX2 or portable, by CPUID; see
+// hold f32 and the inner loop is FMA (AVX-512, AVX2 or portable by CPUID; NEON on AArch64; see
 // cpu_features.h). Both cores are used; each C element's K-reduction stays on one
 // thread in a fixed order, so results do not depend on the thread count.
 // vdpbf16ps treats BF16 subnormals (|v| < 2^-126) as zero: keep scaled inputs normal.

@@ -33,5 +33,7 @@ void run_generic(const Problem& p);
 void run_avx2(const Problem& p);
 void run_avx512(const Problem& p);
 void run_avx512_bf16(const Problem& p);
+void run_neon(const Problem& p);       // AArch64 only
+void run_neon_bf16(const Problem& p);  // AArch64 only
 
 }  // namespace sgrt::cpu::gemm_impl
