@@ -9,11 +9,12 @@ build=${BUILD_DIR:-build-test}
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 # SANITIZE=1: ASan + UBSan in build-asan (docs/reliability.md), any report fails
 # its test; no benchmarks, and without the tests that train on the real data
-# set, run on Vulkan (lavapipe is not instrumented) or measure release binaries.
+# set, run on Vulkan (lavapipe is not instrumented), measure release binaries or
+# run the 135M-parameter SmolLM2 against its reference (minutes under ASan).
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${BUILD_DIR:-build-asan}
   cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSGRT_SANITIZE=ON -DSGRT_BENCH=OFF)
-  set -- -E '^(size_report|test_determinism|test_edge_example|test_vulkan_.*|test_formats_glsl)$' "$@"
+  set -- -E '^(size_report|test_determinism|test_edge_example|test_vulkan_.*|test_formats_glsl|test_llama_reference)$' "$@"
 fi
 # Where the CUDA toolkit is installed (CI: no GPU), build the CUDA backend too, for
 # one architecture (~40 s more on 2 cores); its tests compile, link and skip. Not
