@@ -1,5 +1,7 @@
 #include "serialize.h"
 
+#include <algorithm>
+
 #include "memory_plan.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
@@ -29,7 +31,10 @@ Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
 
 Offset<sg::Op> write_op(FlatBufferBuilder& b, const Op& op) {
   std::vector<Offset<sg::Attr>> attrs;
-  for (const Attr& a : op.attrs.all())
+  // Sorted by name: a Lua table's keys come in no fixed order, the file's bytes must.
+  std::vector<Attr> sorted = op.attrs.all();
+  std::sort(sorted.begin(), sorted.end(), [](const Attr& x, const Attr& y) { return x.name < y.name; });
+  for (const Attr& a : sorted)
     attrs.push_back(sg::CreateAttrDirect(b, a.name.c_str(), a.i, a.f, &a.ints, static_cast<sg::AttrKind>(a.kind)));
   return sg::CreateOpDirect(b, static_cast<int32_t>(op.code), &op.in, &op.out, &attrs, write_loc(b, op.loc),
                             op_info(op.code).version);
