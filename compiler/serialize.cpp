@@ -63,7 +63,9 @@ std::vector<uint8_t> serialize(const Graph& g) {
   auto opt = sg::CreateOptimizer(b, o.kind, o.lr, o.momentum, o.beta1, o.beta2, o.eps, o.weight_decay, o.schedule,
                                  o.warmup_steps, o.min_lr_ratio);
   std::vector<Offset<sg::DataField>> fields;
-  for (auto& [field, id] : g.data.fields) fields.push_back(sg::CreateDataFieldDirect(b, field.c_str(), id));
+  auto bound = g.data.fields;  // sorted by name, as the attributes: the file's bytes are fixed
+  std::sort(bound.begin(), bound.end());
+  for (auto& [field, id] : bound) fields.push_back(sg::CreateDataFieldDirect(b, field.c_str(), id));
   auto data = sg::CreateDataBindingDirect(b, g.data.dataset.c_str(), g.data.path.c_str(), &fields, g.data.shuffle,
                                           g.data.batch);
   auto metrics = write_named(b, g.metrics);

@@ -146,3 +146,14 @@ TEST_CASE("docs/ops.md holds the op table sgrt ops prints") {
   CHECK_MESSAGE(doc.find(r.out) != std::string::npos,
                 "docs/ops.md is out of date: regenerate its table with `sgrt ops` (docs/adding_an_op.md)");
 }
+
+TEST_CASE("compiling a script twice writes the same bytes (attributes in a fixed order)") {
+  test::TempDir dir;
+  // matmul's attributes come from a Lua table, whose keys iterate in no fixed order.
+  std::string a = dir.path + "/a.sg", b = dir.path + "/b.sg";
+  REQUIRE(test::run_tool({"compile", "models/gpt.lua", "--set", "n_layer=1", "-o", a}).code == 0);
+  REQUIRE(test::run_tool({"compile", "models/gpt.lua", "--set", "n_layer=1", "-o", b}).code == 0);
+  std::string x = test::slurp(a), y = test::slurp(b);
+  REQUIRE(!x.empty());
+  CHECK(x == y);
+}
