@@ -225,7 +225,7 @@ TEST_CASE("fuzz_lua: a step count or seed of inf or NaN is an error (was an unde
 }
 
 TEST_CASE("fuzz_safetensors: a bad \\u escape in a header name is a Status (was an exception from std::stoul)") {
-  for (const std::string name : {std::string("\\uZZZZ"), std::string("\\u+123"), std::string("\\u 123"), std::string("\\\0", 2)}) {
+  for (const std::string& name : {std::string("\\uZZZZ"), std::string("\\u+123"), std::string("\\u 123"), std::string("\\\0", 2)}) {
     std::string header = "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     std::vector<uint8_t> b(8);
     uint64_t n = header.size();
