@@ -17,6 +17,17 @@ Status Args::get_int(const std::string& f, int64_t def, int64_t* out) const {
   return Status::Ok();
 }
 
+Status Args::get_double(const std::string& f, double def, double lo, double hi, double* out) const {
+  auto it = flags.find(f);
+  if (it == flags.end()) { *out = def; return Status::Ok(); }
+  char* end = nullptr;
+  *out = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end || !(*out >= lo && *out <= hi))
+    return Status::Invalid(f + " expects a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
+                           it->second + "'");
+  return Status::Ok();
+}
+
 Status parse_args(int argc, char** argv, int first, const std::set<std::string>& valued,
                   const std::set<std::string>& bare, Args* out) {
   for (int i = first; i < argc; ++i) {

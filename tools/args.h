@@ -21,6 +21,8 @@ struct Args {
     return it == flags.end() ? def : it->second;
   }
   Status get_int(const std::string& f, int64_t def, int64_t* out) const;
+  // A finite number in [lo, hi] (def when the flag is absent).
+  Status get_double(const std::string& f, double def, double lo, double hi, double* out) const;
 };
 
 // valued: flags that take a value ("--steps 10" or "--steps=10"); bare: switches.

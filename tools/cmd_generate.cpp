@@ -20,17 +20,6 @@
 namespace sgrt::tool {
 namespace {
 
-Status get_number(const Args& a, const std::string& flag, double def, double lo, double hi, double* out) {
-  *out = def;
-  if (!a.has(flag)) return Status::Ok();
-  const std::string v = a.get(flag);
-  char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end || !(*out >= lo && *out <= hi))
-    return Status::Invalid(flag + " expects a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
-  return Status::Ok();
-}
-
 bool has_set(const Args& a, const std::string& key) {
   for (auto& [k, v] : a.sets)
     if (k == key) return true;
@@ -91,8 +80,8 @@ Status cmd_generate(int argc, char** argv) {
   SG_TRY(a.get_int("--tokens", 200, &count));
   SG_TRY(a.get_int("--top-k", 0, &top_k));
   SG_TRY(a.get_int("--seed", 1, &seed));
-  SG_TRY(get_number(a, "--temperature", 0.0, 0.0, 100.0, &o.temperature));
-  SG_TRY(get_number(a, "--top-p", 1.0, 1e-6, 1.0, &o.top_p));
+  SG_TRY(a.get_double("--temperature", 0.0, 0.0, 100.0, &o.temperature));
+  SG_TRY(a.get_double("--top-p", 1.0, 1e-6, 1.0, &o.top_p));
   o.top_k = top_k;
   o.seed = static_cast<uint64_t>(seed);
   if (count < 1) return Status::Invalid("--tokens must be at least 1");

@@ -20,16 +20,6 @@
 namespace sgrt::tool {
 namespace {
 
-Status get_double(const Args& a, const std::string& flag, double def, double* out) {
-  *out = def;
-  if (!a.has(flag)) return Status::Ok();
-  const std::string v = a.get(flag);
-  char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end || !(*out > 0) || !std::isfinite(*out)) return Status::Invalid(flag + " expects a positive number, got '" + v + "'");
-  return Status::Ok();
-}
-
 // The input bound as "tokens" and the "logits" output.
 Status find_io(const Model& m, int* tokens, int* logits) {
   *tokens = *logits = -1;
@@ -63,7 +53,7 @@ Status cmd_run(int argc, char** argv) {
   SG_TRY(a.get_int("--tokens", 200, &count));
   SG_TRY(a.get_int("--top-k", 0, &top_k));
   SG_TRY(a.get_int("--seed", 1, &seed));
-  SG_TRY(get_double(a, "--temperature", 1.0, &temperature));
+  SG_TRY(a.get_double("--temperature", 1.0, 1e-6, 100.0, &temperature));  // > 0: logits are divided by it
   std::shared_ptr<const Model> m;
   SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
   int tokens, logits;

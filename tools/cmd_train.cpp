@@ -112,14 +112,6 @@ std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
   };
 }
 
-Status double_flag(const Args& a, const std::string& flag, double* out) {
-  const std::string v = a.get(flag);
-  char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end || !std::isfinite(*out)) return Status::Invalid(flag + " expects a number, got '" + v + "'");
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status cmd_train(int argc, char** argv) {
@@ -155,7 +147,7 @@ Status cmd_train(int argc, char** argv) {
   std::unique_ptr<Dataset> train_part, validation;
   if (a.has("--val-split")) {
     double f;
-    SG_TRY(double_flag(a, "--val-split", &f));
+    SG_TRY(a.get_double("--val-split", 0.0, 0.0, 1.0, &f));  // split_validation checks (0, 1)
     // A text corpus has a window per byte: evaluate on 1024 of them, evenly spaced.
     int64_t max_examples = tokens_per_example(*m) > 0 ? 1024 : 0;
     SG_TRY(split_validation(std::shared_ptr<const Dataset>(std::move(data)), f, max_examples, &train_part, &validation));
