@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: builds sgrt with the CUDA backend for every
-# target architecture, runs the CUDA tests (cross-backend op check, training on
-# Fashion-MNIST) and the FP8-vs-BF16 GEMM benchmark, in a few minutes. Prints the
-# figures and, when $OUT is set, writes them there (gpu.txt, tests.txt,
-# gemm_cuda.jsonl) for bench/RESULTS.md.
+# On a machine with an NVIDIA GPU, in one command (a few minutes on an H200):
+# the CUDA op cross-check and whole-step training tests, the Vulkan tests on the
+# same GPU (when a Vulkan driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench
+# to 8192^3, a compiled graph's matmul on CUDA and Vulkan side by side, the
+# training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
+# backends, `sgrt train` on each backend, and compute-sanitizer's memcheck over
+# the CUDA op tests. Figures go to $OUT (one file per part) for bench/RESULTS.md.
+# Exit status: 1 when any test or bench failed (the rest still runs).
+#
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,23 +16,54 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 status=0
 
-nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+# step NAME FILE LIMIT_S CMD...: runs CMD under a time limit, appending to FILE.
+step() {
+  local name=$1 file=$2 limit=$3
+  shift 3
+  echo "== $name" | tee -a "$out/$file"
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee -a "$out/$file"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: exit $rc, $((SECONDS - t0)) s" | tee -a "$out/$file"
+  [ "$rc" = 0 ] || status=1
+}
+
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-87;89;90a}" -DSGRT_VULKAN=OFF >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target test_cuda_ops test_cuda_train bench_gemm_cuda || exit 1
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
+  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train bench_gemm_cuda \
+    bench_gemm_graph bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
+    test_vulkan_gemm || exit 1
 fi
 
-# Tests (their MESSAGEs carry the accuracies; "skipping" here means no usable device).
-for t in test_cuda_ops test_cuda_train; do
-  echo "== $t" | tee -a "$out/tests.txt"
-  "$build/tests/$t" 2>&1 | tee -a "$out/tests.txt"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# The backends built in, and whether a Vulkan device opens here (a 64^3 matmul).
+"$build/tools/sgrt" --version | tee -a "$out/gpu.txt"
+vulkan=0
+"$build/bench/bench_gemm_graph" --backend vulkan --sizes 64 --recipes fp32 --reps 1 >>"$out/gpu.txt" 2>&1 && vulkan=1
+
+for t in test_cuda_ops test_cuda_train; do step "$t" tests.txt 150 "$build/tests/$t"; done
+if [ "$vulkan" = 1 ]; then
+  for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
+    [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
+  done
+else
+  echo "== vulkan: no Vulkan device here (see gpu.txt); its tests and benches are skipped" | tee -a "$out/tests.txt"
+fi
+
+step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30
+for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
+  step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
+    --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
+  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 20
+  step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
+    --recipe fp8 --steps 1200 --log-every 300
 done
 
-echo "== bench_gemm_cuda" | tee -a "$out/tests.txt"
-"$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30 | tee "$out/gemm_cuda.jsonl"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
-echo "figures in $out"
+if command -v compute-sanitizer >/dev/null; then
+  step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 150 compute-sanitizer --tool memcheck \
+    --error-exitcode 1 "$build/tests/test_cuda_ops"
+fi
+echo "figures in $out (exit $status)"
 exit $status

@@ -31,6 +31,7 @@ Bench (bench/train.cpp runs it; one JSON line on stdout):
     OMP_WAIT_POLICY=passive /usr/bin/python3 scripts/make_gpt_reference.py --bench gpt \
         --threads 2 --n_layer 4 --n_embd 256 --n_head 4 --block 128 --batch 16 --steps 10
     ... --bench mlp --batch 100 --hidden 500 --steps 50
+    ... --device cuda    (PyTorch on the GPU: the peer of sgrt's CUDA and Vulkan backends)
 """
 import argparse
 import gzip
@@ -164,20 +165,23 @@ def bench(cfg):
     torch.set_num_threads(cfg.threads)
     torch.set_num_interop_threads(cfg.threads)
     gen = torch.Generator().manual_seed(1)
+    dev = torch.device(cfg.device)
+    # A GPU step is timed to completion, as sgrt's (which reads its loss).
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     if cfg.bench == "gpt":
-        params = make_params(cfg, torch.float32, gen)
-        tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block), generator=gen)
-        targets = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block), generator=gen)
+        params = {n: t.detach().to(dev).requires_grad_(True) for n, t in make_params(cfg, torch.float32, gen).items()}
+        tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block), generator=gen).to(dev)
+        targets = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block), generator=gen).to(dev)
         loss_fn = lambda: gpt_loss(cfg, params, tokens, targets)
         per_step, unit = cfg.batch * cfg.block, "tokens_per_s"
     else:
-        w1 = (torch.randn(cfg.hidden, 784, generator=gen) * 0.03).requires_grad_(True)
-        b1 = torch.zeros(cfg.hidden, requires_grad=True)
-        w2 = (torch.randn(10, cfg.hidden, generator=gen) * 0.03).requires_grad_(True)
-        b2 = torch.zeros(10, requires_grad=True)
+        w1 = (torch.randn(cfg.hidden, 784, generator=gen) * 0.03).to(dev).requires_grad_(True)
+        b1 = torch.zeros(cfg.hidden, device=dev, requires_grad=True)
+        w2 = (torch.randn(10, cfg.hidden, generator=gen) * 0.03).to(dev).requires_grad_(True)
+        b2 = torch.zeros(10, device=dev, requires_grad=True)
         params = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
-        x = torch.rand(cfg.batch, 784, generator=gen)
-        y = torch.randint(0, 10, (cfg.batch,), generator=gen)
+        x = torch.rand(cfg.batch, 784, generator=gen).to(dev)
+        y = torch.randint(0, 10, (cfg.batch,), generator=gen).to(dev)
         loss_fn = lambda: F.cross_entropy(F.linear(F.linear(x, w1, b1).relu(), w2, b2), y)
         per_step, unit = cfg.batch, "samples_per_s"
     opt = make_optimizer(cfg, params)
@@ -187,12 +191,13 @@ def bench(cfg):
         opt.zero_grad()
         loss_fn().backward()
         opt.step()
+        sync()
         if i >= cfg.warmup_steps:
             times.append(time.perf_counter() - t0)
     times.sort()
     median = times[len(times) // 2]
     print(json.dumps({"framework": "pytorch", "model": cfg.bench, unit: per_step / median, "step_s": median,
-                      "steps": cfg.steps, "threads": torch.get_num_threads(),
+                      "steps": cfg.steps, "device": str(dev), "threads": torch.get_num_threads(),
                       "interop_threads": torch.get_num_interop_threads(),
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "blas": blas_in_use(),
                       "torch": torch.__version__,
@@ -205,6 +210,7 @@ def main():
     ap.add_argument("-o", "--output", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "gpt_reference.bin"))
     ap.add_argument("--bench", choices=["gpt", "mlp"])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the bench only)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup_steps", type=int, default=2)
     ap.add_argument("--n_layer", type=int, default=2)

@@ -1,0 +1,102 @@
+// A compiled graph's matmul on any backend, as users get it: bench/gemm_graph.lua
+// (one n×n×n matmul) under a recipe, its "infer" program timed to completion
+// (the Vulkan backend waits on its fence; CUDA's step ends with a read of the
+// loss). So the figure includes the recipe's quantization of both operands and
+// the launch overhead — the same on every backend, which makes the Vulkan/CUDA
+// ratio fair. One JSON line per size and recipe: median TFLOP/s over the reps.
+//
+//   bench_gemm_graph [--backend B] [--sizes 1024,4096] [--recipes fp32,bf16,fp8] [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compile.h"
+#include "dsl.h"
+#include "serialize.h"
+#include "sgrt/session.h"
+
+using namespace sgrt;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_gemm_graph: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void check(const Status& st) {
+  if (!st.ok()) die(st.message());
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+// Median seconds of the infer program at n under `recipe` (after two warm-ups).
+double time_infer(const std::string& backend, int64_t n, const std::string& recipe, int reps) {
+  dsl::ScriptOptions opts;
+  opts.set = {{"n", std::to_string(n)}};
+  compiler::Graph g;
+  check(dsl::load_script(SGRT_SOURCE_DIR "/bench/gemm_graph.lua", opts, &g));
+  g.recipe = recipe;
+  check(compiler::compile(g));
+  std::unique_ptr<Model> loaded;
+  check(Model::load_bytes(compiler::serialize(g), "gemm_graph.sg", &loaded));
+  std::shared_ptr<const Model> model = std::move(loaded);
+  std::unique_ptr<Backend> be;
+  check(make_backend(backend, &be));
+  std::unique_ptr<Session> s;
+  check(Session::create(model, std::move(be), &s));
+  check(s->init(1, 1));
+  std::vector<float> a(static_cast<size_t>(n * n));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 2654435761u) >> 8 & 0xffff) / 32768.f - 1.f;
+  check(s->write(model->find_tensor("a"), a.data(), a.size() * 4));
+  int prog;
+  check(s->find_program("infer", &prog));
+  std::vector<double> t;
+  for (int i = 0; i < reps + 2; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    check(s->run(prog));
+    float loss;
+    check(s->read_scalar(model->loss(), &loss));
+    if (i >= 2) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string backend = "cpu", sizes = "1024,2048,4096", recipes = "fp32,bf16,fp8";
+  int reps = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--backend")) backend = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--sizes")) sizes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--recipes")) recipes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else die(std::string("unknown argument ") + argv[i] + " (--backend B, --sizes a,b, --recipes r,s, --reps N)");
+  }
+  if (argc % 2 == 0) die("every option takes a value (--backend B, --sizes a,b, --recipes r,s, --reps N)");
+  if (reps < 1) die("--reps must be at least 1");
+  for (const std::string& size : split(sizes)) {
+    int64_t n = std::atoll(size.c_str());
+    if (n < 1) die("bad size '" + size + "'");
+    for (const std::string& recipe : split(recipes)) {
+      double sec = time_infer(backend, n, recipe, reps);
+      std::printf("{\"bench\":\"gemm_graph\",\"backend\":\"%s\",\"n\":%lld,\"recipe\":\"%s\",\"reps\":%d,\"ms_median\":%.3f,"
+                  "\"tflops_median\":%.3f}\n",
+                  backend.c_str(), static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, 2.0 * n * n * n / sec * 1e-12);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
