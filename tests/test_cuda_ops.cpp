@@ -97,7 +97,7 @@ TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {
   // d and h multiples of 16 reach the FP8 tensor-core path (K % 16 == 0); the odd
   // shapes above take the decode-to-BF16 path.
   for (const char* r : {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp4", "nvfp4"}) {
-    INFO("recipe " << r);
+    INFO("recipe " << std::string(r));
     cross_check(kModelA, {{"recipe", r}});
     cross_check(kModelA, {{"recipe", r}, {"n", "64"}, {"d", "96"}, {"h", "48"}, {"c", "16"}});
   }
@@ -106,7 +106,7 @@ TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {
 TEST_CASE("cuda agrees with the cpu on FP8/FP16 optimizer state and clipping") {
   if (!test::cuda_device_present()) return;
   for (const char* level : {"O1", "O2", "O3"}) {
-    INFO("state " << level);
+    INFO("state " << std::string(level));
     cross_check(kModelA, {{"state", level}, {"clip", "0.5"}});
     cross_check(kModelB, {{"state", level}});
   }

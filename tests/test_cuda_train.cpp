@@ -40,7 +40,7 @@ TEST_CASE("the Fashion-MNIST MLP trains on cuda to the cpu's accuracy") {
   // the test accuracies (10000 images) agree to within a few tenths of a percent.
   for (const char* r : {"fp32", "fp8", "fp4"}) {
     float cpu = accuracy_on("cpu", r), gpu = accuracy_on("cuda", r);
-    MESSAGE(r << ": cpu " << cpu << ", cuda " << gpu);
+    MESSAGE(std::string(r) << ": cpu " << cpu << ", cuda " << gpu);
     CHECK(gpu > 0.75f);
     CHECK_MESSAGE(std::fabs(gpu - cpu) < 0.01f, r);
   }

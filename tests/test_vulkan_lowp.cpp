@@ -63,6 +63,19 @@ std::vector<float> floats_of(const std::vector<uint8_t>& b) {
 }
 
 // Every tensor's bytes from the CPU session to the Vulkan one.
+// Largest distance, in steps of the format, between two arrays of 16-bit codes
+// (sign-magnitude mapped onto a line, so -0 and +0 are 0 apart).
+int max_code_steps16(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  auto line = [](const std::vector<uint8_t>& v, size_t i) {
+    uint16_t c;
+    std::memcpy(&c, v.data() + 2 * i, 2);
+    return (c & 0x8000u) ? -static_cast<int>(c & 0x7FFFu) : static_cast<int>(c);
+  };
+  int worst = 0;
+  for (size_t i = 0; i < a.size() / 2; ++i) worst = std::max(worst, std::abs(line(a, i) - line(b, i)));
+  return worst;
+}
+
 void sync(const Session& cpu, Session& gpu) {
   const std::vector<TensorInfo>& ts = cpu.model().tensors();
   for (size_t id = 0; id < ts.size(); ++id)
@@ -100,12 +113,18 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
     sync(cpu, gpu);
     test::run(cpu, name);
     test::run(gpu, name);
+    // Quantizing is exact arithmetic: the same codes. An optimizer update computes
+    // in f32, and the shader's b^t (repeated squaring; the CPU calls pow) and the
+    // driver's division and square root (2.5 ulp allowed by Vulkan) may differ in
+    // the last f32 bit, which now and then moves a 16-bit master or moment one
+    // step (seen on an NVIDIA H200; never on lavapipe).
     bool exact = op.code == OpCode::Quantize || op.code == OpCode::ClampOutliers;
     for (int id : op.out) {
       const TensorInfo& t = cpu.model().tensors()[id];
       INFO(recipe << " " << name << " " << op_info(op.code).name << " (" << op.loc << "): " << t.name << " " << type_str(t.type));
       std::vector<uint8_t> a = bytes_of(cpu, id), b = bytes_of(gpu, id);
-      if (exact || t.type.dtype != DType::f32) CHECK(a == b);
+      if (!exact && dtype_bits(t.type.dtype) == 16) CHECK(max_code_steps16(a, b) <= 1);
+      else if (exact || t.type.dtype != DType::f32) CHECK(a == b);
       else CHECK(test::normalized_error(floats_of(b), floats_of(a)) <= test::kF32Bound);
     }
   }

@@ -13,6 +13,26 @@ uint32_t alignment(uintptr_t addr) {
   return a == 0 || a > 256 ? 256u : static_cast<uint32_t>(a);
 }
 
+const char* type_name(cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_32F: return "f32";
+    case CUDA_R_16BF: return "bf16";
+    case CUDA_R_16F: return "f16";
+    case CUDA_R_8F_E4M3: return "e4m3";
+    case CUDA_R_8F_E5M2: return "e5m2";
+    default: return "?";
+  }
+}
+
+// The GEMM in a failure message: what cuBLASLt was asked, in matmul's terms.
+std::string describe(const GemmSpec& s) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  return " (M=" + n(s.m) + ", N=" + n(s.n) + ", K=" + n(s.k) + ", A " + type_name(s.type_a) + (s.trans_a ? "^T" : "") +
+         " ld " + n(s.lda) + ", B " + type_name(s.type_b) + (s.trans_b ? "^T" : "") + " ld " + n(s.ldb) + ", C ld " +
+         n(s.ldc) + "; alignment A " + n(alignment(s.addr_a)) + ", B " + n(alignment(s.addr_b)) + ", C " +
+         n(alignment(s.addr_c)) + (s.scale_a ? ", scale pointers" : "") + (s.fast_accum ? ", fast accumulation" : "") + ")";
+}
+
 }  // namespace
 
 LtGemm::~LtGemm() {
@@ -64,8 +84,7 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
                        "cublasLtMatmulAlgoGetHeuristic");
   cublasLtMatmulPreferenceDestroy(pref);
   if (!st.ok() || found == 0)
-    return Status::Unsupported("cublasLt has no algorithm for this GEMM (M=" + std::to_string(s.m) + ", N=" +
-                               std::to_string(s.n) + ", K=" + std::to_string(s.k) + ")" +
+    return Status::Unsupported("cublasLt has no algorithm for this GEMM" + describe(s) +
                                (st.ok() ? std::string() : ": " + st.message()));
   g->algo_ = best.algo;
   *out = std::move(g);
@@ -74,9 +93,14 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
 
 Status LtGemm::run(const void* a, const void* b, float* c, cudaStream_t stream) const {
   const float one = 1.f, zero = 0.f;
-  return cublas_status(cublasLtMatmul(lt_, op_, &one, b, la_, a, lb_, &zero, c, lc_, c, lc_, &algo_, spec_.workspace,
-                                      spec_.workspace_bytes, stream),
-                       "cublasLtMatmul");
+  Status st = cublas_status(cublasLtMatmul(lt_, op_, &one, b, la_, a, lb_, &zero, c, lc_, c, lc_, &algo_,
+                                           spec_.workspace, spec_.workspace_bytes, stream),
+                            "cublasLtMatmul");
+  if (st.ok()) return st;
+  GemmSpec at_run = spec_;  // the addresses of this call
+  at_run.addr_a = reinterpret_cast<uintptr_t>(a), at_run.addr_b = reinterpret_cast<uintptr_t>(b);
+  at_run.addr_c = reinterpret_cast<uintptr_t>(c);
+  return Status::Runtime(st.message() + describe(at_run));
 }
 
 }  // namespace sgrt::cuda

@@ -80,10 +80,11 @@ __global__ void pack_kernel(Operand p, int64_t outer, int64_t K, void* dst) {
   }
 }
 
-// FP8 path: per-tensor multipliers for cuBLASLt's scale pointers.
+// FP8 path: per-tensor multipliers for cuBLASLt's scale pointers, one per slot.
+constexpr size_t kScaleSlot = 256;
 __global__ void tensor_scales_kernel(Operand a, Operand b, float* out) {
   out[0] = a.kind == ScaleKind::tensor ? scale_value(a, 0) : 1.f;
-  out[1] = b.kind == ScaleKind::tensor ? scale_value(b, 0) : 1.f;
+  out[kScaleSlot / sizeof(float)] = b.kind == ScaleKind::tensor ? scale_value(b, 0) : 1.f;
 }
 
 // C[m, n] *= (tsA * outer A[m]) * (tsB * outer B[n]) for what the GEMM left out.
@@ -157,8 +158,10 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
     for (const Operand* o : {&A, &B}) ok = ok && (o->kind == ScaleKind::tensor || o->kind == ScaleKind::outer);
     if (!ok) return Status::Unsupported("not an FP8 GEMM");
     s.type_a = cuda_type(A.dt), s.type_b = cuda_type(B.dt);
-    plan->tensor_scales = static_cast<float*>(ctx.scratch->reserve(2 * sizeof(float)));
-    s.scale_a = plan->tensor_scales, s.scale_b = plan->tensor_scales + 1;
+    // One 256-byte slot each: cuBLASLt refuses (at run, NOT_SUPPORTED) a scale
+    // pointer that is not 16-byte aligned, as the second float of a pair would be.
+    plan->tensor_scales = static_cast<float*>(ctx.scratch->reserve(2 * kScaleSlot));
+    s.scale_a = plan->tensor_scales, s.scale_b = plan->tensor_scales + kScaleSlot / sizeof(float);
   } else {
     auto exact_in_bf16 = [](DType t) { return is_fp8ish(t) || t == DType::bf16; };
     if (path == Path::bf16 && !(exact_in_bf16(A.dt) && exact_in_bf16(B.dt))) return Status::Unsupported("not a BF16 GEMM");

@@ -7,8 +7,10 @@
 //
 // The CPU computes the angle in double. Here it is a float-float (about 48
 // bits): base^(-2i/Dh) by repeated squaring, times t, reduced modulo 2 pi in
-// three pieces; only the reduced angle (in [-pi, pi], where Vulkan bounds
-// sin/cos's error) is a plain float, so long contexts keep their precision.
+// three pieces; only the reduced angle (in [-pi, pi]) is a plain float, so long
+// contexts keep their precision. Its sine and cosine are computed here too:
+// Vulkan lets the built-ins be off by 2^-11 absolute, and NVIDIA's are
+// approximations whose error, over a model, shows at 1e-5 relative.
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -35,6 +37,22 @@ vec2 ff_mul(vec2 a, vec2 b) {
 const float kPi2a = 6.28125, kPi2b = 0.0019353071693331003, kPi2c = 1.0253131677018246e-11;
 const float kInvPi2 = 0.15915494;
 
+// (sin a, cos a) for a in [-pi, pi] to about one ulp: a = q pi/2 + r with pi/2 in
+// three pieces (q <= 2, so q * the first piece is exact), |r| <= pi/4, then the
+// minimax polynomials of Cephes' sinf/cosf on r.
+vec2 sincos_reduced(float a) {
+  precise float q = round(a * 0.63661977);
+  precise float r = ((a - q * 1.5703125) - q * 4.837512969970703125e-4) - q * 7.54978995489188216e-8;
+  precise float z = r * r;
+  precise float sr = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+  precise float cr = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+  int quadrant = int(q) & 3;
+  if (quadrant == 0) return vec2(sr, cr);
+  if (quadrant == 1) return vec2(cr, -sr);
+  if (quadrant == 2) return vec2(-sr, -cr);
+  return vec2(-cr, sr);
+}
+
 void main() {
   uint T = pc.p[0], H = pc.p[1], Dh = pc.p[2], half_ = Dh / 2u;
   FOR_EACH_INDEX(idx, pc.n) {
@@ -47,7 +65,8 @@ void main() {
     vec2 angle = ff_mul(vec2(float(r % T), 0.0), freq);
     precise float k = round(angle.x * kInvPi2);
     precise float a = ((angle.x - k * kPi2a) - k * kPi2b) + (angle.y - k * kPi2c);
-    float c = cos(a), s = pc.f[2] * sin(a);
+    vec2 sc = sincos_reduced(a);
+    float c = sc.y, s = pc.f[2] * sc.x;
     uint x = pc.off[0] + r * H * Dh + h * Dh + i, y = pc.off[2] + r * H * Dh + h * Dh + i;
     float x1 = F[x], x2 = F[x + half_];
     F[y] = x1 * c - x2 * s;
