@@ -92,9 +92,10 @@ int main(int argc, char** argv) {
     if (n < 1) die("bad size '" + size + "'");
     for (const std::string& recipe : split(recipes)) {
       double sec = time_infer(backend, n, recipe, reps);
-      std::printf("{\"bench\":\"gemm_graph\",\"backend\":\"%s\",\"n\":%lld,\"recipe\":\"%s\",\"reps\":%d,\"ms_median\":%.3f,"
+      const char* coop = std::getenv("SGRT_VULKAN_COOP");  // Vulkan's opt-in tensor-core path
+      std::printf("{\"bench\":\"gemm_graph\",\"backend\":\"%s%s\",\"n\":%lld,\"recipe\":\"%s\",\"reps\":%d,\"ms_median\":%.3f,"
                   "\"tflops_median\":%.3f}\n",
-                  backend.c_str(), static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, 2.0 * n * n * n / sec * 1e-12);
+                  backend.c_str(), backend == "vulkan" && coop && std::string(coop) == "1" ? "+coop" : "", static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, 2.0 * n * n * n / sec * 1e-12);
       std::fflush(stdout);
     }
   }

@@ -56,6 +56,8 @@ step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8
 for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
+  [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
+    "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 20
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300

@@ -79,7 +79,7 @@ def gpt_loss(cfg, p, tokens, targets):
     B, T = tokens.shape
     C, H = cfg.n_embd, cfg.n_head
     x = p["wte.w"][tokens] + p["wpe.w"][None, :T]
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
     for l in range(cfg.n_layer):
         h = f"h{l}"
         a = F.layer_norm(x, (C,), p[f"{h}.ln1.w"], p[f"{h}.ln1.b"], eps=1e-5)

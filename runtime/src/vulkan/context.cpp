@@ -158,7 +158,8 @@ Status Context::find_memory(uint32_t type_bits, VkMemoryPropertyFlags want, uint
   return Status::Unsupported("vulkan: device " + name_ + " has no memory type with flags " + std::to_string(want));
 }
 
-Status Context::create_buffer(uint64_t bytes, bool host_visible, Buffer* out) {
+Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out) {
+  const bool host_visible = where != Memory::device;
   Buffer b;
   b.size = std::max<uint64_t>(bytes, 16);
   VkBufferCreateInfo bci{};
@@ -173,7 +174,7 @@ Status Context::create_buffer(uint64_t bytes, bool host_visible, Buffer* out) {
   uint32_t type = 0;
   Status st = host_visible ? find_memory(req.memoryTypeBits, host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type)
                            : find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type);
-  if (!st.ok() && host_visible) st = find_memory(req.memoryTypeBits, host, &type);
+  if (!st.ok() && where == Memory::host) st = find_memory(req.memoryTypeBits, host, &type);
   if (st.ok()) {
     VkMemoryAllocateInfo mai{};
   mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;

@@ -43,9 +43,12 @@ class Context {
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   const CoopSupport& coop() const { return coop_; }
 
-  // A storage buffer; host_visible asks for mapped, coherent memory (device-local
-  // too where the device has such memory), and fails when there is none.
-  Status create_buffer(uint64_t bytes, bool host_visible, Buffer* out);
+  // Where a buffer lives: device-local only; mapped and coherent (device-local too
+  // where the device has such memory: staging); or mapped and device-local, which
+  // fails where there is none (an arena the host writes directly: never system
+  // memory that every shader access would cross the bus for).
+  enum class Memory { device, host, shared };
+  Status create_buffer(uint64_t bytes, Memory where, Buffer* out);
   void destroy_buffer(Buffer* b);
 
   Status allocate_command_buffer(VkCommandBuffer* out);

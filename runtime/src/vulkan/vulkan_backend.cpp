@@ -64,13 +64,13 @@ class VulkanBackend final : public Backend {
       lowered.push_back(std::move(ds));
     }
     bool direct = !env_on("SGRT_VULKAN_STAGING");
-    if (!direct || !ctx_->create_buffer(bytes, true, &arena_).ok()) {
+    if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_).ok()) {
       direct = false;
-      SG_TRY(ctx_->create_buffer(bytes, false, &arena_));
-      SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), true, &staging_));
+      SG_TRY(ctx_->create_buffer(bytes, vk::Context::Memory::device, &arena_));
+      SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), vk::Context::Memory::host, &staging_));
     }
-    SG_TRY(ctx_->create_buffer(16, true, &errors_));
-    SG_TRY(ctx_->create_buffer(std::max<uint64_t>(16, 4ull * scratch.words), false, &scratch_));
+    SG_TRY(ctx_->create_buffer(16, vk::Context::Memory::host, &errors_));
+    SG_TRY(ctx_->create_buffer(std::max<uint64_t>(16, 4ull * scratch.words), vk::Context::Memory::device, &scratch_));
     SG_TRY(ctx_->run_once([&](VkCommandBuffer cmd) {
       vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
       vkCmdFillBuffer(cmd, scratch_.buffer, 0, VK_WHOLE_SIZE, 0);
