@@ -98,11 +98,10 @@ std::string duration(double secs) {
 std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
   int64_t tokens = tokens_per_example(m);
   auto start = std::chrono::steady_clock::now();
-  int64_t first = -1;
-  return [=](const StepReport& r) mutable {
+  return [=](const StepReport& r) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (first < 0) first = r.step - 1;  // steps done before this process (a resume) take no time here
-    double per_step = r.step > first ? secs / static_cast<double>(r.step - first) : 0;
+    // Steps done before this process (a resume) took no time here.
+    double per_step = r.step > r.start_step ? secs / static_cast<double>(r.step - r.start_step) : 0;
     std::string rate = tokens > 0 ? std::to_string(std::llround(r.samples_per_s * tokens)) + " tokens/s"
                                   : std::to_string(std::llround(r.samples_per_s)) + " samples/s";
     std::fprintf(stderr, "%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %s  ETA %s%s", tty ? "\r" : "",

@@ -332,6 +332,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       StepReport r;
       r.step = step + 1;
       r.total = total;
+      r.start_step = out->start_step;
       r.epoch = epoch;
       r.loss = loss;
       if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));

@@ -14,6 +14,7 @@ namespace sgrt {
 
 struct StepReport {
   int64_t step = 0, total = 0, epoch = 0;
+  int64_t start_step = 0;  // where this run began (> 0 when resumed)
   float loss = 0, lr = 0;
   double samples_per_s = 0;
   int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
