@@ -77,16 +77,20 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
   for (int i = 0; i < 4 && st.ok(); ++i)
     st = cublas_status(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]),
                        "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-  cublasLtMatmulHeuristicResult_t best{};
+  cublasLtMatmulHeuristicResult_t found_algos[kLtCandidates] = {};
   int found = 0;
   if (st.ok())
-    st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref, 1, &best, &found),
+    st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref, kLtCandidates,
+                                                      found_algos, &found),
                        "cublasLtMatmulAlgoGetHeuristic");
   cublasLtMatmulPreferenceDestroy(pref);
   if (!st.ok() || found == 0)
     return Status::Unsupported("cublasLt has no algorithm for this GEMM" + describe(s) +
                                (st.ok() ? std::string() : ": " + st.message()));
-  g->algo_ = best.algo;
+  if (s.algo_rank < 0 || s.algo_rank >= found)
+    return Status::Unsupported("cublasLt offers " + std::to_string(found) + " algorithms for this GEMM, not rank " +
+                               std::to_string(s.algo_rank) + describe(s));
+  g->algo_ = found_algos[s.algo_rank].algo;
   *out = std::move(g);
   return Status::Ok();
 }

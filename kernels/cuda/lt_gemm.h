@@ -31,7 +31,11 @@ struct GemmSpec {
   uintptr_t addr_a = 0, addr_b = 0, addr_c = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  int algo_rank = 0;  // which of cuBLASLt's heuristic candidates, best first (benchmarks try several)
 };
+
+// How many heuristic candidates plan() asks cuBLASLt for.
+constexpr int kLtCandidates = 8;
 
 // cuBLASLt's recommended workspace on Hopper; plenty for the others.
 constexpr size_t kLtWorkspaceBytes = 32u << 20;
