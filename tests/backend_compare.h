@@ -123,17 +123,19 @@ inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
   }
 }
 
-// Which tensors still hold their own value after program `p` ran: the memory plan
-// lets a tensor's bytes be reused once it is dead, so a tensor that a later op of
-// the program overwrote (through another tensor sharing its bytes) holds that
-// tensor's value, which decoded in the first one's dtype means nothing (the low
-// half of an f32 read as a BF16 code). Those are left out of the comparison.
+// Which tensors hold their own value after program `p` ran: persistent ones and
+// those the program wrote, unless a later op of it overwrote their bytes (the
+// memory plan reuses a dead tensor's bytes for another tensor, whose value decoded
+// in the first one's dtype means nothing: the low half of an f32 read as a BF16
+// code). A transient tensor the program did not write holds what another program
+// left there. The others are left out of the comparison.
 inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   const std::vector<TensorInfo>& ts = m.tensors();
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
   for (size_t k = 0; k < p.ops.size(); ++k)
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
-  std::vector<bool> intact(ts.size(), true);
+  std::vector<bool> intact(ts.size());
+  for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;
   for (size_t a = 0; a < ts.size(); ++a)
     for (size_t b = 0; b < ts.size() && intact[a]; ++b) {
       bool overlap = ts[a].bytes && ts[b].bytes && ts[a].offset < ts[b].offset + ts[b].bytes &&
@@ -169,10 +171,25 @@ inline void compare_all(const Session& cpu, const Session& other, bool quantized
   }
 }
 
+// Gives `other` the CPU's arena, tensor by tensor (every byte a tensor covers).
+inline void copy_arena(const Session& cpu, Session& other) {
+  const std::vector<TensorInfo>& ts = cpu.model().tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    if (ts[id].bytes == 0) continue;
+    std::vector<uint8_t> b(ts[id].bytes);
+    REQUIRE(cpu.read(static_cast<int>(id), b.data(), b.size()).ok());
+    REQUIRE(other.write(static_cast<int>(id), b.data(), b.size()).ok());
+  }
+}
+
 // Compiles `lua` (with `set`), opens it on the CPU and on `backend` with the
 // same initial weights and inputs, then runs each program twice on both (the
 // optimizer's second step, amax histories, replayed command buffers), comparing
-// both arenas after init and after every run. The ops run go into *covered.
+// both arenas after init and after every run. Before each run `backend` gets the
+// CPU's arena, so each comparison measures one program's divergence: otherwise a
+// gradient code that rounds the other way at a midpoint (sums in another order)
+// moves a weight by up to lr under AdamW, and later programs inherit that. The
+// ops run go into *covered.
 inline void cross_check(const std::string& backend, const char* lua, const std::map<std::string, std::string>& set,
                         std::set<OpCode>* covered) {
   std::shared_ptr<const Model> m;
@@ -191,6 +208,7 @@ inline void cross_check(const std::string& backend, const char* lua, const std::
     for (const OpInfoLoaded& op : p.ops) covered->insert(op.code);
     const std::vector<bool> intact = intact_after(*m, p);
     for (int rep = 0; rep < 2; ++rep) {
+      copy_arena(*cpu, *other);
       run(*cpu, p.name);
       run(*other, p.name);
       compare_all(*cpu, *other, quantized, p.name + " #" + std::to_string(rep + 1), intact);
