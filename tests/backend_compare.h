@@ -94,7 +94,7 @@ inline const char* kTransformerModel = R"(
 )";
 
 // Causal attention with grouped-query heads (h query heads read kv kv heads) and
-// its gradient, in test_vulkan_ops.cpp's and test_cuda_ops.cpp's cross-checks.
+// its gradient, for the GPU backends' cross-checks (test_cuda_ops.cpp).
 // The projections have no bias: a k bias's gradient is zero in exact arithmetic
 // (softmax ignores a shift shared by a row's scores), so AdamW would turn its
 // rounding noise into +-lr. With inputs in [-2, 2] and std 0.1 the scores stay
