@@ -106,6 +106,28 @@ inline const char* kTransformerModel = R"(
   sg.optimizer.adamw{ lr = 1e-2 }
 )";
 
+// Causal attention with grouped-query heads (h query heads read kv kv heads) and
+// its gradient, for the GPU backends' cross-checks (test_cuda_ops.cpp).
+// The projections have no bias: a k bias's gradient is zero in exact arithmetic
+// (softmax ignores a shift shared by a row's scores), so AdamW would turn its
+// rounding noise into +-lr. With inputs in [-2, 2] and std 0.1 the scores stay
+// O(1) for dh up to 128.
+inline const char* kAttentionModel = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ b = 2, t = 5, h = 4, kv = 2, dh = 16 }
+  local d, dkv = cfg.h * cfg.dh, cfg.kv * cfg.dh
+  local x = sg.input("x", {cfg.b, cfg.t, d})
+  local y = sg.input("y", {cfg.b * cfg.t}, "i32")
+  local wq = sg.param("wq", {d, d}, {"normal", 0, 0.1})
+  local wk = sg.param("wk", {d, dkv}, {"normal", 0, 0.1})
+  local wv = sg.param("wv", {d, dkv}, {"normal", 0, 0.1})
+  local a = sg.attention(sg.matmul(x, wq), sg.matmul(x, wk), sg.matmul(x, wv), cfg.h, cfg.kv)
+  local w = sg.param("w", {d, 5}, {"normal", 0, 0.3})
+  local logits = sg.matmul(sg.reshape(a, {cfg.b * cfg.t, d}), w)
+  sg.loss(sg.softmax_cross_entropy(logits, y))
+  sg.optimizer.adamw{ lr = 1e-2 }
+)";
+
 // Random inputs (labels in [0, 5)) written alike to both sessions.
 inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
   std::mt19937 rng(seed);

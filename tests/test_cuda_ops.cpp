@@ -83,6 +83,7 @@ TEST_CASE("cuda agrees with the cpu on every f32 op (small odd shapes)") {
   cross_check(kModelA);
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
+  cross_check(test::kAttentionModel);    // GQA: 4 query heads on 2 kv heads, t = 5, dh = 16
 }
 
 TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
@@ -90,6 +91,26 @@ TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
   // d = 150: norm rows of one block each, columns past a block.
   cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
+  // Attention: t = 37 and 70 span two and three 32-key tiles (and 16-query steps
+  // of dk, dv); dh = 30 fills no whole lane slice; dh = 128 takes more than the
+  // default 48 KiB of shared memory; kv = 1 puts every query head on one kv head.
+  cross_check(test::kAttentionModel, {{"t", "37"}, {"dh", "64"}});
+  cross_check(test::kAttentionModel, {{"b", "3"}, {"t", "37"}, {"h", "3"}, {"kv", "1"}, {"dh", "30"}});
+  cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "70"}, {"h", "2"}, {"kv", "2"}, {"dh", "128"}});
+}
+
+TEST_CASE("cuda attention refuses a head size past its kernel's, naming the op") {
+  if (!test::cuda_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(test::kAttentionModel, &m, {{"h", "1"}, {"kv", "1"}, {"dh", "160"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Backend> be;
+  REQUIRE(make_backend("cuda", &be).ok());
+  std::unique_ptr<Session> s;
+  st = Session::create(m, std::move(be), &s);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("attention") != std::string::npos);
+  CHECK(st.message().find("head size 160") != std::string::npos);
 }
 
 TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {

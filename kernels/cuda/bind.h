@@ -90,5 +90,6 @@ Status bind_quantize(const OpArgs&, BindCtx&, Launch*);     // quantize.cu: scal
 Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul and qmatmul on cuBLASLt
 Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
 Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, dropout
+Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention and its gradient
 
 }  // namespace sgrt::cuda

@@ -36,6 +36,8 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, bind_transformer},
       {OpCode::RmsNorm, {f, f}, {f, f}, bind_transformer}, {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, bind_transformer},
       {OpCode::Rope, {f}, {f}, bind_transformer},           {OpCode::Dropout, {f, i}, {f}, bind_transformer},
+      {OpCode::Attention, {f, f, f}, {f, f}, bind_attention},
+      {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, bind_attention},
   });
   return t;
 }
