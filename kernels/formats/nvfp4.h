@@ -1,12 +1,12 @@
-// NVFP4's two scale levels (docs/numerics.md, "NVFP4"): an FP32 tensor scale and,
+// NVFP4's two scale levels (docs/numerics.md §2, block scaling): an FP32 tensor scale and,
 // per block of 16 elements, an E4M3 block scale chosen "four over six". One
 // definition for the CPU (cpu/quantize.cpp) and CUDA (cuda/quantize.cu); Vulkan's
 // quantize.comp mirrors it. scripts/quant_reference.py is the independent reference.
 //
 // The block choice compares two sums of squares, so every backend must round them
-// alike: on the device the _rn intrinsics never fuse into FMAs, on the host the
-// files that include this header are built with -ffp-contract=off
-// (kernels/CMakeLists.txt, tests/CMakeLists.txt).
+// alike: on the device the _rn intrinsics never fuse into FMAs; on the host
+// cpu/quantize.cpp, the one file that includes this header, is built with
+// -ffp-contract=off (kernels/CMakeLists.txt).
 #pragma once
 #include <stdint.h>
 
@@ -63,8 +63,8 @@ SGRT_HD inline float nvfp4_block_sse(const float* x, int64_t n, float amax, uint
 // The block scale "four over six" (Cook et al., 2025): the block's amax mapped to
 // E2M1's 6 (amax / (6 ts), to nearest E4M3) or to 4 (amax / (4 ts)), whichever
 // encodes the block with the smaller squared error; 6 on a tie. Elements
-// saturate at ±6. (scripts/nvfp4_block_rules.py: lower error on real weights
-// than either alone or than raising the scale until nothing saturates.)
+// saturate at ±6. (scripts/nvfp4_block_rules.py: lower error on every tensor
+// measured than 6 alone or than raising the scale until nothing saturates.)
 SGRT_HD inline uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
   const uint32_t six = e4m3_encode(amax / mul_rn(kE2M1Max, ts)), four = e4m3_encode(amax / mul_rn(4.0f, ts));
   if (four == six) return six;
