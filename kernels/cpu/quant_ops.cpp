@@ -59,12 +59,11 @@ Status k_quantize(const OpArgs& a) {
     case QuantGranularity::mx:
       st = quantize_mx(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data));
       break;
-    case QuantGranularity::nvfp4: {
-      float ts = state[kStateTensorScale];
-      st = quantize_nvfp4(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &ts);
-      if (update) state[kStateTensorScale] = ts;
+    case QuantGranularity::nvfp4:
+      // The tensor scale goes with the codes just written, so every program stores
+      // it for its qmatmul, eval's and infer's too; the counters below are training's.
+      st = quantize_nvfp4(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &state[kStateTensorScale]);
       break;
-    }
     default: {
       QuantAxis axis = g == QuantGranularity::row ? QuantAxis::row
                        : g == QuantGranularity::column ? QuantAxis::col : QuantAxis::tensor;

@@ -5,6 +5,7 @@
 
 #include "cpu/parallel.h"
 #include "formats/formats.h"
+#include "formats/nvfp4.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -74,6 +75,8 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
   for (const QuantStats& s : part) merge(total, s);
   return total;
 }
+
+constexpr uint8_t kE8M0NaN = 0xFF;
 
 QuantStats invalid(const char* why) {
   QuantStats s;
@@ -165,7 +168,8 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
         bool kept;
         const int32_t e = scale_exponent(a, fmax, p.margin, 0, &kept);
         s.kept_scales += kept;
-        scales[r * nb + b] = static_cast<uint8_t>(127 - e);  // E8M0 of 2^-e
+        // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an infinity.
+        scales[r * nb + b] = kept && a != 0 ? kE8M0NaN : static_cast<uint8_t>(127 - e);
         const float m = fmt::exp2i(e);
         s.saturated += encode_span(x, r * cols + c0, n, &m, 0, p, q);
       }
@@ -179,23 +183,18 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     s.amax = amax_span(x + r0 * cols, (r1 - r0) * cols);
   });
-  if (!(head.amax > 0) || std::isinf(head.amax)) head.kept_scales = 1;
-  else *tensor_scale = head.amax / (fmt::kE2M1Max * fmt::kE4M3Max);
-  const float ts = *tensor_scale;
+  bool kept;
+  const float ts = *tensor_scale = fmt::nvfp4_tensor_scale(head.amax, *tensor_scale, &kept);
+  head.kept_scales = kept;
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
-        const float a = amax_span(x + r * cols + c0, n);
-        auto mult = [&](uint32_t c) {
-          const float d = fmt::e4m3_decode(c) * ts;
-          return d > 0 ? 1.0f / d : 0.0f;
-        };
-        uint32_t code = fmt::e4m3_encode(a / (fmt::kE2M1Max * ts));
-        float m = mult(code);
-        while (a * m > fmt::kE2M1Max && code < 0x7E) m = mult(++code);  // would saturate
+        const float* xb = x + r * cols + c0;
+        const uint32_t code = fmt::nvfp4_block_scale(xb, n, amax_span(xb, n), ts);
         block_scales[r * nb + b] = static_cast<uint8_t>(code);
+        const float m = fmt::nvfp4_mult(code, ts);
         s.saturated += encode_span(x, r * cols + c0, n, &m, 0, pe, q);
       }
   });

@@ -50,17 +50,19 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
                     const QuantParams& p, bool update_scale, void* q, int32_t* exps);
 
 // MXFP8 / MXFP4: blocks of 32 consecutive elements of a row share an E8M0 scale,
-// the dequantization multiplier 2^-e with e from the block's amax (above; an all-zero
-// or non-finite block uses e = 0 and counts as kept). scales: [rows][ceil(cols / 32)].
-// Unlike OCP's floor(log2(amax)) - emax rule, this one never saturates.
+// the dequantization multiplier 2^-e with e from the block's amax (above; an
+// all-zero block uses e = 0 and counts as kept; a block holding a NaN or an
+// infinity gets OCP's NaN scale 0xFF, so its products are NaN, and counts as kept).
+// scales: [rows][ceil(cols / 32)]. Unlike OCP's floor(log2(amax)) - emax rule,
+// this one never saturates.
 QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                        void* q, uint8_t* scales);
 
 // NVFP4: E2M1 codes, blocks of 16 along a row with an E4M3 block scale, times an FP32
-// tensor scale: x' = q * e4m3(block_scale) * tensor_scale.
-// tensor_scale = amax / (6 * 448) (in: previous, kept when amax is 0/inf/NaN);
-// block scale = amax_block / (6 * tensor_scale) rounded to E4M3, then raised one
-// code if the block would saturate, so no element saturates. p.fmt is ignored.
+// tensor scale: x' = q * e4m3(block_scale) * tensor_scale. Both scales are
+// formats/nvfp4.h's: tensor_scale = amax / (6 * 448) (in: the previous one, kept when
+// amax is 0/inf/NaN, 1 if that is not positive); each block's scale maps its amax to
+// 6 or to 4, whichever errs less; elements saturate at ±6. p.fmt is ignored.
 // block_scales: [rows][ceil(cols / 16)].
 QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                           void* q, uint8_t* block_scales, float* tensor_scale);

@@ -14,6 +14,7 @@
 // Maxima go through atomicMax on |x| bits (order-free, NaN-sticky as the CPU's
 // nan_max); counts through integer atomics: results do not depend on scheduling.
 #include "common.cuh"
+#include "formats/nvfp4.h"
 #include "scale.cuh"
 #include "sgrt/quant.h"
 
@@ -57,12 +58,6 @@ __device__ inline float span_amax(const float* x, int64_t n) {
 
 __device__ inline int32_t* exps(const Q& q) { return static_cast<int32_t*>(q.scale); }
 __device__ inline uint8_t* codes8(void* p) { return static_cast<uint8_t*>(p); }
-
-// NVFP4's multiplier for an E4M3 block-scale code: 1 / (decode * tensor_scale), 0 if that is not positive.
-__device__ inline float nvfp4_mult(uint32_t code, float ts) {
-  const float d = fmt::e4m3_decode(code) * ts;
-  return d > 0 ? 1.0f / d : 0.0f;
-}
 
 __global__ void amax_kernel(Q q) {
   float m = 0.f;
@@ -129,7 +124,8 @@ __global__ void col_scale_kernel(Q q) {
   }
 }
 
-// MX: a block's E8M0 scale stores 2^-e for e from the block's amax (0 when kept).
+// MX: a block's E8M0 scale stores 2^-e for e from the block's amax (0 when kept);
+// a block holding a NaN or an infinity gets OCP's NaN scale 0xFF.
 __global__ void mx_scale_kernel(Q q) {
   SG_GRID_STRIDE(b, q.rows * q.nb) {
     const int64_t r = b / q.nb, c0 = (b % q.nb) * q.block;
@@ -138,28 +134,24 @@ __global__ void mx_scale_kernel(Q q) {
     bool kept;
     const int32_t e = scale_exponent(a, q.fmax, q.margin, 0, &kept);
     atomicAdd(&q.st->kept, kept ? 1u : 0u);
-    codes8(q.scale)[b] = static_cast<uint8_t>(127 - e);
+    codes8(q.scale)[b] = kept && a != 0.f ? 0xFFu : static_cast<uint8_t>(127 - e);
   }
 }
 
-// NVFP4's FP32 tensor scale amax / (6 * 448); the previous one when amax is 0/inf/NaN.
+// NVFP4's FP32 tensor scale (formats/nvfp4.h): amax / (6 * 448), or the previous one.
 __global__ void nvfp4_tensor_kernel(Q q) {
-  const float amax = __uint_as_float(q.st->amax);
-  const bool kept = !(amax > 0) || isinf(amax);
+  bool kept;
+  q.st->tensor_scale = fmt::nvfp4_tensor_scale(__uint_as_float(q.st->amax), q.state[kStateTensorScale], &kept);
   q.st->kept += kept;
-  q.st->tensor_scale = kept ? q.state[kStateTensorScale] : amax / (fmt::kE2M1Max * fmt::kE4M3Max);
 }
 
-// A block's E4M3 scale amax / (6 ts), raised one code at a time while the block would saturate.
+// A block's E4M3 scale, four over six (formats/nvfp4.h).
 __global__ void nvfp4_scale_kernel(Q q) {
   const float ts = q.st->tensor_scale;
   SG_GRID_STRIDE(b, q.rows * q.nb) {
-    const int64_t r = b / q.nb, c0 = (b % q.nb) * q.block;
-    const float a = span_amax(q.x + r * q.cols + c0, q.cols - c0 < q.block ? q.cols - c0 : q.block);
-    uint32_t code = fmt::e4m3_encode(a / (fmt::kE2M1Max * ts));
-    float m = nvfp4_mult(code, ts);
-    while (a * m > fmt::kE2M1Max && code < 0x7E) m = nvfp4_mult(++code, ts);
-    codes8(q.scale)[b] = static_cast<uint8_t>(code);
+    const int64_t r = b / q.nb, c0 = (b % q.nb) * q.block, n = q.cols - c0 < q.block ? q.cols - c0 : q.block;
+    const float* xb = q.x + r * q.cols + c0;
+    codes8(q.scale)[b] = static_cast<uint8_t>(fmt::nvfp4_block_scale(xb, n, span_amax(xb, n), ts));
   }
 }
 
@@ -170,8 +162,11 @@ __device__ inline float multiplier(const Q& q, int64_t i) {
     case QuantGranularity::tensor: return fmt::exp2i(exps(q)[0]);
     case QuantGranularity::row: return fmt::exp2i(exps(q)[r]);
     case QuantGranularity::column: return fmt::exp2i(exps(q)[c]);
-    case QuantGranularity::mx: return fmt::exp2i(127 - codes8(q.scale)[r * q.nb + c / q.block]);
-    default: return nvfp4_mult(codes8(q.scale)[r * q.nb + c / q.block], q.st->tensor_scale);
+    case QuantGranularity::mx: {  // a NaN-scaled block encodes with 2^0, as the CPU
+      const uint32_t code = codes8(q.scale)[r * q.nb + c / q.block];
+      return code == 0xFFu ? 1.f : fmt::exp2i(127 - static_cast<int>(code));
+    }
+    default: return fmt::nvfp4_mult(codes8(q.scale)[r * q.nb + c / q.block], q.st->tensor_scale);
   }
 }
 
@@ -203,9 +198,10 @@ __global__ void encode_kernel(Q q) {
 }
 
 __global__ void finish_kernel(Q q) {
-  if (!q.update) return;  // eval and infer programs leave the state alone
   float* s = q.state;
+  // NVFP4's tensor scale goes with the codes just written: every program stores it.
   if (q.g == QuantGranularity::nvfp4) s[kStateTensorScale] = q.st->tensor_scale;
+  if (!q.update) return;  // eval and infer programs leave the counters alone
   s[kStateSaturated] += static_cast<float>(q.st->saturated);
   s[kStateKept] += static_cast<float>(q.st->kept);
   s[kStateUnderflow] += static_cast<float>(q.st->underflow);

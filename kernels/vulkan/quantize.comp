@@ -10,7 +10,7 @@
 //   1: scales, one invocation per group (per tensor: one; per row; per column;
 //      MX / NVFP4: per word of four block scales)
 //   2: codes, one invocation per output word; saturation and underflow counts
-//   3: the state (left alone when update = 0: eval programs); clears the scratch
+//   3: the state (counters left alone when update = 0: eval programs); clears the scratch
 #version 450
 #include "quant.glsl"
 layout(local_size_x = 256) in;
@@ -59,17 +59,41 @@ uint amax_span(uint first, uint count, uint stride) {
 uint block_size() { return GRAN == G_MX ? 32u : 16u; }
 uint blocks_per_row() { return (COLS + block_size() - 1u) / block_size(); }
 
-// NVFP4: the multiplier of a block with E4M3 scale `code` (0 for a zero scale).
+// NVFP4's scales, formats/nvfp4.h line for line (precise: no fused multiply-adds,
+// as on the CPU and CUDA). The tensor scale from the tensor's amax bits: amax /
+// (6 * 448), at least 2^-118; the previous one when amax is 0, inf or NaN, 1 if
+// that is not positive.
+float nvfp4_tensor_scale(uint a, float prev, out bool kept) {
+  kept = a == 0u || a >= 0x7F800000u;
+  if (kept) return prev > 0.0 && floatBitsToUint(prev) < 0x7F800000u ? prev : 1.0;
+  return uintBitsToFloat(max(floatBitsToUint(div_rn(uintBitsToFloat(a), 2688.0)), 0x04800000u));  // 2^-118
+}
+// A block's multiplier under E4M3 scale `code` (0 for a zero scale).
 float nvfp4_mult(uint code, float ts) {
-  float d = fmt_decode(FMT_E4M3, code) * ts;
+  precise float d = fmt_decode(FMT_E4M3, code) * ts;
   return d > 0.0 ? div_rn(1.0, d) : 0.0;
 }
-// The block scale: amax / (6 ts) rounded to E4M3, raised while the block would saturate.
-uint nvfp4_block_code(float a, float ts) {
-  uint code = fmt_encode(FMT_E4M3, div_rn(a, 6.0 * ts), false, 0u);
-  float m = nvfp4_mult(code, ts);
-  while (a * m > 6.0 && code < 0x7Eu) m = nvfp4_mult(++code, ts);
-  return code;
+// Sum of ((x - x') 2^k)^2 over the block's n elements from `first`, 2^k putting its
+// amax (bits a) in [1, 2).
+float nvfp4_block_sse(uint first, uint n, uint a, uint code, float ts) {
+  float p = pow2(clamp(127 - int(a >> 23), -126, 127)), m = nvfp4_mult(code, ts);
+  precise float unit = (fmt_decode(FMT_E4M3, code) * ts) * p;
+  precise float sse = 0.0;
+  for (uint k = 0u; k < n; ++k) {
+    float x = F[X + first + k];
+    precise float back = fmt_decode(FMT_E2M1, fmt_encode(FMT_E2M1, x * m, false, 0u)) * unit;
+    precise float d = x * p - back;
+    sse = sse + d * d;
+  }
+  return sse;
+}
+// The block scale, four over six: amax mapped to 6 or to 4, whichever errs less.
+uint nvfp4_block_code(uint first, uint n, uint a, float ts) {
+  precise float six_ts = 6.0 * ts, four_ts = 4.0 * ts;
+  uint six = fmt_encode(FMT_E4M3, div_rn(uintBitsToFloat(a), six_ts), false, 0u);
+  uint four = fmt_encode(FMT_E4M3, div_rn(uintBitsToFloat(a), four_ts), false, 0u);
+  if (four == six) return six;
+  return nvfp4_block_sse(first, n, a, four, ts) < nvfp4_block_sse(first, n, a, six, ts) ? four : six;
 }
 
 // Phase 1, per tensor: static, delayed (from the history's max once it is full)
@@ -106,9 +130,8 @@ void scales() {
     uint bs = block_size(), nb = blocks_per_row(), count = ROWS * nb;
     float ts = 0.0;
     if (GRAN == G_NVFP4) {  // the tensor scale: amax / (6 * 448), or the previous one
-      uint a = scratch[SCR + S_AMAX];
-      bool k = a == 0u || a >= 0x7F800000u;
-      ts = k ? F[STATE + ST_TSCALE] : div_rn(uintBitsToFloat(a), 6.0 * 448.0);
+      bool k;
+      ts = nvfp4_tensor_scale(scratch[SCR + S_AMAX], F[STATE + ST_TSCALE], k);
       if (gl_GlobalInvocationID.x == 0u) {
         scratch[SCR + S_TSCALE] = floatBitsToUint(ts);
         kept = k ? 1u : 0u;
@@ -120,13 +143,14 @@ void scales() {
         uint b = 4u * w + j, c0 = (b % nb) * bs;
         uint a = amax_span((b / nb) * COLS + c0, min(bs, COLS - c0), 1u);
         uint code;
-        if (GRAN == G_MX) {  // E8M0 of 2^-e
+        if (GRAN == G_MX) {  // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an inf
           bool k;
           code = uint(127 - scale_exponent(a, fmax, MARGIN, 0, k));
+          if (a >= 0x7F800000u) code = 0xFFu;
           amax = max(amax, a);
           kept += k ? 1u : 0u;
         } else {
-          code = nvfp4_block_code(uintBitsToFloat(a), ts);
+          code = nvfp4_block_code((b / nb) * COLS + c0, min(bs, COLS - c0), a, ts);
         }
         word |= code << (8u * j);
       }
@@ -144,8 +168,9 @@ void scales() {
 // x times its group's multiplier (element r * COLS + c).
 float scaled(float x, uint r, uint c, float ts) {
   if (GRAN == G_NVFP4) return x * nvfp4_mult(load_code(SC, r * blocks_per_row() + c / 16u, 8u), ts);
+  uint mx = GRAN == G_MX ? load_code(SC, r * blocks_per_row() + c / 32u, 8u) : 127u;
   int e = GRAN == G_TENSOR ? I[SC] : GRAN == G_ROW ? I[SC + r] : GRAN == G_COL ? I[SC + c]
-        : 127 - int(load_code(SC, r * blocks_per_row() + c / 32u, 8u));
+        : mx == 0xFFu ? 0 : 127 - int(mx);  // a NaN-scaled MX block encodes with 2^0, as the CPU
   return mul_pow2(x, e);
 }
 
@@ -188,8 +213,9 @@ void update_state() {
       F[STATE + ST_HEADER + pos % HIST] = uintBitsToFloat(a);
       F[STATE + ST_POS] = float(pos + 1u);
     }
-    if (GRAN == G_NVFP4) F[STATE + ST_TSCALE] = uintBitsToFloat(scratch[SCR + S_TSCALE]);
   }
+  // NVFP4's tensor scale goes with the codes just written: every program stores it.
+  if (GRAN == G_NVFP4) F[STATE + ST_TSCALE] = uintBitsToFloat(scratch[SCR + S_TSCALE]);
   for (uint k = 0u; k < S_WORDS; ++k) scratch[SCR + k] = 0u;
 }
 

@@ -19,12 +19,14 @@ enum TrainStateSlot : int { kStep = 0, kTotalSteps, kSkipStep, kNonfiniteRun, kN
 // clipping (docs/optimizer.md).
 enum OptScaleSlot : int { kOptScaleM = 0, kOptScaleV, kOptScaleW, kOptScaleG, kOptGradNorm, kOptScaleLen };
 
-// The state tensor f32[kStateHeader + history]: counters are cumulative.
+// The state tensor f32[kStateHeader + history]: counters are cumulative and only
+// training programs (update = 1) change them; NVFP4's tensor scale is the one of the
+// codes last written, stored by every program.
 enum QuantStateSlot : int {
   kStateSaturated = 0,    // elements clamped to the format's max
   kStateKept = 1,         // scale groups whose amax was 0/inf/NaN (previous scale kept)
   kStateHistoryPos = 2,   // delayed scaling: next slot of the amax history
-  kStateTensorScale = 3,  // NVFP4's second-level FP32 scale
+  kStateTensorScale = 3,  // NVFP4's second-level FP32 scale (0 at start: none yet)
   kStateUnderflow = 4,    // non-zero elements that became zero
   kStateHeader = 5,
 };
