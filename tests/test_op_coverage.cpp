@@ -129,7 +129,7 @@ TEST_CASE("missing_ops lists what a backend lacks, before anything runs") {
   for (const std::string& b : built_backends()) {
     if (b == "cpu") continue;
     REQUIRE(missing_ops(b, *m, &missing).ok());
-    // attention is CPU-only in ops.def: both it and its gradient are listed, with the line.
+    // Where ops.def does not declare attention for b, both it and its gradient are listed, with the line.
     bool declared = op_info(OpCode::Attention).backends & (b == "cuda" ? kBackendCuda : kBackendVulkan);
     if (declared) continue;
     REQUIRE(missing.size() >= 2);

@@ -11,7 +11,7 @@ namespace {
 
 constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup: one per row
 // Specialization OP | kPhase1: a shader's second variant (norm.comp: the column
-// sums; embedding.comp: the zero fill before the scatter).
+// sums; embedding.comp: the zero fill before the scatter; rope.comp: interleaved pairs).
 constexpr uint32_t kPhase1 = 1u << 8;
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -79,10 +79,9 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
-// x [B, T, H*Dh] -> y, each head's halves rotated (rope.comp).
+// x [B, T, H*Dh] -> y, each head's pairs rotated: halves, or interleaved (rope.comp).
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
-  if (c.op.attrs.i("interleaved"))  // GGUF llama's pairing: CPU only so far (docs/vulkan.md)
-    return Status::Unsupported("rope with interleaved pairs is not implemented on vulkan yet");
+  if (c.op.attrs.i("interleaved", 0)) d->op |= kPhase1;
   const Shape& xs = c.in(0).type.shape;
   int64_t heads = c.op.attrs.i("n_head"), dh = xs[2] / heads;
   double ratio = std::pow(c.op.attrs.f("base"), -2.0 / static_cast<double>(dh));

@@ -43,4 +43,7 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
+// lower_attention.cpp: fused causal attention and its gradient.
+Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
 }  // namespace sgrt::vk

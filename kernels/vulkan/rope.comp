@@ -1,7 +1,8 @@
-// Rotary position embedding (kernels/cpu/rope.cpp, the "rotate half" pairing):
-// x [B, T, H*Dh]; in each head element i < Dh/2 pairs with i + Dh/2 and turns
-// by angle t * base^(-2i/Dh) at position t (f[2] = -1: the other way, the
-// gradient). One invocation per (row, head, pair).
+// Rotary position embedding (kernels/cpu/rope.cpp): x [B, T, H*Dh]; in each
+// head pair i (i < Dh/2) turns by angle t * base^(-2i/Dh) at position t (f[2] =
+// -1: the other way, the gradient). Pair i is elements (i, i + Dh/2), "rotate
+// half"; specialization OP | 1 << 8: (2i, 2i + 1), interleaved (GGUF llama).
+// One invocation per (row, head, pair).
 // off = {x, -, y}; n = rows * H * Dh/2; p = {T, H, Dh}; f[0] + f[1] = base^(-2/Dh)
 // (the host's double as two floats), f[2] = sign.
 //
@@ -36,6 +37,7 @@ vec2 ff_mul(vec2 a, vec2 b) {
 // 2 pi = kPi2a + kPi2b + kPi2c; kPi2a has 8 significant bits, so k * kPi2a is exact.
 const float kPi2a = 6.28125, kPi2b = 0.0019353071693331003, kPi2c = 1.0253131677018246e-11;
 const float kInvPi2 = 0.15915494;
+const bool kInterleaved = (OP >> 8) == 1u;
 
 // (sin a, cos a) for a in [-pi, pi] to about one ulp: a = q pi/2 + r with pi/2 in
 // three pieces (q <= 2, so q * the first piece is exact), |r| <= pi/4, then the
@@ -67,9 +69,10 @@ void main() {
     precise float a = ((angle.x - k * kPi2a) - k * kPi2b) + (angle.y - k * kPi2c);
     vec2 sc = sincos_reduced(a);
     float c = sc.y, s = pc.f[2] * sc.x;
-    uint x = pc.off[0] + r * H * Dh + h * Dh + i, y = pc.off[2] + r * H * Dh + h * Dh + i;
-    float x1 = F[x], x2 = F[x + half_];
+    uint first = r * H * Dh + h * Dh + (kInterleaved ? 2u * i : i), other = kInterleaved ? 1u : half_;
+    uint x = pc.off[0] + first, y = pc.off[2] + first;
+    float x1 = F[x], x2 = F[x + other];
     F[y] = x1 * c - x2 * s;
-    F[y + half_] = x1 * s + x2 * c;
+    F[y + other] = x1 * s + x2 * c;
   }
 }

@@ -213,6 +213,8 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::LayerNorm, {f, f, f}, {f, f, f}, norm}, {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, norm},
       {OpCode::RmsNorm, {f, f}, {f, f}, norm},       {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, norm},
       {OpCode::Rope, {f}, {f}, rope},                {OpCode::Dropout, {f, i}, {f}, dropout},
+      {OpCode::Attention, {f, f, f}, {f, f}, attention},
+      {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, attention},
   });
   return t;
 }

@@ -38,6 +38,7 @@ struct KernelOptions {
   bool coop = false;           // matmul on gemm_coop (FP16 operands, FP32 accumulation)
   uint32_t coop_threads = 0;   // its workgroup size: 4 subgroups
   uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
+  uint32_t max_shared = 16384; // maxComputeSharedMemorySize (bytes)
 };
 
 struct Ctx;

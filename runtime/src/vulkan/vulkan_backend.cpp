@@ -53,6 +53,7 @@ class VulkanBackend final : public Backend {
     // Lower every op first: a missing kernel fails before any allocation.
     vk::KernelOptions opts;
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
+    opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
