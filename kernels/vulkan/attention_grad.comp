@@ -20,20 +20,23 @@ const bool kKeys = (OP >> 8) == 1u;
 
 shared float Qs[TQ * LD], dYs[TQ * LD], Ks[TK * LD], Vs[TK * LD];
 shared float P[TQ][TK + 1], dS[TQ][TK + 1];
-shared float row_lse[TQ], row_D[TQ];
+shared float D_part[TQ][TK + 1];  // D of row r: the sum of D_part[r][0..TK) in order
+shared float row_lse[TQ];
 
-// Query rows q0.. of head h: Qs, dYs and their lse and D (D summed in order of d, as the CPU).
+// Query rows q0.. of head h: Qs, dYs, their lse, and D's partial sums: invocation
+// (r, c) adds dy * y over columns c, c + TK, ... of row r.
 void load_queries(uint b, uint h, uint q0) {
   uint qh = q_head(b, h);
   LOAD_TILE(Qs, TQ, pc.off[0] + qh, C_, q0);
   LOAD_TILE(dYs, TQ, pc.off[5] + qh, C_, q0);
-  uint tid = gl_LocalInvocationIndex, i = q0 + tid;
-  if (tid < TQ && i < T_) {
-    row_lse[tid] = F[pc.off[4] + (b * H_ + h) * T_ + i];
-    float s = 0.0;
-    for (uint d = 0u; d < DH; ++d) s += F[pc.off[5] + qh + i * C_ + d] * F[pc.off[3] + qh + i * C_ + d];
-    row_D[tid] = s;
+  uint tid = gl_LocalInvocationIndex, r = tid / TK, c = tid % TK, i = q0 + r;
+  float part = 0.0;
+  if (i < T_) {
+    uint row = qh + i * C_;
+    for (uint d = c; d < DH; d += TK) part += F[pc.off[5] + row + d] * F[pc.off[3] + row + d];
   }
+  D_part[r][c] = part;
+  if (tid < TQ && q0 + tid < T_) row_lse[tid] = F[pc.off[4] + (b * H_ + h) * T_ + q0 + tid];
 }
 
 void load_keys(uint b, uint hk, uint j0) {
@@ -48,11 +51,12 @@ void tile_grads(uint q0, uint j0) {
   uint i = q0 + r, j = j0 + c;
   float p = 0.0, ds = 0.0;
   if (i < T_ && j <= i) {
-    float s, dp;
+    float s, dp, D = 0.0;
     ROW_DOT(s, Qs, r, Ks, c);
     ROW_DOT(dp, dYs, r, Vs, c);
+    for (uint k = 0u; k < TK; ++k) D += D_part[r][k];
     p = exp(s * pc.f[0] - row_lse[r]);
-    ds = p * (dp - row_D[r]);
+    ds = p * (dp - D);
   }
   P[r][c] = p;
   dS[r][c] = ds;

@@ -21,7 +21,7 @@ struct Tiles {
   }
 };
 constexpr Tiles kForward{16, 16, 1, 2, 1, 3};   // attention.comp: Qs; Ks, Vs; P; max, sum, rescale
-constexpr Tiles kBackward{16, 8, 2, 2, 2, 2};   // attention_grad.comp: Qs, dYs; Ks, Vs; P, dS; lse, D
+constexpr Tiles kBackward{16, 8, 2, 2, 3, 1};   // attention_grad.comp: Qs, dYs; Ks, Vs; P, dS, D_part; lse
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
