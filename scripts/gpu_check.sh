@@ -58,13 +58,13 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
-  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 20
+  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300
 done
 
 if command -v compute-sanitizer >/dev/null; then
-  step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 150 compute-sanitizer --tool memcheck \
+  step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 100 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$build/tests/test_cuda_ops"
 fi
 echo "figures in $out (exit $status)"
