@@ -58,25 +58,6 @@ const char* kModelB = R"(
   sg.optimizer.sgd{ lr = 0.05, momentum = 0.9, weight_decay = 0.001 }
 )";
 
-// Model C: causal attention of projections of x, so q, k and v all get
-// gradients; the loss weighs y by a random r (a dense dy). n_kv_head < n_head:
-// grouped-query attention (query heads sharing a kv head sum into dk, dv).
-// Scores of about unit spread (wq, wk at 0.25) and a small learning rate: a
-// sharp softmax turns the dot products' last-bit differences into relative
-// errors past the bound, which is conditioning, not a kernel fault.
-const char* kAttentionModel = R"(
-  local sg = require "sg"
-  local cfg = sg.config{ b = 2, t = 5, h = 4, kv = 2, dh = 16, d = 12 }
-  local x = sg.input("x", {cfg.b, cfg.t, cfg.d})
-  local r = sg.input("r", {cfg.b, cfg.t, cfg.h * cfg.dh})
-  local wq = sg.param("wq", {cfg.d, cfg.h * cfg.dh}, {"normal", 0, 0.25})
-  local wk = sg.param("wk", {cfg.d, cfg.kv * cfg.dh}, {"normal", 0, 0.25})
-  local wv = sg.param("wv", {cfg.d, cfg.kv * cfg.dh}, {"normal", 0, 0.5})
-  local y = sg.attention(sg.matmul(x, wq), sg.matmul(x, wk), sg.matmul(x, wv), cfg.h, cfg.kv)
-  sg.loss(sg.sum(sg.sum(sg.sum(y * r))))
-  sg.optimizer.sgd{ lr = 0.003 }
-)";
-
 std::set<OpCode> g_covered;
 
 // Every tensor of both arenas after each run: f32 within kF32Bound, i32 equal.
@@ -101,11 +82,11 @@ TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups")
 
 TEST_CASE("vulkan attention agrees with the cpu: GQA, odd lengths, head sizes 16, 64 and 128") {
   if (!test::vulkan_device_present()) return;
-  cross_check(kAttentionModel);  // T = 5: one partial tile
+  cross_check(test::kAttentionModel);  // T = 5: one partial tile
   // T = 37: three tiles, the last partial; one kv head for 4 query heads; plain multi-head.
-  cross_check(kAttentionModel, {{"t", "37"}, {"dh", "64"}, {"kv", "1"}});
-  cross_check(kAttentionModel, {{"t", "37"}, {"h", "2"}, {"kv", "2"}});
-  cross_check(kAttentionModel, {{"b", "1"}, {"t", "18"}, {"h", "2"}, {"kv", "1"}, {"dh", "128"}});
+  cross_check(test::kAttentionModel, {{"t", "37"}, {"dh", "64"}, {"kv", "1"}});
+  cross_check(test::kAttentionModel, {{"t", "37"}, {"h", "2"}, {"kv", "2"}});
+  cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "18"}, {"h", "2"}, {"kv", "1"}, {"dh", "128"}});
 }
 
 TEST_CASE("the cross-check covers every op the vulkan backend has") {
