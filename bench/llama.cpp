@@ -8,8 +8,10 @@
 // Perplexity: N windows of B tokens from the last tenth of the text (the part
 // the byte-level text data set holds out), the next-token NLL of positions
 // 1..B-1 of each, exp of the mean. Speed: one forward over a P-token prompt
-// (median of R), then G tokens generated greedily after it (no KV cache yet:
-// each token reruns the model over the prompt plus what came before).
+// (median of R), then G tokens generated greedily after it, R times each way
+// (medians): with the KV cache (prefill, then one decode_step per token:
+// gen_tok_s) and without (each token reruns infer over the block of P + G
+// tokens: gen_tok_s_no_cache). Both count the G - 1 tokens after the first.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,10 +62,11 @@ std::string read_text(const std::string& path) {
   return out;
 }
 
-std::unique_ptr<Session> open_llama(const GgufFile& f, const std::string& recipe, int64_t block) {
+std::unique_ptr<Session> open_llama(const GgufFile& f, const std::string& recipe, int64_t block, bool kv_cache = false) {
   dsl::ScriptOptions opts;
   check(llama_config(f, &opts.set));
   opts.set["block"] = std::to_string(block);
+  opts.set["kv_cache"] = kv_cache ? "true" : "false";
   compiler::Graph g;
   check(dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g));
   g.recipe = recipe;
@@ -113,6 +116,24 @@ double perplexity(const GgufFile& f, const Tokenizer& tok, const std::string& te
   return std::exp(nll / static_cast<double>(windows * (block - 1)));
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Tokens per second of greedy generation after `ids` (the tokens after the first), median of reps.
+double generation_speed(const GgufFile& f, const std::string& recipe, const std::vector<int32_t>& ids, int64_t gen,
+                        int reps, bool kv_cache) {
+  auto s = open_llama(f, recipe, static_cast<int64_t>(ids.size()) + gen, kv_cache);
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    GenerateStats st;
+    check(generate(*s, ids, gen, -1, SamplingOptions{}, [](int32_t) { return Status::Ok(); }, &st));
+    rates.push_back((st.generated - 1) / st.generate_seconds);
+  }
+  return median(rates);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,13 +171,13 @@ int main(int argc, char** argv) {
     forward(*s, ids);
     secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  std::sort(secs.begin(), secs.end());
-  s = open_llama(*f, recipe, prompt + gen);
-  GenerateStats st;
-  check(generate(*s, ids, gen, -1, SamplingOptions{}, [](int32_t) { return Status::Ok(); }, &st));
+  s.reset();
+  if (gen < 2) die("--gen must be at least 2 to time generation");
+  const double cached = generation_speed(*f, recipe, ids, gen, reps, true);
+  const double uncached = generation_speed(*f, recipe, ids, gen, reps, false);
   std::printf("{\"bench\":\"llama_speed\",\"impl\":\"sgrt\",\"recipe\":\"%s\",\"threads\":%d,\"prompt\":%lld,\"prompt_tok_s\":%.2f,"
-              "\"gen\":%lld,\"gen_tok_s\":%.3f}\n",
-              recipe.c_str(), threads, static_cast<long long>(prompt), prompt / secs[secs.size() / 2],
-              static_cast<long long>(gen), (st.generated - 1) / st.generate_seconds);
+              "\"gen\":%lld,\"reps\":%d,\"gen_tok_s\":%.3f,\"gen_tok_s_no_cache\":%.3f}\n",
+              recipe.c_str(), threads, static_cast<long long>(prompt), prompt / median(secs),
+              static_cast<long long>(gen), reps, cached, uncached);
   return 0;
 }

@@ -218,6 +218,8 @@ class Differ {
       // Linear in x with the mask of this step: the same op on dy, same seed and step.
       case OpCode::Dropout: return accumulate(in[0], emit(OpCode::Dropout, {dy, in[1]}, op.attrs));
       case OpCode::Accuracy: case OpCode::Fill: return Status::Ok();
+      // Decoding ops (a KV cache) run in inference programs only.
+      case OpCode::RopeAt: case OpCode::KvAttention: break;
       // Gradient and optimizer ops never appear in the forward graph.
       case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
       case OpCode::ReduceMaxGrad: case OpCode::SoftmaxGrad: case OpCode::LogSoftmaxGrad:

@@ -39,6 +39,10 @@ Status Graph::add_op_to(std::vector<Op>* ops, OpCode code, std::vector<int> in, 
   if (!st.ok()) return st.with_context(loc.str());
   out->clear();
   for (size_t i = 0; i < out_types.size(); ++i) {
+    if (int alias = op_inplace_input(code, static_cast<int>(i)); alias >= 0) {
+      out->push_back(in[alias]);  // same type: the shape rule says so
+      continue;
+    }
     Tensor t;
     t.name = std::string(op_info(code).name) + "_" + std::to_string(tensors.size());
     t.type = out_types[i];

@@ -92,6 +92,8 @@ struct Graph {
   std::vector<Tensor> tensors;
   std::vector<Op> forward;            // as the DSL built it
   std::vector<Program> programs;      // filled by build_programs()
+  // sg.program: name -> the outputs it computes (also in `outputs`, which infer leaves to it)
+  std::vector<std::pair<std::string, std::vector<int>>> declared_programs;
   int loss = -1;
   std::vector<std::pair<std::string, int>> metrics, outputs;
   OptimizerConfig optimizer;

@@ -9,6 +9,8 @@ namespace sgrt::compiler {
 namespace {
 
 // The forward ops that `targets` depend on, in their original order.
+// Persistent tensors are sources: a cache that another program's op writes in
+// place holds its value from that run, it does not pull that program in.
 std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
   std::vector<bool> needed(g.tensors.size(), false);
   for (int t : targets) needed[t] = true;
@@ -17,7 +19,8 @@ std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
     const Op& op = g.forward[i];
     for (int o : op.out) keep[i] = keep[i] || needed[o];
     if (keep[i])
-      for (int in : op.in) needed[in] = true;
+      for (int in : op.in)
+        if (!g.t(in).persistent) needed[in] = true;
   }
   std::vector<Op> ops;
   for (size_t i = 0; i < g.forward.size(); ++i)
@@ -51,8 +54,10 @@ void with_prologue(const std::vector<Op>& prologue, Program* p) {
 Status build_programs(Graph& g) {
   std::vector<int> eval_targets{g.loss};
   for (auto& [name, id] : g.metrics) eval_targets.push_back(id);
-  std::vector<int> infer_targets;
-  for (auto& [name, id] : g.outputs) infer_targets.push_back(id);
+  std::vector<int> infer_targets, declared;
+  for (auto& [name, ids] : g.declared_programs) declared.insert(declared.end(), ids.begin(), ids.end());
+  for (auto& [name, id] : g.outputs)
+    if (std::find(declared.begin(), declared.end(), id) == declared.end()) infer_targets.push_back(id);
   Backward bw;
   OptimizerOps opt;
   if (!g.infer_only) {  // infer_only: frozen weights (a pretrained model's generation), nothing to train
@@ -65,6 +70,7 @@ Status build_programs(Graph& g) {
   }
   g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});
   if (!infer_targets.empty()) g.programs.push_back(Program{"infer", inference_mode(ops_for(g, infer_targets))});
+  for (auto& [name, ids] : g.declared_programs) g.programs.push_back(Program{name, inference_mode(ops_for(g, ids))});
   for (Program& p : g.programs) with_prologue(opt.prologue, &p);
   return Status::Ok();
 }

@@ -181,20 +181,27 @@ std::optional<compiler::ValueRange> read_range(lua_State* L, int opts, const std
   return r;
 }
 
+// A persistent tensor (sg.input, sg.param, sg.cache) named by argument 1 and
+// shaped by argument 2; a name already in use is "a <kind> named ... already exists<hint>".
+compiler::Tensor persistent_tensor(lua_State* L, sg::Role role, const std::string& kind, const std::string& hint = "") {
+  compiler::Tensor t;
+  t.name = check_string(L, 1);
+  if (name_taken(*state(L).g, t.name)) raise_at(L, "a " + kind + " named '" + t.name + "' already exists" + hint);
+  t.type.shape = read_shape(L, 2);
+  t.role = role;
+  t.persistent = true;
+  t.loc = user_loc(L);
+  return t;
+}
+
 // _sg.input(name, shape, dtype, {range = {lo, hi}}) -> id
 int l_input(lua_State* L) {
   State& s = state(L);
-  std::string name = check_string(L, 1);
-  if (name_taken(*s.g, name)) raise_at(L, "a tensor named '" + name + "' already exists");
-  compiler::Tensor t;
-  t.name = name;
-  t.type.shape = read_shape(L, 2);
+  compiler::Tensor t = persistent_tensor(L, sg::Role::input, "tensor");
+  const std::string& name = t.name;
   std::string dt = opt_string(L, 3, "f32");
   if (!dtype_from_name(dt.c_str(), &t.type.dtype) || (t.type.dtype != DType::f32 && t.type.dtype != DType::i32))
     raise_at(L, std::string("input '") + name + "': dtype must be f32 or i32, got '" + dt + "'");
-  t.role = sg::Role::input;
-  t.persistent = true;
-  t.loc = user_loc(L);
   t.range = read_range(L, 4, name);
   lua_pushinteger(L, s.g->add_tensor(std::move(t)));
   return 1;
@@ -213,11 +220,8 @@ int l_default_range(lua_State* L) {
 // _sg.param(name, shape, init, a, b) -> id; init in zeros|ones|uniform|normal
 int l_param(lua_State* L) {
   State& s = state(L);
-  std::string name = check_string(L, 1);
-  if (name_taken(*s.g, name)) raise_at(L, "a parameter named '" + name + "' already exists (give layers distinct names)");
-  compiler::Tensor t;
-  t.name = name;
-  t.type.shape = read_shape(L, 2);
+  compiler::Tensor t = persistent_tensor(L, sg::Role::param, "parameter", " (give layers distinct names)");
+  const std::string& name = t.name;
   std::string init = opt_string(L, 3, "zeros");
   static const char* const kinds[] = {"zeros", "ones", "uniform", "normal"};
   int k = -1;
@@ -227,11 +231,36 @@ int l_param(lua_State* L) {
   t.init.a = static_cast<float>(opt_number(L, 4, 0));
   t.init.b = static_cast<float>(opt_number(L, 5, 0));
   t.init.seed = ++s.param_count;  // mixed with the run's seed by the runtime
-  t.role = sg::Role::param;
-  t.persistent = true;
-  t.loc = user_loc(L);
   lua_pushinteger(L, s.g->add_tensor(std::move(t)));
   return 1;
+}
+
+// _sg.cache(name, shape) -> id: f32 decoding state (a KV cache), zero at init,
+// kept across runs, never saved.
+int l_cache(lua_State* L) {
+  compiler::Tensor t = persistent_tensor(L, sg::Role::cache, "tensor");
+  t.type.dtype = DType::f32;
+  lua_pushinteger(L, state(L).g->add_tensor(std::move(t)));
+  return 1;
+}
+
+// _sg.program(name, {ids}): a program of its own computing these outputs.
+int l_program(lua_State* L) {
+  Graph& g = *state(L).g;
+  std::string name = check_string(L, 1);
+  if (name == "train_step" || name == "eval" || name == "infer") raise_at(L, "sg.program: '" + name + "' is a built-in program");
+  for (auto& [n, ids] : g.declared_programs)
+    if (n == name) raise_at(L, "sg.program: '" + name + "' declared twice");
+  check_table(L, 2);
+  std::vector<int> ids;
+  for (lua_Integer i = 1, n = raw_len(L, 2); i <= n; ++i) {
+    lua_rawgeti(L, 2, i);
+    ids.push_back(tensor_id(L, -1));
+    lua_pop(L, 1);
+  }
+  if (ids.empty()) raise_at(L, "sg.program: '" + name + "' has no outputs");
+  g.declared_programs.push_back({name, std::move(ids)});
+  return 0;
 }
 
 // An op's attributes from a Lua table; numbers take the kind ops.def declares
@@ -497,7 +526,7 @@ const luaL_Reg kFunctions[] = {
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),
-    SG_FN("unary_ops", l_unary_ops), {nullptr, nullptr}};
+    SG_FN("unary_ops", l_unary_ops), SG_FN("cache", l_cache), SG_FN("program", l_program), {nullptr, nullptr}};
 #undef SG_FN
 
 // package.searchers entry for the embedded library: require "sg", "sg.nn", ...

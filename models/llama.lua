@@ -9,35 +9,70 @@
 local sg = require "sg"
 local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ffn = 1536, rope_base = 100000.0,
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
-                       lr = 1e-4 }
+                       lr = 1e-4, kv_cache = false }
 local dh = cfg.n_embd // cfg.n_head
 
 local tokens = sg.input("tokens", { cfg.batch, cfg.block }, "i32")
 local targets = sg.input("targets", { cfg.batch, cfg.block }, "i32")
 
+-- Each parameter once, however many graphs (train, prefill, decode step) read it.
+local params = {}
+local function param(name, shape, init)
+  params[name] = params[name] or sg.param(name, shape, init)
+  return params[name]
+end
+
 -- x [..., in] @ W^T with W [out, in]: ggml's linear layout (ne = [in, out]).
 local function linear(x, name, out)
-  return sg.matmul(x, sg.param(name, { out, x:dim(-1) }, { "normal", 0, 0.02 }), { trans_b = true })
+  return sg.matmul(x, param(name, { out, x:dim(-1) }, { "normal", 0, 0.02 }), { trans_b = true })
 end
 
-local function rmsnorm(x, name) return sg.rms_norm(x, sg.param(name, { x:dim(-1) }, "ones"), cfg.eps) end
+local function rmsnorm(x, name) return sg.rms_norm(x, param(name, { x:dim(-1) }, "ones"), cfg.eps) end
 
-local embd = sg.param("token_embd.weight", { cfg.vocab, cfg.n_embd }, { "normal", 0, 0.02 })
-local x = sg.embedding(embd, tokens)
-for l = 0, cfg.n_layer - 1 do
-  local p = "blk." .. l .. "."
-  local h = rmsnorm(x, p .. "attn_norm.weight")
-  -- GGUF llama q/k weights are permuted for interleaved-pair rotation (llama.cpp's rope "normal")
-  local q = sg.rope(linear(h, p .. "attn_q.weight", cfg.n_head * dh), cfg.n_head, cfg.rope_base, true)
-  local k = sg.rope(linear(h, p .. "attn_k.weight", cfg.n_kv_head * dh), cfg.n_kv_head, cfg.rope_base, true)
-  local v = linear(h, p .. "attn_v.weight", cfg.n_kv_head * dh)
-  x = x + linear(sg.attention(q, k, v, cfg.n_head, cfg.n_kv_head), p .. "attn_output.weight", cfg.n_embd)
-  h = rmsnorm(x, p .. "ffn_norm.weight")
-  local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
-  x = x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
+-- The logits of ids [batch, T]; attend(l, q, k, v) mixes positions in block l,
+-- q and k before rope. GGUF llama q/k weights are permuted for interleaved-pair
+-- rotation (llama.cpp's rope "normal"), hence rope's `true`.
+local embd = param("token_embd.weight", { cfg.vocab, cfg.n_embd }, { "normal", 0, 0.02 })
+local function forward(ids, attend)
+  local x = sg.embedding(embd, ids)
+  for l = 0, cfg.n_layer - 1 do
+    local p = "blk." .. l .. "."
+    local h = rmsnorm(x, p .. "attn_norm.weight")
+    local q = linear(h, p .. "attn_q.weight", cfg.n_head * dh)
+    local k = linear(h, p .. "attn_k.weight", cfg.n_kv_head * dh)
+    local v = linear(h, p .. "attn_v.weight", cfg.n_kv_head * dh)
+    x = x + linear(attend(l, q, k, v), p .. "attn_output.weight", cfg.n_embd)
+    h = rmsnorm(x, p .. "ffn_norm.weight")
+    local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
+    x = x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
+  end
+  x = rmsnorm(x, "output_norm.weight")
+  return cfg.tie and sg.matmul(x, embd, { trans_b = true }) or linear(x, "output.weight", cfg.vocab)
 end
-x = rmsnorm(x, "output_norm.weight")
-local logits = cfg.tie and sg.matmul(x, embd, { trans_b = true }) or linear(x, "output.weight", cfg.vocab)
+
+local logits = forward(tokens, function(_, q, k, v)
+  return sg.attention(sg.rope(q, cfg.n_head, cfg.rope_base, true), sg.rope(k, cfg.n_kv_head, cfg.rope_base, true), v,
+                      cfg.n_head, cfg.n_kv_head)
+end)
+
+-- kv_cache = true: programs "prefill" (the prompt, padded to the block, from
+-- position 0) and "decode_step" (one token at position pos), both appending
+-- to per-layer caches [batch, block, n_kv_head * dh]. sgrt run sets it.
+if cfg.kv_cache then
+  local pos = sg.input("pos", {}, "i32")
+  local caches = {}
+  for l = 0, cfg.n_layer - 1 do
+    local shape = { cfg.batch, cfg.block, cfg.n_kv_head * dh }
+    caches[l] = { sg.cache("blk." .. l .. ".k_cache", shape), sg.cache("blk." .. l .. ".v_cache", shape) }
+  end
+  local function cached(l, q, k, v)
+    return sg.kv_attention(sg.rope_at(q, pos, cfg.n_head, cfg.rope_base, true),
+                           sg.rope_at(k, pos, cfg.n_kv_head, cfg.rope_base, true), v, caches[l][1], caches[l][2], pos,
+                           cfg.n_head, cfg.n_kv_head)
+  end
+  sg.program("prefill", { logits = forward(sg.input("prompt", { cfg.batch, cfg.block }, "i32"), cached) })
+  sg.program("decode_step", { logits = forward(sg.input("token", { cfg.batch, 1 }, "i32"), cached) })
+end
 
 local n = cfg.batch * cfg.block
 sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))

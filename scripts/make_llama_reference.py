@@ -36,8 +36,8 @@ Bench (JSON lines on stdout; the numpy side in float32 with BLAS on T threads):
 
 times one forward over a P-token prompt (the first tokens of the last tenth
 of the Jargon File) and G greedy tokens after it, recomputing the prefix per
-token as sgrt does for now; with --sgrt-bench, first runs sgrt's bench with the
-same arguments.
+token (no KV cache here; sgrt's bench reports both ways); with --sgrt-bench,
+first runs sgrt's bench with the same arguments.
 """
 import argparse
 import json

@@ -79,6 +79,19 @@ inline std::vector<float> read_f32(const Session& s, const std::string& name) {
   return v;
 }
 
+// The f32 values of the output `name` (sg.output, or sg.program's "program.key").
+inline std::vector<float> read_output(const Session& s, const std::string& name) {
+  for (auto& [n, id] : s.model().outputs())
+    if (n == name) {
+      std::vector<float> v(numel(s.model().tensors()[id].type.shape));
+      Status st = s.read(id, v.data(), v.size() * sizeof(float));
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      return v;
+    }
+  FAIL("no output " << name);
+  return {};
+}
+
 template <class T>
 inline void write_vec(Session& s, const std::string& name, const std::vector<T>& v) {
   Status st = s.write(tensor_id(s, name), v.data(), v.size() * sizeof(T));

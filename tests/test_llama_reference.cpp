@@ -12,6 +12,11 @@
 // the logits by O(1). The argmax is compared where the reference's top-2 gap
 // exceeds the tolerance; the greedy continuation must be identical (its
 // smallest top-2 gap is recorded in the dump).
+//
+// With the KV cache (--set kv_cache=true: programs prefill and decode_step),
+// decode_step run token by token from position 0 matches the reference the
+// same way, its logits equal infer's over the whole sequence within 1e-5
+// relative, and the greedy continuation is the same 64 tokens.
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -110,7 +115,7 @@ std::shared_ptr<const Model> compile_llama(const std::map<std::string, std::stri
 }
 
 // models/llama.lua shaped by the GGUF's metadata, batch x block, weights bound.
-std::unique_ptr<Session> open_llama(const std::string& gguf, int64_t batch, int64_t block) {
+std::unique_ptr<Session> open_llama(const std::string& gguf, int64_t batch, int64_t block, bool kv_cache = false) {
   std::unique_ptr<GgufFile> f;
   Status st = GgufFile::open(gguf, &f);
   REQUIRE_MESSAGE(st.ok(), st.message());
@@ -119,10 +124,41 @@ std::unique_ptr<Session> open_llama(const std::string& gguf, int64_t batch, int6
   REQUIRE_MESSAGE(st.ok(), st.message());
   set["batch"] = std::to_string(batch);
   set["block"] = std::to_string(block);
+  set["kv_cache"] = kv_cache ? "true" : "false";
   auto s = test::open_session(compile_llama(set));
   st = import_gguf(*s, gguf);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return s;
+}
+
+// max |a - b| / max |b| over one row of logits.
+double relative_diff(const float* a, const float* b, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[j]) - b[j]));
+    norm = std::max(norm, std::fabs(static_cast<double>(b[j])));
+  }
+  return diff / norm;
+}
+
+// Within kRel of the reference at one position (the stored logits and the
+// log-sum-exp; the argmax where the top-2 gap is clear); returns max |diff| / max |ref|.
+double check_against_reference(const Position& p, const float* row, int64_t vocab, const std::string& where) {
+  double diff = 0, norm = 0;
+  for (auto& [j, v] : p.logits) {
+    diff = std::max(diff, std::fabs(row[j] - v));
+    norm = std::max(norm, std::fabs(v));
+  }
+  double m = row[0], sum = 0;
+  for (int64_t j = 0; j < vocab; ++j) m = std::max<double>(m, row[j]);
+  for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - m);
+  diff = std::max(diff, std::fabs(m + std::log(sum) - p.lse));
+  CHECK_MESSAGE(diff <= kRel * norm, where << ": max |diff| " << diff << ", max |ref| " << norm);
+  if (p.gap > kRel * norm * 2) {
+    int argmax = static_cast<int>(std::max_element(row, row + vocab) - row);
+    CHECK_MESSAGE(argmax == p.argmax, where);
+  }
+  return diff / norm;
 }
 
 }  // namespace
@@ -147,25 +183,9 @@ TEST_CASE("SmolLM2-135M logits match the numpy reference at every position of 4 
   REQUIRE(s->read(logits_id, z.data(), z.size() * sizeof(float)).ok());
   double worst = 0;
   for (int64_t b = 0; b < batch; ++b)
-    for (size_t t = 0; t < r.prompts[b].pos.size(); ++t) {
-      const Position& p = r.prompts[b].pos[t];
-      const float* row = z.data() + (b * block + t) * vocab;
-      double diff = 0, norm = 0;
-      for (auto& [j, v] : p.logits) {
-        diff = std::max(diff, std::fabs(row[j] - v));
-        norm = std::max(norm, std::fabs(v));
-      }
-      double m = row[0], sum = 0;
-      for (int64_t j = 0; j < vocab; ++j) m = std::max<double>(m, row[j]);
-      for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - m);
-      diff = std::max(diff, std::fabs(m + std::log(sum) - p.lse));
-      worst = std::max(worst, diff / norm);
-      CHECK_MESSAGE(diff <= kRel * norm, "prompt " << b << " position " << t << ": max |diff| " << diff << ", max |ref| " << norm);
-      if (p.gap > kRel * norm * 2) {
-        int argmax = static_cast<int>(std::max_element(row, row + vocab) - row);
-        CHECK_MESSAGE(argmax == p.argmax, "prompt " << b << " position " << t);
-      }
-    }
+    for (size_t t = 0; t < r.prompts[b].pos.size(); ++t)
+      worst = std::max(worst, check_against_reference(r.prompts[b].pos[t], z.data() + (b * block + t) * vocab, vocab,
+                                                      "prompt " + std::to_string(b) + " position " + std::to_string(t)));
   MESSAGE("largest relative max-norm difference: " << worst);
 }
 
@@ -183,6 +203,66 @@ TEST_CASE("SmolLM2-135M's greedy continuation of 64 tokens equals the reference'
   }, &st);
   REQUIRE_MESSAGE(g.ok(), g.message());
   CHECK(got == r.greedy);
+}
+
+TEST_CASE("SmolLM2-135M with a KV cache: decode steps match the reference and the uncached logits, greedy identical") {
+  std::string gguf = test::smollm2_gguf();
+  if (gguf.empty()) { MESSAGE(std::string(test::kNoSmollm2)); return; }
+  Reference r = load_reference();
+  const Prompt& pr = r.prompts[r.greedy_prompt];
+  const int64_t n = static_cast<int64_t>(pr.ids.size()), block = n + static_cast<int64_t>(r.greedy.size());
+  auto s = open_llama(gguf, 1, block, /*kv_cache=*/true);
+
+  // generate() takes the cached path (prefill, then decode_step) when the programs exist.
+  std::vector<int32_t> got;
+  GenerateStats st;
+  Status g = generate(*s, pr.ids, static_cast<int64_t>(r.greedy.size()), -1, SamplingOptions{}, [&](int32_t id) {
+    got.push_back(id);
+    return Status::Ok();
+  }, &st);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  CHECK(got == r.greedy);
+
+  // The whole sequence (prompt and continuation) through infer, no cache involved.
+  std::vector<int32_t> seq(pr.ids);
+  seq.insert(seq.end(), r.greedy.begin(), r.greedy.end());
+  test::write_vec(*s, "tokens", seq);
+  test::run(*s, "infer");
+  std::vector<float> full = test::read_output(*s, "logits");
+  const int64_t vocab = static_cast<int64_t>(full.size()) / block;
+
+  // decode_step one token at a time from position 0: the reference on the
+  // prompt, infer's logits everywhere (rope at the right position, the cache's
+  // earlier rows read back, GQA).
+  double worst = 0;
+  for (int64_t t = 0; t < block; ++t) {
+    test::write_vec(*s, "pos", std::vector<int32_t>{static_cast<int32_t>(t)});
+    test::write_vec(*s, "token", std::vector<int32_t>{seq[t]});
+    test::run(*s, "decode_step");
+    std::vector<float> z = test::read_output(*s, "decode_step.logits");
+    if (t < static_cast<int64_t>(pr.pos.size())) check_against_reference(pr.pos[t], z.data(), vocab, "decode_step at position " + std::to_string(t));
+    double rel = relative_diff(z.data(), full.data() + t * vocab, vocab);
+    worst = std::max(worst, rel);
+    CHECK_MESSAGE(rel <= 1e-5, "decode_step at position " << t << ": " << rel << " relative to infer");
+  }
+  MESSAGE("decode_step against infer: largest relative max-norm difference " << worst);
+
+  // prefill over the whole block from position 0 equals infer row for row.
+  test::write_vec(*s, "pos", std::vector<int32_t>{0});
+  test::write_vec(*s, "prompt", seq);
+  test::run(*s, "prefill");
+  std::vector<float> pre = test::read_output(*s, "prefill.logits");
+  for (int64_t t = 0; t < block; ++t)
+    CHECK_MESSAGE(relative_diff(pre.data() + t * vocab, full.data() + t * vocab, vocab) <= 1e-5, "prefill position " << t);
+
+  // A position past the cache is refused by the op, naming it.
+  int decode = -1;
+  REQUIRE(s->find_program("decode_step", &decode).ok());
+  test::write_vec(*s, "pos", std::vector<int32_t>{static_cast<int32_t>(block)});
+  Status past = s->run(decode);
+  CHECK_FALSE(past.ok());
+  CHECK_MESSAGE(past.message().find("do not fit the cache of " + std::to_string(block) + " rows") != std::string::npos,
+                past.message());
 }
 
 TEST_CASE("a GGUF that does not fit the model is refused by name, before any parameter is written") {

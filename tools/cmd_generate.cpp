@@ -2,8 +2,9 @@
 // pretrained llama (docs/llama.md). The GGUF gives the model's shape (as --set
 // defaults), its weights and its tokenizer; --chat wraps the prompt in the
 // file's chat template as one user message. The block is sized to the prompt
-// plus --tokens (at most the file's context). Text goes to stdout as it
-// comes; the speeds to stderr at the end.
+// plus --tokens (at most the file's context); --set kv_cache=true (the
+// default here) decodes with a KV cache. Text goes to stdout as it comes; the
+// speeds to stderr at the end.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -100,6 +101,7 @@ Status cmd_generate(int argc, char** argv) {
     return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, the model's context is " + std::to_string(context) +
                            " tokens (leave room for at least one new token)");
   if (!has_set(a, "block")) a.sets.push_back({"block", std::to_string(std::min(context, n + count))});
+  if (!has_set(a, "kv_cache")) a.sets.push_back({"kv_cache", "true"});  // prefill once, then one token per step
   const int64_t block = std::atoll(set_value(a, "block").c_str());
   if (n >= block) return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, --set block=" + std::to_string(block) + " leaves no room");
   count = std::min(count, block - n);

@@ -297,6 +297,8 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
     case OpCode::LayerNormGrad: case OpCode::RmsNormGrad: return infer_norm_grad(code, ins, attrs, outs);
     case OpCode::Attention: case OpCode::AttentionGrad: return infer_attention(code, ins, attrs, outs);
     case OpCode::Rope: return infer_rope(code, ins, attrs, outs);
+    case OpCode::RopeAt: return infer_rope_at(code, ins, attrs, outs);
+    case OpCode::KvAttention: return infer_kv_attention(code, ins, attrs, outs);
     case OpCode::Dropout: return infer_dropout(code, ins, attrs, outs);
     case OpCode::kCount: break;
   }

@@ -119,6 +119,33 @@ Status infer_rope(OpCode code, const std::vector<TensorType>& ins, const Attrs& 
   return Status::Ok();
 }
 
+// A decode position: i32[].
+Status check_pos(OpCode code, const TensorType& pos) {
+  if (!(pos == TensorType{{}, DType::i32})) return fail(code, "pos must be i32[], got " + type_str(pos));
+  return Status::Ok();
+}
+
+Status infer_rope_at(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  SG_TRY(check_pos(code, ins[1]));
+  return infer_rope(code, {ins[0]}, attrs, outs);
+}
+
+// kv_attention: q [B, T, H*Dh], k and v [B, T, Hkv*Dh], the caches [B, Tmax, Hkv*Dh]
+// with Tmax >= T, pos i32[]; y is q's type, the caches are written in place.
+Status infer_kv_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  std::vector<TensorType> attn(3);
+  SG_TRY(infer_attention(code, {ins[0], ins[1], ins[2]}, attrs, &attn));
+  const TensorType& cache = ins[3];
+  SG_TRY(expect_f32(code, cache, "k_cache"));
+  if (cache.shape.size() != 3 || cache.shape[0] != ins[1].shape[0] || cache.shape[2] != ins[1].shape[2] ||
+      cache.shape[1] < ins[1].shape[1])
+    return fail(code, "k_cache " + type_str(cache) + " must be [batch, >= time, width] of k " + type_str(ins[1]));
+  SG_TRY(expect_same(code, cache, ins[4], "v_cache"));
+  SG_TRY(check_pos(code, ins[5]));
+  *outs = {attn[0], cache, cache};
+  return Status::Ok();
+}
+
 Status infer_dropout(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   std::vector<TensorType>& o = *outs;
   SG_TRY(expect_f32(code, ins[0], "x"));

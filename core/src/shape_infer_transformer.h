@@ -16,6 +16,8 @@ Status infer_norm(OpCode code, const std::vector<TensorType>& ins, const Attrs& 
 Status infer_norm_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_rope(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_rope_at(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_kv_attention(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_dropout(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 
 }  // namespace sgrt

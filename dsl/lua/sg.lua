@@ -185,6 +185,23 @@ end
 function sg.loss(t) core.loss(t.id); return t end
 function sg.metric(name, t) core.metric(name, t.id); return t end
 function sg.output(name, t) core.output(name, t.id); return t end
+-- sg.program(name, {key = t, ...}): a program of its own that computes just
+-- these outputs (named name.key) from inputs, parameters and persistent state,
+-- e.g. a decode step reading and appending to KV caches (docs/llama.md).
+function sg.program(name, outputs)
+  if type(outputs) ~= "table" then core.fail("sg.program: outputs must be a table {name = tensor}") end
+  local keys, ids = {}, {}
+  for k in pairs(outputs) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)  -- compiled files are byte-identical run to run
+  for i, k in ipairs(keys) do
+    if not is_tensor(outputs[k]) then core.fail("sg.program: output '" .. k .. "' is not a tensor") end
+    core.output(name .. "." .. k, outputs[k].id)
+    ids[i] = outputs[k].id
+  end
+  core.program(name, ids)
+end
+-- A KV cache: f32 state that decode programs append to, zero at first.
+function sg.cache(name, shape) return wrap(core.cache(name, shape)) end
 function sg.config(defaults) return core.config(defaults) end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
 -- that stay in f32; plan = false turns the static scale planner off.
@@ -253,6 +270,14 @@ end
 -- does for GGUF llama weights, else (i, i + head_size/2) as GPT-NeoX and HF.
 function sg.rope(x, n_head, base, interleaved)
   return op("rope", { x }, { n_head = n_head, base = (base or 10000) + 0.0, inverse = 0, interleaved = interleaved and 1 or 0 })
+end
+-- Decoding (docs/llama.md): rope at positions pos.. (pos an i32[] input), and
+-- attention that appends k, v to the caches at pos and reads rows 0..pos+t.
+function sg.rope_at(x, pos, n_head, base, interleaved)
+  return op("rope_at", { x, pos }, { n_head = n_head, base = (base or 10000) + 0.0, interleaved = interleaved and 1 or 0 })
+end
+function sg.kv_attention(q, k, v, k_cache, v_cache, pos, n_head, n_kv_head)
+  return op("kv_attention", { q, k, v, k_cache, v_cache, pos }, { n_head = n_head, n_kv_head = n_kv_head or n_head })
 end
 -- Inverted dropout, a fresh mask each step (seeded by the op's position in the
 -- script and the step); the eval and infer programs pass x through.

@@ -7,7 +7,11 @@
 // to a per-thread [T, T] tile, are turned into probabilities by a max-shifted
 // softmax, and multiply V. The forward saves only the per-row log-sum-exp
 // lse [B, H, T]; the backward recomputes P = exp(S - lse) from it.
+// kv_attention is the forward for decoding: it appends k, v [B, T, Ckv] to the
+// caches [B, Tmax, Ckv] at rows pos.., and query t (position pos + t) attends
+// to the cache rows 0..pos+t.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/fast_math.h"
@@ -39,6 +43,19 @@ void scores(const Dims& d, const float* q, const float* k, float* s) {
   gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, d.T);
 }
 
+// Softmax of row[0, n) in place, zeros in row[n, width); returns the log-sum-exp.
+float softmax_prefix(float* row, int64_t n, int64_t width) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = row[j] > m ? row[j] : m;  // not fmax: no libm call
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - m);
+  for (int64_t j = 0; j < n; ++j) sum += row[j];
+  float inv = 1.f / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  for (int64_t j = n; j < width; ++j) row[j] = 0.f;
+  return m + std::log(sum);
+}
+
 void attention_forward(const OpArgs& a) {
   Dims d = dims_of(a);
   const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f();
@@ -48,18 +65,7 @@ void attention_forward(const OpArgs& a) {
     for (int64_t bh = b0; bh < b1; ++bh) {
       int64_t off = d.q_off(bh / d.H, bh % d.H), kv = d.kv_off(bh / d.H, bh % d.H);
       scores(d, q + off, k + kv, p);
-      for (int64_t i = 0; i < d.T; ++i) {
-        float* row = p + i * d.T;
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j <= i; ++j) m = row[j] > m ? row[j] : m;  // not fmax: no libm call
-        float sum = 0.f;
-        for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - m);
-        for (int64_t j = 0; j <= i; ++j) sum += row[j];
-        float inv = 1.f / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
-        lse[bh * d.T + i] = m + std::log(sum);
-      }
+      for (int64_t i = 0; i < d.T; ++i) lse[bh * d.T + i] = softmax_prefix(p + i * d.T, i + 1, d.T);
       gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + kv, d.Ckv, 0.f, y + off, d.C);
     }
   });
@@ -103,9 +109,35 @@ void attention_backward(const OpArgs& a) {
   });
 }
 
+// q [B, T, C]; k, v [B, T, Ckv]; caches [B, Tmax, Ckv] (out[1], out[2] are in[3], in[4]).
+Status kv_attention(const OpArgs& a) {
+  Dims d = dims_of(a);
+  const int64_t tmax = a.in[3].shape()[1], pos = a.in[5].i32()[0], len = pos + d.T;  // cache rows attended
+  if (pos < 0 || len > tmax)
+    return Status::Invalid("kv_attention: positions " + std::to_string(pos) + ".." + std::to_string(len - 1) +
+                           " do not fit the cache of " + std::to_string(tmax) + " rows");
+  const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f();
+  float *y = a.out[0].f(), *kc = a.out[1].f(), *vc = a.out[2].f();
+  for (int64_t b = 0; b < d.B; ++b) {
+    std::memcpy(kc + (b * tmax + pos) * d.Ckv, k + b * d.T * d.Ckv, sizeof(float) * d.T * d.Ckv);
+    std::memcpy(vc + (b * tmax + pos) * d.Ckv, v + b * d.T * d.Ckv, sizeof(float) * d.T * d.Ckv);
+  }
+  parallel_for(d.B * d.H, 1, [&](int64_t b0, int64_t b1) {
+    float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * len));
+    for (int64_t bh = b0; bh < b1; ++bh) {
+      int64_t b = bh / d.H, h = bh % d.H, off = d.q_off(b, h), kv = b * tmax * d.Ckv + h / (d.H / d.Hkv) * d.Dh;
+      gemm_f32(false, true, d.T, len, d.Dh, d.scale, q + off, d.C, kc + kv, d.Ckv, 0.f, p, len);
+      for (int64_t i = 0; i < d.T; ++i) softmax_prefix(p + i * len, pos + i + 1, len);
+      gemm_f32(false, false, d.T, d.Dh, len, 1.f, p, len, vc + kv, d.Ckv, 0.f, y + off, d.C);
+    }
+  });
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status k_attention(const OpArgs& a) {
+  if (a.code == OpCode::KvAttention) return kv_attention(a);
   if (a.code == OpCode::Attention) attention_forward(a);
   else attention_backward(a);
   return Status::Ok();

@@ -50,8 +50,8 @@ Status k_dge_grad(const OpArgs& a);     // fp4_ops.cpp: FP4 differentiable gradi
 Status k_clamp_outliers(const OpArgs& a);  // fp4_ops.cpp: per-row quantile clamp and residual
 Status k_embedding(const OpArgs& a);    // embedding.cpp: gather and its scatter-add gradient
 Status k_norm(const OpArgs& a);         // norm.cpp: layer norm, RMS norm and their gradients
-Status k_attention(const OpArgs& a);    // attention.cpp: fused causal attention, forward and backward
-Status k_rope(const OpArgs& a);         // rope.cpp: rotary position embedding
+Status k_attention(const OpArgs& a);    // attention.cpp: fused causal attention, forward and backward; kv_attention
+Status k_rope(const OpArgs& a);         // rope.cpp: rotary position embedding (rope, rope_at)
 Status k_dropout(const OpArgs& a);      // dropout.cpp: counter-based inverted dropout
 
 }  // namespace sgrt::cpu

@@ -3,8 +3,10 @@
 // i + Dh/2 and the pair turns by the angle t * base^(-2i/Dh) at position t.
 // attr inverse turns the other way: the gradient of a rotation. attr interleaved
 // pairs 2i with 2i + 1 instead (GPT-J, and llama.cpp's "normal" rope: GGUF llama
-// files store q and k weights permuted for it).
+// files store q and k weights permuted for it). rope_at (decoding with a KV
+// cache) rotates row t as position pos + t, pos read from its i32[] input.
 #include <cmath>
+#include <string>
 
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -14,6 +16,8 @@ namespace sgrt::cpu {
 Status k_rope(const OpArgs& a) {
   const Shape& s = a.in[0].shape();
   int64_t T = s[1], C = s[2], H = a.attrs->i("n_head"), Dh = C / H, half = Dh / 2;
+  int64_t pos = a.code == OpCode::RopeAt ? a.in[1].i32()[0] : 0;
+  if (pos < 0) return Status::Invalid("rope_at: pos " + std::to_string(pos) + " is negative");
   double base = a.attrs->f("base");
   float sign = a.attrs->i("inverse") ? -1.f : 1.f;
   // element of pair i: first at i1 = i * step1, second at i1 + other
@@ -22,7 +26,7 @@ Status k_rope(const OpArgs& a) {
   float* y = a.out[0].f();
   parallel_for(s[0] * T, std::max<int64_t>(1, 4096 / C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      double t = static_cast<double>(r % T);
+      double t = static_cast<double>(pos + r % T);
       const float* xr = x + r * C;
       float* yr = y + r * C;
       for (int64_t i = 0; i < half; ++i) {

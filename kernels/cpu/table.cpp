@@ -38,6 +38,8 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::Attention, {f, f, f}, {f, f}, k_attention},
       {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, k_attention},
       {OpCode::Rope, {f}, {f}, k_rope},                 {OpCode::Dropout, {f, i}, {f}, k_dropout},
+      {OpCode::RopeAt, {f, i}, {f}, k_rope},
+      {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, k_attention},
   });
   return t;
 }

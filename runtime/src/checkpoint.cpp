@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '0' + kCheckpointFormat};
 
-bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.bytes > 0; }
+bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0; }
 
 std::string file_in(const std::string& dir) { return dir + "/checkpoint.sgck"; }
 

@@ -63,13 +63,92 @@ int32_t sample_token(std::span<const float> z, const SamplingOptions& o, float u
   return order[k - 1];
 }
 
+namespace {
+
+int output_id(const Model& m, const std::string& name) {
+  for (auto& [n, id] : m.outputs())
+    if (n == name) return id;
+  return -1;
+}
+
+Status expect_type(const Model& m, int id, const std::string& name, const TensorType& want) {
+  if (id < 0) return Status::Invalid(m.label() + ": has no tensor \"" + name + "\" (a KV-cache model needs it)");
+  const TensorType& t = m.tensors()[id].type;
+  if (!(t == want)) return Status::Invalid(m.label() + ": " + name + " is " + type_str(t) + ", expected " + type_str(want));
+  return Status::Ok();
+}
+
+// The next token's logits after ids[0, n), from one of two program sets:
+// without a cache, infer over the whole block each time; with one (programs
+// prefill and decode_step), prefill over the padded prompt once and then
+// decode_step on the last token alone at its position.
+class NextLogits {
+ public:
+  Status init(Session& s, int64_t block, int64_t vocab) {
+    const Model& m = s.model();
+    s_ = &s;
+    vocab_ = vocab;
+    cached_ = s.find_program("prefill", &prefill_).ok() && s.find_program("decode_step", &decode_).ok();
+    if (!cached_) {
+      int tokens, logits;
+      SG_TRY(find_io(m, &tokens, &logits));
+      SG_TRY(s.find_program("infer", &prefill_));
+      block_in_ = tokens;
+      block_out_ = logits;
+      block_ = std::vector<float>(block * vocab);
+      return Status::Ok();
+    }
+    block_in_ = m.find_tensor("prompt");
+    token_in_ = m.find_tensor("token");
+    pos_ = m.find_tensor("pos");
+    block_out_ = output_id(m, "prefill.logits");
+    token_out_ = output_id(m, "decode_step.logits");
+    SG_TRY(expect_type(m, block_in_, "prompt", TensorType{{1, block}, DType::i32}));
+    SG_TRY(expect_type(m, token_in_, "token", TensorType{{1, 1}, DType::i32}));
+    SG_TRY(expect_type(m, pos_, "pos", TensorType{{}, DType::i32}));
+    SG_TRY(expect_type(m, block_out_, "prefill.logits", TensorType{{1, block, vocab}, DType::f32}));
+    SG_TRY(expect_type(m, token_out_, "decode_step.logits", TensorType{{1, 1, vocab}, DType::f32}));
+    block_ = std::vector<float>(block * vocab);
+    token_ = std::vector<float>(vocab);
+    return Status::Ok();
+  }
+
+  // The first call reads the whole prompt ids[0, n); each later one adds ids[n - 1].
+  Status run(const std::vector<int32_t>& ids, int64_t n, bool first, std::span<const float>* z) {
+    if (first || !cached_) {
+      int32_t zero = 0;
+      if (cached_) SG_TRY(s_->write(pos_, &zero, sizeof zero));
+      SG_TRY(s_->write(block_in_, ids.data(), ids.size() * sizeof(int32_t)));
+      SG_TRY(s_->run(prefill_));
+      SG_TRY(s_->read(block_out_, block_.data(), block_.size() * sizeof(float)));
+      *z = std::span<const float>(block_.data() + (n - 1) * vocab_, vocab_);
+      return Status::Ok();
+    }
+    int32_t pos = static_cast<int32_t>(n - 1);
+    SG_TRY(s_->write(pos_, &pos, sizeof pos));
+    SG_TRY(s_->write(token_in_, &ids[n - 1], sizeof(int32_t)));
+    SG_TRY(s_->run(decode_));
+    SG_TRY(s_->read(token_out_, token_.data(), token_.size() * sizeof(float)));
+    *z = token_;
+    return Status::Ok();
+  }
+
+ private:
+  Session* s_ = nullptr;
+  bool cached_ = false;
+  int64_t vocab_ = 0;
+  int prefill_ = -1, decode_ = -1, block_in_ = -1, block_out_ = -1, token_in_ = -1, token_out_ = -1, pos_ = -1;
+  std::vector<float> block_, token_;
+};
+
+}  // namespace
+
 Status generate(Session& s, std::span<const int32_t> prompt, int64_t max_new, int32_t eos, const SamplingOptions& o,
                 const std::function<Status(int32_t)>& emit, GenerateStats* stats) {
-  int tokens, logits, prog;
   int64_t block, vocab;
-  SG_TRY(find_io(s.model(), &tokens, &logits));
   SG_TRY(generation_shape(s.model(), &block, &vocab));
-  SG_TRY(s.find_program("infer", &prog));
+  NextLogits next_logits;
+  SG_TRY(next_logits.init(s, block, vocab));
   if (prompt.empty()) return Status::Invalid("the prompt has no tokens");
   if (static_cast<int64_t>(prompt.size()) + max_new > block)
     return Status::Invalid("the prompt (" + std::to_string(prompt.size()) + " tokens) and " + std::to_string(max_new) +
@@ -77,16 +156,14 @@ Status generate(Session& s, std::span<const int32_t> prompt, int64_t max_new, in
   std::vector<int32_t> ids(block, 0);
   std::copy(prompt.begin(), prompt.end(), ids.begin());
   int64_t n = static_cast<int64_t>(prompt.size());
-  std::vector<float> out(block * vocab);
   *stats = GenerateStats{n, 0, 0, 0};
   for (int64_t i = 0; i < max_new; ++i) {
     auto t0 = Clock::now();
-    SG_TRY(s.write(tokens, ids.data(), ids.size() * sizeof(int32_t)));
-    SG_TRY(s.run(prog));
-    SG_TRY(s.read(logits, out.data(), out.size() * sizeof(float)));
+    std::span<const float> z;
+    SG_TRY(next_logits.run(ids, n, i == 0, &z));
     (i == 0 ? stats->prompt_seconds : stats->generate_seconds) += seconds_since(t0);
     float u = rng_uniform(o.seed, 0x52554Eull, static_cast<uint64_t>(i));
-    int32_t next = sample_token(std::span<const float>(out.data() + (n - 1) * vocab, vocab), o, u);
+    int32_t next = sample_token(z, o, u);
     ids[n++] = next;
     ++stats->generated;
     SG_TRY(emit(next));

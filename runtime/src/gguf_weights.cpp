@@ -59,6 +59,7 @@ Status import_gguf(Session& s, const std::string& path) {
   for (auto& [id, t] : plan) {
     values.resize(static_cast<size_t>(t->numel()));
     SG_TRY(f->dequantize(*t, values));
+    f->release(*t);  // the file's pages would otherwise stay resident beside the f32 weights
     SG_TRY(encode_param(s, id, values, &bytes).with_context(path));
     SG_TRY(s.write(bytes.tensor, bytes.bytes.data(), bytes.bytes.size()));
   }

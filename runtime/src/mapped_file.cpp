@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -47,6 +48,13 @@ Status MappedFile::open(const std::string& path, MappedFile* out) {
   ::close(fd);  // the mapping keeps the file open
   *out = std::move(m);
   return Status::Ok();
+}
+
+void MappedFile::release(size_t offset, size_t bytes) const {
+  if (offset >= size_) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), last = offset + std::min(bytes, size_ - offset);
+  const size_t begin = (offset + page - 1) / page * page, end = last / page * page;
+  if (begin < end) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);  // advice: failure is harmless
 }
 
 }  // namespace sgrt

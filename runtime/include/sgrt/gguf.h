@@ -90,6 +90,8 @@ class GgufFile {
   std::span<const uint8_t> data(const GgufTensor& t) const;  // raw bytes inside the mapping
   // numel(t) floats in storage order (ne[0] fastest); `out` must have exactly that size.
   Status dequantize(const GgufTensor& t, std::span<float> out) const;
+  // Drops t's bytes from resident memory (read again from the file if used).
+  void release(const GgufTensor& t) const { map_.release(data_start_ + t.offset, t.bytes); }
 
  private:
   GgufFile() = default;

@@ -23,6 +23,10 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the whole pages inside [offset, offset + bytes) from this process's
+  // memory (they are read from the file again if touched): a reader done with
+  // a large region keeps its resident size down. Out-of-range parts are ignored.
+  void release(size_t offset, size_t bytes) const;
 
  private:
   void swap(MappedFile& o) noexcept;
