@@ -76,12 +76,11 @@ int64_t tokens_per_example(const Model& m) {
 
 // One line on what is about to run.
 void print_header(const Args& a, const Model& m) {
-  uint64_t params = 0;
-  for (const TensorInfo& t : m.tensors())
-    if (t.role == Role::param) params += static_cast<uint64_t>(numel(t.type.shape));
+  ParamCounts pc = count_params(m.tensors());
+  std::string frozen = pc.frozen ? " (" + std::to_string(pc.frozen) + " frozen)" : "";
   const auto* recipe = m.root().recipe();
-  std::fprintf(stderr, "sgrt train: %s, %llu parameters, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
-               m.label().c_str(), static_cast<unsigned long long>(params), a.get("--backend", "cpu").c_str(),
+  std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
+               m.label().c_str(), static_cast<unsigned long long>(pc.trained), frozen.c_str(), a.get("--backend", "cpu").c_str(),
                recipe ? recipe->c_str() : "fp32", cpu::num_threads(), m.arena_bytes() / 1048576.0);
 }
 

@@ -175,11 +175,53 @@ function sg.accuracy(logits, labels) return op("accuracy", { logits, labels }) e
 -- opts.range = {lo, hi}: the values' range, which lets the scale planner give
 -- the input (and what it bounds) a compile-time scale.
 function sg.input(name, shape, dtype, opts) return wrap(core.input(name, shape, dtype or "f32", opts)) end
+-- Freezing: a frozen param gets no gradient, optimizer state or master copy
+-- (docs/dsl.md). sg.freeze's rules cover params declared before and after it.
+local params = {}        -- every sg.param tensor, in order
+local freeze_rules = {}  -- functions name -> true to freeze
+local pinned = {}        -- id -> true: requires_grad = true, never frozen by a rule
+local function freeze_if_ruled(t, name)
+  if pinned[t.id] then return end
+  for _, rule in ipairs(freeze_rules) do
+    if rule(name) then core.freeze(t.id); return end
+  end
+end
+
 -- init: {"uniform", low, high} | {"normal", mean, std} | "zeros" | "ones"
-function sg.param(name, shape, init)
+-- opts.requires_grad: false freezes the param; true keeps it trained whatever
+-- sg.freeze says; nil follows sg.freeze.
+function sg.param(name, shape, init, opts)
+  opts = check("sg.param", opts, { "requires_grad" })
   init = init or "zeros"
   if type(init) == "string" then init = { init } end
-  return wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0))
+  local t = wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0))
+  params[#params + 1] = { t = t, name = name }
+  if opts.requires_grad == false then core.freeze(t.id)
+  elseif opts.requires_grad == true then pinned[t.id] = true
+  else freeze_if_ruled(t, name) end
+  return t
+end
+
+-- sg.freeze(rule): freezes every param, declared or still to come, whose name
+-- matches rule: a Lua pattern, a list of them, or a function name -> boolean.
+function sg.freeze(rule)
+  local fn = rule
+  if type(rule) == "string" then rule = { rule } end
+  if type(rule) == "table" then
+    for i, p in ipairs(rule) do
+      if type(p) ~= "string" then core.fail("sg.freeze: entry " .. i .. " is not a name pattern") end
+    end
+    fn = function(name)
+      for _, p in ipairs(rule) do if name:find(p) then return true end end
+      return false
+    end
+  elseif type(fn) ~= "function" then
+    core.fail("sg.freeze: expected a name pattern, a list of them or a function, got " .. type(rule))
+  end
+  freeze_rules[#freeze_rules + 1] = fn
+  for _, p in ipairs(params) do
+    if not pinned[p.t.id] and fn(p.name) then core.freeze(p.t.id) end
+  end
 end
 
 function sg.loss(t) core.loss(t.id); return t end

@@ -261,6 +261,7 @@ Status import_safetensors(Session& s, const std::string& path) {
     const TensorInfo& p = m.tensors()[id];
     if (p.role != Role::param) continue;
     auto it = by_name.find(p.name);
+    if (it == by_name.end() && may_keep_init(m, p)) continue;
     if (it == by_name.end()) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
     if (it->second->shape != p.type.shape)
       return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(it->second->shape) + ", " + m.label() +
