@@ -356,9 +356,9 @@ int l_data(lua_State* L) {
   compiler::DataConfig& d = s.g->data;
   d.dataset = check_string(L, 1);
   static const std::map<std::string, std::set<std::string>> kFields = {
-      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}};
+      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask"}}};
   auto known = kFields.find(d.dataset);
-  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, text)");
+  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, instruct, text)");
   check_table(L, 2);
   d.fields.clear();
   lua_pushnil(L);

@@ -326,6 +326,17 @@ sg.data = {
     for _, f in ipairs { "tokens", "targets" } do if o[f] then fields[f] = o[f].id end end
     core.data("text", fields, { shuffle = true, path = o.path })
   end,
+  -- instruct{tokens = x, targets = y, mask = m, path = file}: JSON-lines
+  -- conversations in the model's tokens and chat template (sgrt train --data
+  -- FILE.jsonl --init-weights MODEL.gguf); x, y i32 and m f32, all [batch, block],
+  -- m = 1 on response targets (nn.masked_cross_entropy). docs/lora.md.
+  instruct = function(o)
+    o = check("sg.data.instruct", o, { "tokens", "targets", "mask", "path" })
+    local fields = {}
+    for _, f in ipairs { "tokens", "targets", "mask" } do if o[f] then fields[f] = o[f].id end end
+    core.data("instruct", fields, { shuffle = true, path = o.path })
+    if o.mask then core.default_range(o.mask.id, 0, 1) end
+  end,
 }
 
 -- Transformer ops (docs/transformers.md). Norms and attention have extra
