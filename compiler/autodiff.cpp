@@ -14,7 +14,7 @@ class Differ {
     if (!g_.t(g_.loss).type.shape.empty())
       return Status::Invalid(g_.t(g_.loss).loc.str() + ": the loss must be a scalar, got " + type_str(g_.t(g_.loss).type));
     mark_requires();
-    if (!requires_[g_.loss]) return Status::Invalid("the loss does not depend on any parameter");
+    if (!requires_[g_.loss]) return Status::Invalid("the loss does not depend on any trained (unfrozen) parameter");
     loc_ = g_.t(g_.loss).loc;
     Attrs one;
     one.set_f("value", 1.0).set_ints("shape", {});
@@ -49,7 +49,8 @@ class Differ {
  private:
   void mark_requires() {
     requires_.assign(g_.tensors.size(), false);
-    for (size_t i = 0; i < g_.tensors.size(); ++i) requires_[i] = g_.tensors[i].role == sg::Role::param;
+    for (size_t i = 0; i < g_.tensors.size(); ++i)
+      requires_[i] = g_.tensors[i].role == sg::Role::param && !g_.tensors[i].frozen;
     for (const Op& op : g_.forward) {
       if (op.code == OpCode::Accuracy) continue;
       bool any = false;

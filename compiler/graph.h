@@ -43,6 +43,7 @@ struct Tensor {
   std::optional<ValueRange> range;  // inputs only
   int grad_of = -1;
   bool persistent = false;  // lives across steps: params, optimizer state, inputs
+  bool frozen = false;      // params only: no gradient, optimizer state or master (sg.freeze)
   // Filled by the memory plan.
   uint64_t offset = 0;
   uint64_t bytes = 0;

@@ -26,7 +26,7 @@ Offset<sg::Tensor> write_tensor(FlatBufferBuilder& b, const Tensor& t) {
   auto name = b.CreateString(t.name);
   return sg::CreateTensor(b, name, shape, static_cast<sg::DType>(t.type.dtype), t.role, scale, t.offset, t.bytes, loc,
                           init, t.persistent ? sg::Lifetime::persistent : sg::Lifetime::transient, t.grad_of,
-                          t.range ? t.range->lo : 0.f, t.range ? t.range->hi : 0.f, t.range.has_value());
+                          t.range ? t.range->lo : 0.f, t.range ? t.range->hi : 0.f, t.range.has_value(), t.frozen);
 }
 
 Offset<sg::Op> write_op(FlatBufferBuilder& b, const Op& op) {

@@ -263,6 +263,14 @@ int l_program(lua_State* L) {
   return 0;
 }
 
+// _sg.freeze(id): the param trains no more (no gradient, optimizer state or master).
+int l_freeze(lua_State* L) {
+  compiler::Tensor& t = state(L).g->tensors[tensor_id(L, 1)];
+  if (t.role != sg::Role::param) raise_at(L, "'" + t.name + "' is not an sg.param: only params can be frozen");
+  t.frozen = true;
+  return 0;
+}
+
 // An op's attributes from a Lua table; numbers take the kind ops.def declares
 // (an integer where a float is declared is that float).
 Attrs read_attrs(lua_State* L, int idx, OpCode code) {
@@ -377,9 +385,9 @@ int l_data(lua_State* L) {
   compiler::DataConfig& d = s.g->data;
   d.dataset = check_string(L, 1);
   static const std::map<std::string, std::set<std::string>> kFields = {
-      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}};
+      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask"}}};
   auto known = kFields.find(d.dataset);
-  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, text)");
+  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, instruct, text)");
   check_table(L, 2);
   d.fields.clear();
   lua_pushnil(L);
@@ -522,7 +530,7 @@ int l_unary_ops(lua_State* L) {
 #define SG_FN(name, fn) {name, guarded<fn>}
 
 const luaL_Reg kFunctions[] = {
-    SG_FN("input", l_input),   SG_FN("default_range", l_default_range),   SG_FN("param", l_param),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
+    SG_FN("input", l_input),   SG_FN("default_range", l_default_range),   SG_FN("param", l_param),       SG_FN("freeze", l_freeze),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),

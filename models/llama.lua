@@ -9,8 +9,14 @@
 local sg = require "sg"
 local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ffn = 1536, rope_base = 100000.0,
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
-                       lr = 1e-4, kv_cache = false }
+                       lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
+                       lora_targets = "q,k,v,o,gate,up,down", instruct = false, kv_cache = false }
 local dh = cfg.n_embd // cfg.n_head
+-- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
+-- rest frozen (docs/lora.md). lora_rank = 0: full training.
+sg.lora{ rank = cfg.lora_rank, alpha = cfg.lora_alpha, dropout = cfg.lora_dropout, targets = cfg.lora_targets,
+         aliases = { q = "attn_q%.weight$", k = "attn_k%.weight$", v = "attn_v%.weight$", o = "attn_output%.weight$",
+                     gate = "ffn_gate%.weight$", up = "ffn_up%.weight$", down = "ffn_down%.weight$" } }
 
 local tokens = sg.input("tokens", { cfg.batch, cfg.block }, "i32")
 local targets = sg.input("targets", { cfg.batch, cfg.block }, "i32")
@@ -75,7 +81,13 @@ if cfg.kv_cache then
 end
 
 local n = cfg.batch * cfg.block
-sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
+if cfg.instruct then  -- sgrt train --data FILE.jsonl: the loss on response tokens only (docs/lora.md)
+  local mask = sg.input("mask", { cfg.batch, cfg.block })
+  sg.data.instruct{ tokens = tokens, targets = targets, mask = mask }
+  sg.loss(sg.nn.masked_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n }), sg.reshape(mask, { n })))
+else
+  sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
+end
 sg.output("logits", logits)
 sg.optimizer.adamw{ lr = cfg.lr, weight_decay = 0.0 }
 sg.recipe "fp32"

@@ -11,6 +11,7 @@ packages=(
   zlib1g-dev                 # gzip'd IDX data, checkpoints
   dataset-fashion-mnist      # the default data set
   jargon-text                # the GPT's default text corpus (The Jargon File)
+  wordnet-base               # scripts/make_wordnet_instructions.py: the LoRA example's instruction set
   libopenblas-dev            # baseline for bench/gemm only
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
   python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files

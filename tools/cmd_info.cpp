@@ -64,9 +64,9 @@ void print_human(const Model& m) {
               mib(mem.arena_bytes()).c_str(), mib(mem.persistent_bytes()).c_str(),
               mib(mem.arena_bytes() - mem.persistent_bytes()).c_str(), mib(mem.naive_bytes()).c_str(),
               mem.arena_bytes() ? static_cast<double>(mem.naive_bytes()) / mem.arena_bytes() : 0.0);
-  uint64_t params = 0;
-  for (const TensorInfo& t : m.tensors()) if (t.role == Role::param) params += numel(t.type.shape);
-  std::printf("parameters: %llu\n", static_cast<unsigned long long>(params));
+  ParamCounts pc = count_params(m.tensors());
+  std::printf("parameters: %llu (trained %llu, frozen %llu)\n", static_cast<unsigned long long>(pc.trained + pc.frozen),
+              static_cast<unsigned long long>(pc.trained), static_cast<unsigned long long>(pc.frozen));
   if (ParamMemory pm = param_memory(m); pm.params > 0) {
     double n = static_cast<double>(pm.params);
     std::printf("bytes per trained parameter: weights %.2f + grads %.2f + optimizer state %.2f = %.2f (%s); "
@@ -86,7 +86,7 @@ void print_human(const Model& m) {
     if (t.bytes == 0) continue;
     const sg::ScaleSpec* sc = fts->Get(static_cast<flatbuffers::uoffset_t>(i))->scale();
     std::printf("%-4zu %-30s %-11s %-5s %-12s %10llu %10llu  %-12s %-6s %5d  %-22s %s\n", i, t.name.c_str(),
-                role_name(t.role), dtype_name(t.type.dtype), shape_str(t.type.shape).c_str(),
+                t.frozen ? "frozen" : role_name(t.role), dtype_name(t.type.dtype), shape_str(t.type.shape).c_str(),
                 static_cast<unsigned long long>(t.bytes), static_cast<unsigned long long>(t.offset),
                 sc ? sg::EnumNameScaleMode(sc->mode()) : "none", sc ? sg::EnumNameGranularity(sc->granularity()) : "-",
                 sc ? sc->static_log2() : 0, t.loc.c_str(), sc && sc->rule() ? sc->rule()->c_str() : "");
@@ -124,7 +124,8 @@ void print_json(const Model& m) {
     const TensorInfo& t = m.tensors()[i];
     const sg::ScaleSpec* sc = r.tensors()->Get(static_cast<flatbuffers::uoffset_t>(i))->scale();
     j += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"name\":" + json_str(t.name) + ",\"role\":" +
-         json_str(role_name(t.role)) + ",\"dtype\":" + json_str(dtype_name(t.type.dtype)) + ",\"shape\":[";
+         json_str(role_name(t.role)) + (t.frozen ? ",\"frozen\":true" : "") + ",\"dtype\":" +
+         json_str(dtype_name(t.type.dtype)) + ",\"shape\":[";
     for (size_t q = 0; q < t.type.shape.size(); ++q) j += (q ? "," : "") + std::to_string(t.type.shape[q]);
     j += "],\"bytes\":" + std::to_string(t.bytes) + ",\"offset\":" + std::to_string(t.offset) + ",\"persistent\":" +
          (t.persistent ? "true" : "false") + ",\"scale\":{\"mode\":" + json_str(sc ? sg::EnumNameScaleMode(sc->mode()) : "none") +

@@ -9,11 +9,14 @@
 
 #include "commands.h"
 #include "cpu/parallel.h"
+#include "gguf_config.h"
 #include "model_source.h"
 #include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
+#include "sgrt/gguf.h"
+#include "sgrt/tokenizer_gguf.h"
 #include "sgrt/trainer.h"
 #include "stop_signal.h"
 
@@ -48,11 +51,23 @@ Status check_memory(const Args& a, const Model& m) {
                          mib + "), over --max-memory " + a.get("--max-memory") + " (" + std::to_string(limit) + " bytes)");
 }
 
+// The tokenizer of --init-weights FILE.gguf when the model's data set reads
+// text in the model's tokens (instruct); null otherwise.
+Status data_tokenizer(const Args& a, const Model& m, std::unique_ptr<Tokenizer>* out) {
+  const sg::DataBinding* d = m.root().data();
+  if (!d || !d->dataset() || d->dataset()->str() != "instruct" || !is_gguf(a.get("--init-weights"))) return Status::Ok();
+  std::unique_ptr<GgufFile> f;
+  SG_TRY(GgufFile::open(a.get("--init-weights"), &f));
+  return tokenizer_from_gguf(*f, out);
+}
+
 Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
   SG_TRY(check_memory(a, *m));
   SG_TRY(apply_threads(a));
-  SG_TRY(open_dataset(*m, a.get("--data"), data));
+  std::unique_ptr<Tokenizer> tok;
+  SG_TRY(data_tokenizer(a, *m, &tok));
+  SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get()));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   return Session::create(std::move(m), std::move(be), s);
@@ -76,12 +91,11 @@ int64_t tokens_per_example(const Model& m) {
 
 // One line on what is about to run.
 void print_header(const Args& a, const Model& m) {
-  uint64_t params = 0;
-  for (const TensorInfo& t : m.tensors())
-    if (t.role == Role::param) params += static_cast<uint64_t>(numel(t.type.shape));
+  ParamCounts pc = count_params(m.tensors());
+  std::string frozen = pc.frozen ? " (" + std::to_string(pc.frozen) + " frozen)" : "";
   const auto* recipe = m.root().recipe();
-  std::fprintf(stderr, "sgrt train: %s, %llu parameters, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
-               m.label().c_str(), static_cast<unsigned long long>(params), a.get("--backend", "cpu").c_str(),
+  std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
+               m.label().c_str(), static_cast<unsigned long long>(pc.trained), frozen.c_str(), a.get("--backend", "cpu").c_str(),
                recipe ? recipe->c_str() : "fp32", cpu::num_threads(), m.arena_bytes() / 1048576.0);
 }
 
@@ -138,7 +152,9 @@ Status cmd_train(int argc, char** argv) {
   std::shared_ptr<const Model> m;
   if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m));
   else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
-  else SG_TRY(load_model(a, a.positional[0], &m));
+  std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
+  if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
+  if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));
   if (!opts.checkpoint_dir.empty()) opts.checkpoint_files = checkpoint_model_files(a, *m);
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;

@@ -1,11 +1,13 @@
 // `sgrt export-weights`: a model's parameters (from a checkpoint, or as
-// initialized) to a safetensors file, by name. The other direction is
+// initialized) to a safetensors file, by name; with --peft its LoRA adapters
+// to a PEFT adapter folder (sgrt/peft.h). The other direction is
 // `sgrt train --init-weights W.safetensors` (sgrt/safetensors.h).
 #include <cstdio>
 
 #include "commands.h"
 #include "model_source.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/peft.h"
 #include "sgrt/safetensors.h"
 
 namespace sgrt::tool {
@@ -29,6 +31,13 @@ Status cmd_export_weights(int argc, char** argv) {
   SG_TRY(s->init(static_cast<uint64_t>(seed), 0));
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  if (a.has("--peft")) {
+    if (dtype != DType::f32) return Status::Invalid("--peft writes f32 adapters; leave out --dtype");
+    SG_TRY(export_peft_adapter(*s, a.get("--output"), a.get("--base-model")));
+    std::printf("wrote the LoRA adapters of %s (step %lld) to %s/adapter_model.safetensors and adapter_config.json\n",
+                m->label().c_str(), static_cast<long long>(step), a.get("--output").c_str());
+    return Status::Ok();
+  }
   SG_TRY(export_safetensors(*s, a.get("--output"), dtype));
   std::printf("wrote the parameters of %s (step %lld) to %s as %s\n", m->label().c_str(), static_cast<long long>(step),
               a.get("--output").c_str(), dtype_name(dtype));

@@ -96,6 +96,8 @@ const std::vector<CommandHelp>& commands() {
            kOutput,
            {"--dtype", "D", "f32 (default), f16 or bf16"},
            {"--seed", "S", "initialization seed when no checkpoint is given (default 1)"},
+           {"--peft", nullptr, "only the LoRA adapters, as a PEFT adapter folder -o DIR (docs/lora.md)"},
+           {"--base-model", "NAME", "with --peft: adapter_config.json's base_model_name_or_path"},
        })},
       {"ops", "", "the op table (core/include/sgrt/ops.def) as Markdown: kinds, gradients, scale rules, backends (docs/ops.md)",
        {}},

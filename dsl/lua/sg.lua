@@ -116,8 +116,10 @@ function Tensor.__unm(x) return op("neg", { x }) end
 Tensor.add, Tensor.sub, Tensor.mul, Tensor.div = sg.add, sg.sub, sg.mul, sg.div
 
 function sg.scale(x, alpha) return op("scale", { x }, { alpha = alpha + 0.0 }) end
+local lora  -- sg.lora's settings, once declared
 function sg.matmul(a, b, opts)
   opts = check("sg.matmul", opts, { "trans_a", "trans_b" })
+  if lora and opts.trans_b and not opts.trans_a and lora.adapts(sg.param_name(b)) then return sg.nn.lora(a, b, lora.opts) end
   return op("matmul", { a, b }, { trans_a = opts.trans_a or false, trans_b = opts.trans_b or false })
 end
 Tensor.matmul = sg.matmul
@@ -175,11 +177,98 @@ function sg.accuracy(logits, labels) return op("accuracy", { logits, labels }) e
 -- opts.range = {lo, hi}: the values' range, which lets the scale planner give
 -- the input (and what it bounds) a compile-time scale.
 function sg.input(name, shape, dtype, opts) return wrap(core.input(name, shape, dtype or "f32", opts)) end
+-- Freezing: a frozen param gets no gradient, optimizer state or master copy
+-- (docs/dsl.md). sg.freeze's rules cover params declared before and after it.
+local params = {}        -- every sg.param tensor, in order
+local freeze_rules = {}  -- functions name -> true to freeze
+local pinned = {}        -- id -> true: requires_grad = true, never frozen by a rule
+local function freeze_if_ruled(t, name)
+  if pinned[t.id] then return end
+  for _, rule in ipairs(freeze_rules) do
+    if rule(name) then core.freeze(t.id); return end
+  end
+end
+
 -- init: {"uniform", low, high} | {"normal", mean, std} | "zeros" | "ones"
-function sg.param(name, shape, init)
+-- opts.requires_grad: false freezes the param; true keeps it trained whatever
+-- sg.freeze says; nil follows sg.freeze.
+local param_names = {}  -- id -> name
+-- The name of the sg.param t, or nil for any other tensor.
+function sg.param_name(t) return is_tensor(t) and param_names[t.id] or nil end
+
+function sg.param(name, shape, init, opts)
+  opts = check("sg.param", opts, { "requires_grad" })
   init = init or "zeros"
   if type(init) == "string" then init = { init } end
-  return wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0))
+  local t = wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0))
+  params[#params + 1] = { t = t, name = name }
+  param_names[t.id] = name
+  if opts.requires_grad == false then core.freeze(t.id)
+  elseif opts.requires_grad == true then pinned[t.id] = true
+  else freeze_if_ruled(t, name) end
+  return t
+end
+
+-- sg.freeze(rule): freezes every param, declared or still to come, whose name
+-- matches rule: a Lua pattern, a list of them, or a function name -> boolean.
+function sg.freeze(rule)
+  local fn = rule
+  if type(rule) == "string" then rule = { rule } end
+  if type(rule) == "table" then
+    for i, p in ipairs(rule) do
+      if type(p) ~= "string" then core.fail("sg.freeze: entry " .. i .. " is not a name pattern") end
+    end
+    fn = function(name)
+      for _, p in ipairs(rule) do if name:find(p) then return true end end
+      return false
+    end
+  elseif type(fn) ~= "function" then
+    core.fail("sg.freeze: expected a name pattern, a list of them or a function, got " .. type(rule))
+  end
+  freeze_rules[#freeze_rules + 1] = fn
+  for _, p in ipairs(params) do
+    if not pinned[p.t.id] and fn(p.name) then core.freeze(p.t.id) end
+  end
+end
+
+-- sg.lora{rank, alpha, dropout, init, targets, aliases}: LoRA fine-tuning
+-- (docs/lora.md). Every later sg.matmul(x, W, {trans_b = true}) whose W is a
+-- param named by a target gains an nn.lora adapter, and every other param,
+-- declared before or after, is frozen. targets: Lua patterns matched against
+-- W's name, as a list or a comma-separated string; aliases maps short target
+-- names to patterns (a model's "q" -> "attn_q%.weight$"). rank = 0: no-op,
+-- so a model can take the rank from sg.config.
+function sg.lora(o)
+  o = check("sg.lora", o, { "rank", "alpha", "dropout", "init", "targets", "aliases" })
+  if o.rank == 0 then return end
+  if lora then core.fail("sg.lora: already declared") end
+  if math.type(o.rank) ~= "integer" or o.rank < 0 then core.fail("sg.lora: rank must be a non-negative integer") end
+  local targets = o.targets or {}
+  if type(targets) == "string" then
+    local list = {}
+    for t in targets:gmatch("[^,%s]+") do list[#list + 1] = t end
+    targets = list
+  end
+  if type(targets) ~= "table" or #targets == 0 then core.fail("sg.lora: targets must name at least one projection") end
+  local patterns = {}
+  for i, t in ipairs(targets) do
+    local alias = o.aliases and o.aliases[t]
+    if type(t) ~= "string" then core.fail("sg.lora: target " .. i .. " is not a name pattern") end
+    if o.aliases and not alias and not t:find("[%%%.%^%$]") then
+      local known = {}
+      for k in pairs(o.aliases) do known[#known + 1] = k end
+      table.sort(known)
+      core.fail("sg.lora: unknown target '" .. t .. "' (" .. table.concat(known, ", ") .. ", or a name pattern)")
+    end
+    patterns[i] = alias or t
+  end
+  lora = { opts = { rank = o.rank, alpha = o.alpha, dropout = o.dropout, init = o.init } }
+  function lora.adapts(name)
+    if not name then return false end
+    for _, p in ipairs(patterns) do if name:find(p) then return true end end
+    return false
+  end
+  sg.freeze(function() return true end)  -- the adapters are made with requires_grad = true
 end
 
 function sg.loss(t) core.loss(t.id); return t end
@@ -253,6 +342,17 @@ sg.data = {
     local fields = {}
     for _, f in ipairs { "tokens", "targets" } do if o[f] then fields[f] = o[f].id end end
     core.data("text", fields, { shuffle = true, path = o.path })
+  end,
+  -- instruct{tokens = x, targets = y, mask = m, path = file}: JSON-lines
+  -- conversations in the model's tokens and chat template (sgrt train --data
+  -- FILE.jsonl --init-weights MODEL.gguf); x, y i32 and m f32, all [batch, block],
+  -- m = 1 on response targets (nn.masked_cross_entropy). docs/lora.md.
+  instruct = function(o)
+    o = check("sg.data.instruct", o, { "tokens", "targets", "mask", "path" })
+    local fields = {}
+    for _, f in ipairs { "tokens", "targets", "mask" } do if o[f] then fields[f] = o[f].id end end
+    core.data("instruct", fields, { shuffle = true, path = o.path })
+    if o.mask then core.default_range(o.mask.id, 0, 1) end
   end,
 }
 

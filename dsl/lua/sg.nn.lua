@@ -1,6 +1,7 @@
 -- Layers built from sg ops. Parameters follow PyTorch's layout and default
 -- initialization, so weights move between the two by name.
 local nn = {}
+local core = require "_sg"
 local counter = 0
 
 local function auto_name(kind)
@@ -34,9 +35,57 @@ function nn.mlp(x, widths, opts)
   return x
 end
 
+-- LoRA (Hu et al. 2021, in PEFT's layout): x W^T + (alpha / rank) dropout(x) A^T B^T
+-- for the base weight w [out, in], which it freezes. Adapters NAME.lora_A
+-- [rank, in] and NAME.lora_B [out, rank], NAME being w's name less a final
+-- ".weight" or ".w"; B starts at zero, so the adapted layer starts as the base.
+-- opts: rank (8), alpha (rank: scale 1), dropout (0), init "kaiming" (PEFT's
+-- default, A ~ U(±1/sqrt(in))) or "gaussian" (A ~ N(0, 1/rank)). A weight
+-- adapted twice (a tied projection) shares one adapter.
+local adapters = {}  -- w.id -> {A, B}
+function nn.lora(x, w, opts)
+  local sg = require "sg"
+  opts = sg.check_options("nn.lora", opts, { "rank", "alpha", "dropout", "init", "name" })
+  local wname = sg.param_name(w)
+  if not wname then core.fail("nn.lora: the weight must be an sg.param") end
+  local out, inf = w:dim(1), w:dim(2)
+  if w:rank() ~= 2 or x:dim(-1) ~= inf then core.fail("nn.lora: " .. wname .. " must be [out, in] with in = x's last dimension") end
+  local r = opts.rank or 8
+  if math.type(r) ~= "integer" or r <= 0 then core.fail("nn.lora: rank must be a positive integer") end
+  local ab = adapters[w.id]
+  if not ab then
+    local name = opts.name or wname:gsub("%.weight$", ""):gsub("%.w$", "")
+    local init = opts.init or "kaiming"
+    local a_init
+    if init == "kaiming" then a_init = { "uniform", -1 / math.sqrt(inf), 1 / math.sqrt(inf) }
+    elseif init == "gaussian" then a_init = { "normal", 0, 1 / r }
+    else core.fail("nn.lora: unknown init '" .. tostring(init) .. "' (kaiming, gaussian)") end
+    ab = { sg.param(name .. ".lora_A", { r, inf }, a_init, { requires_grad = true }),
+           sg.param(name .. ".lora_B", { out, r }, "zeros", { requires_grad = true }) }
+    adapters[w.id] = ab
+    core.freeze(w.id)
+  end
+  local function mm(a, b) return sg.op("matmul", { a, b }, { trans_a = false, trans_b = true }) end
+  local low = mm(sg.dropout(x, opts.dropout), ab[1]) * ((opts.alpha or r) / r)  -- [..., rank]
+  return mm(x, w) + mm(low, ab[2])
+end
+
+-- Mean softmax cross-entropy over the rows where mask = 1: logits [N, C],
+-- labels i32 [N], mask f32 [N] of 0/1 with at least one 1. Rows are masked by
+-- zeroing their logits, so each adds exactly log C to softmax_cross_entropy's
+-- sum and nothing to the gradient; that share is taken out again:
+--   loss = (N * xent(logits * mask) - (N - sum(mask)) log C) / sum(mask)
+--        = (xent(logits * mask) - log C) * N / sum(mask) + log C.
+function nn.masked_cross_entropy(logits, labels, mask)
+  local sg = require "sg"
+  local n, c = logits:dim(1), logits:dim(2)
+  local x = sg.softmax_cross_entropy(logits * sg.reshape(mask, { n, 1 }), labels)
+  local log_c = sg.op("fill", {}, { value = math.log(c), shape = {} })
+  return (x - log_c) * n / sg.sum(mask) + log_c
+end
+
 -- Transformer layers (docs/transformers.md). Names follow the PyTorch reference
 -- (scripts/make_gpt_reference.py) so weights move between the two.
-local core = require "_sg"
 
 -- PyTorch's nn.LayerNorm: gain .w = 1, bias .b = 0, over the last axis.
 function nn.layernorm(x, opts)

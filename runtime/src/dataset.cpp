@@ -3,7 +3,7 @@
 
 namespace sgrt {
 
-Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out) {
+Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out, const Tokenizer* tokenizer) {
   const sg::DataBinding* d = model.root().data();
   if (!d || !d->dataset() || d->dataset()->str().empty())
     return Status::Invalid(model.label() + ": declares no data set (sg.data...)");
@@ -11,6 +11,8 @@ Status open_dataset(const Model& model, const std::string& path, std::unique_ptr
   std::string where = !path.empty() ? path : (d->path() && d->path()->size() ? d->path()->str() : "");
   if (name == "fashion_mnist") SG_TRY(open_fashion_mnist(where.empty() ? kFashionMnistDir : where, out));
   else if (name == "text") SG_TRY(open_text_dataset(where.empty() ? kDefaultCorpus : where, model, out));
+  else if (name == "instruct" && where.empty()) return Status::Invalid(model.label() + ": the instruct data set needs --data FILE.jsonl");
+  else if (name == "instruct") SG_TRY(open_instruct_dataset(where, model, tokenizer, out));
   else return Status::Invalid(model.label() + ": unknown data set '" + name + "'");
   if (d->fields())
     for (const sg::DataField* f : *d->fields())

@@ -39,6 +39,7 @@ Status import_gguf(Session& s, const std::string& path) {
     const TensorInfo& p = m.tensors()[id];
     if (p.role != Role::param) continue;
     const GgufTensor* t = f->find_tensor(p.name);
+    if (!t && may_keep_init(m, p)) continue;
     if (!t) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
     if (row_major(*t) != p.type.shape)
       return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(row_major(*t)) + " (ggml ne reversed), " +

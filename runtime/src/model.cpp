@@ -117,6 +117,8 @@ Status Model::decode() {
     ti.offset = t->offset();
     ti.bytes = t->bytes();
     ti.persistent = t->lifetime() == sg::Lifetime::persistent;
+    ti.frozen = t->frozen();
+    if (ti.frozen && ti.role != Role::param) return Status::Invalid("tensor " + ti.name + ": only a param can be frozen");
     if (ti.bytes != 0 && ti.bytes != dtype_bytes(ti.type.dtype, numel(ti.type.shape)))
       return Status::Invalid("tensor " + ti.name + ": " + std::to_string(ti.bytes) + " bytes do not fit " + type_str(ti.type));
     if (ti.offset > arena_bytes_ || ti.bytes > arena_bytes_ - ti.offset)

@@ -30,6 +30,10 @@ Status storage_of(const Session& s, int param, Storage* out) {
 
 }  // namespace
 
+bool may_keep_init(const Model& m, const TensorInfo& param) {
+  return !param.frozen && count_params(m.tensors()).frozen > 0;
+}
+
 Status read_param(const Session& s, int param, std::vector<float>* out) {
   Storage st;
   SG_TRY(storage_of(s, param, &st));

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "formats/formats.h"
+#include "json_reader.h"
 #include "sgrt/file_io.h"
 #include "sgrt/params.h"
 
@@ -26,108 +27,13 @@ const Format* format_of(DType d) {
   return nullptr;
 }
 
-// Just enough JSON for a safetensors header: objects, arrays, strings,
-// non-negative integers; other values are skipped.
-class Json {
- public:
-  explicit Json(std::string_view s) : s_(s) {}
-  bool fail(const std::string& what) { if (err_.empty()) err_ = what + " at byte " + std::to_string(pos_); return false; }
-  const std::string& error() const { return err_; }
-
-  void ws() { while (pos_ < s_.size() && std::strchr(" \t\r\n", s_[pos_])) ++pos_; }
-  bool eat(char c) { ws(); if (pos_ < s_.size() && s_[pos_] == c) { ++pos_; return true; } return false; }
-  bool at_end() { ws(); return pos_ == s_.size(); }
-
-  bool string(std::string* out) {
-    if (!eat('"')) return fail("expected a string");
-    out->clear();
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      char c = s_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= s_.size()) break;
-        char e = s_[pos_++];
-        if (e == 'u') {  // names here are ASCII; keep other code points as '?'
-          if (pos_ + 4 > s_.size()) return fail("bad \\u escape");
-          unsigned v = 0;  // exactly four hex digits (std::stoul throws, and takes "+1" or " 1")
-          for (int i = 0; i < 4; ++i) {
-            char h = s_[pos_ + i];
-            if (!std::isxdigit(static_cast<unsigned char>(h))) return fail("bad \\u escape");
-            v = v * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-          }
-          pos_ += 4;
-          c = v < 0x80 ? static_cast<char>(v) : '?';
-        } else {
-          const char* from = "\"\\/bfnrt";
-          const char* to = "\"\\/\b\f\n\r\t";
-          const char* k = std::strchr(from, e);
-          if (!e || !k) return fail("bad escape");
-          c = to[k - from];
-        }
-      }
-      out->push_back(c);
-    }
-    if (pos_ >= s_.size()) return fail("unterminated string");
-    ++pos_;
-    return true;
-  }
-  bool integer(uint64_t* out) {
-    ws();
-    size_t start = pos_;
-    *out = 0;
-    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      if (*out > (UINT64_MAX - 9) / 10) return fail("integer too large");
-      *out = *out * 10 + static_cast<uint64_t>(s_[pos_++] - '0');
-    }
-    return pos_ > start || fail("expected a non-negative integer");
-  }
-  bool int_array(std::vector<uint64_t>* out) {
-    out->clear();
-    if (!eat('[')) return fail("expected an array");
-    if (eat(']')) return true;
-    do {
-      uint64_t v;
-      if (!integer(&v)) return false;
-      out->push_back(v);
-    } while (eat(','));
-    return eat(']') || fail("expected ']'");
-  }
-  bool skip_value(int depth = 0) {
-    ws();
-    if (depth > 32) return fail("nested too deeply");
-    if (pos_ >= s_.size()) return fail("unexpected end");
-    char c = s_[pos_];
-    if (c == '"') { std::string t; return string(&t); }
-    if (c == '{' || c == '[') {
-      ++pos_;
-      char close = c == '{' ? '}' : ']';
-      if (eat(close)) return true;
-      do {
-        if (c == '{') {
-          std::string k;
-          if (!string(&k) || !eat(':')) return fail("expected \"key\":");
-        }
-        if (!skip_value(depth + 1)) return false;
-      } while (eat(','));
-      return eat(close) || fail(std::string("expected '") + close + "'");
-    }
-    size_t start = pos_;
-    while (pos_ < s_.size() && std::strchr("+-.0123456789eEtruefalsn", s_[pos_])) ++pos_;
-    return pos_ > start || fail("unexpected character");
-  }
-
- private:
-  std::string_view s_;
-  size_t pos_ = 0;
-  std::string err_;
-};
-
 struct Entry {
   std::string name, dtype;
   std::vector<uint64_t> shape, offsets;
 };
 
 Status parse_header(std::string_view text, std::vector<Entry>* out) {
-  Json j(text);
+  JsonReader j(text);
   auto bad = [&](const std::string& what) { return Status::Invalid("malformed header: " + (what.empty() ? j.error() : what)); };
   if (!j.eat('{')) return bad("not a JSON object");
   if (j.eat('}')) return j.at_end() ? Status::Ok() : bad("text after the header object");
@@ -261,6 +167,7 @@ Status import_safetensors(Session& s, const std::string& path) {
     const TensorInfo& p = m.tensors()[id];
     if (p.role != Role::param) continue;
     auto it = by_name.find(p.name);
+    if (it == by_name.end() && may_keep_init(m, p)) continue;
     if (it == by_name.end()) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
     if (it->second->shape != p.type.shape)
       return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(it->second->shape) + ", " + m.label() +

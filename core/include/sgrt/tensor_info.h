@@ -32,12 +32,24 @@ struct TensorInfo {
   Role role = Role::activation;
   uint64_t offset = 0, bytes = 0;
   bool persistent = false;
+  bool frozen = false;  // a param no program trains (no gradient, optimizer state or master)
   InitKind init = InitKind::zeros;
   float init_a = 0, init_b = 0;
   uint64_t init_seed = 0;
   int init_buffer = -1;  // init == buffer: index into Model::buffer (exported graphs)
   std::string loc;  // "file:line"
 };
+
+// Parameter element counts, trained and frozen.
+struct ParamCounts {
+  uint64_t trained = 0, frozen = 0;
+};
+inline ParamCounts count_params(const std::vector<TensorInfo>& tensors) {
+  ParamCounts c;
+  for (const TensorInfo& t : tensors)
+    if (t.role == Role::param) (t.frozen ? c.frozen : c.trained) += static_cast<uint64_t>(numel(t.type.shape));
+  return c;
+}
 
 struct OpInfoLoaded {
   OpCode code;

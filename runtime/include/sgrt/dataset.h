@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sgrt/model.h"
+#include "sgrt/tokenizer.h"
 
 namespace sgrt {
 
@@ -31,7 +32,9 @@ Status split_validation(std::shared_ptr<const Dataset> data, double fraction, in
                         std::unique_ptr<Dataset>* train, std::unique_ptr<Dataset>* validation);
 
 // The data set a model's DataBinding names; `path` overrides its location.
-Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out);
+// `tokenizer`: the model's, for data sets of text in its tokens (instruct).
+Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out,
+                    const Tokenizer* tokenizer = nullptr);
 
 // Fashion-MNIST from IDX files (gzip or plain): train-* and t10k-* in `dir`.
 Status open_fashion_mnist(const std::string& dir, std::unique_ptr<Dataset>* out);
@@ -45,5 +48,16 @@ constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 Status open_text_dataset(const std::string& path, const Model& model, std::unique_ptr<Dataset>* out);
 // The default corpus: The Jargon File, Debian's jargon-text package.
 constexpr const char* kDefaultCorpus = "/usr/share/doc/jargon-text/jargon.txt.gz";
+
+// JSON-lines instruction data (docs/lora.md): one conversation a line,
+// {"prompt": ..., "response": ...} (optional "system") or {"messages": [{"role":
+// "system"|"user"|"assistant", "content": ...}, ...]}, rendered with the
+// tokenizer's chat template and tokenized. Fields, [batch, block]: "tokens" and
+// "targets" i32 (the ids and the ids shifted by one), "mask" f32 (1 where the
+// target is an assistant's content or turn end, else 0); one example a row,
+// cut to block + 1 ids, padded with EOS under mask 0. The last tenth (at least
+// one) is the test split. A bad line is an error naming path:line.
+Status open_instruct_dataset(const std::string& path, const Model& model, const Tokenizer* tokenizer,
+                             std::unique_ptr<Dataset>* out);
 
 }  // namespace sgrt

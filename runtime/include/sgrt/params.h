@@ -11,6 +11,11 @@ namespace sgrt {
 
 Status read_param(const Session& s, int param, std::vector<float>* out);
 
+// Whether a weights file (GGUF, safetensors) may leave this parameter out: a
+// trained one beside frozen ones (an adapter on a frozen base, sg.freeze)
+// keeps its initializer. Any other missing parameter is an error.
+bool may_keep_init(const Model& m, const TensorInfo& param);
+
 // The bytes that store `values` as the parameter (write them with
 // Session::write); NaN, inf and values the master's format cannot hold under
 // its scale are an error, found before anything is written.

@@ -1,0 +1,137 @@
+// LoRA adapters out as a PEFT adapter folder (sgrt/peft.h), from
+// models/llama.lua shaped small: PEFT's key names for LlamaForCausalLM, A as
+// is, B of q and k back in Hugging Face's row order (checked by applying
+// llama.cpp's convert permute, written from its numpy definition, to the
+// exported B: it must give sgrt's B back), the other B as is, and
+// adapter_config.json's r, lora_alpha, dropout and target modules.
+#include <fstream>
+
+#include "harness.h"
+#include "sgrt/peft.h"
+#include "sgrt/safetensors.h"
+#include "tool_runner.h"
+
+using namespace sgrt;
+
+namespace {
+
+std::shared_ptr<const Model> tiny_lora(const std::string& targets) {
+  compiler::Graph g;
+  dsl::ScriptOptions opts;
+  opts.set = {{"n_layer", "2"}, {"n_embd", "16"}, {"n_head", "2"},      {"n_kv_head", "1"},      {"ffn", "24"},
+              {"vocab", "40"},  {"block", "8"},   {"context", "8"},     {"lora_rank", "4"},      {"lora_alpha", "6"},
+              {"lora_dropout", "0.25"}, {"lora_targets", targets}};
+  Status st = dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = compiler::compile(g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Model> m;
+  st = Model::load_bytes(compiler::serialize(g), "models/llama.lua", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+// convert_hf_to_gguf.py's permute(w, n_head): w.reshape(n_head, 2, rows // n_head // 2, cols)
+// .swapaxes(1, 2).reshape(rows, cols): HF row (h, e, i) goes to (h, i, e).
+std::vector<float> hf_to_gguf(const std::vector<float>& w, int64_t rows, int64_t cols, int64_t n_head) {
+  const int64_t half = rows / n_head / 2;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t e = 0; e < 2; ++e)
+      for (int64_t i = 0; i < half; ++i)
+        for (int64_t c = 0; c < cols; ++c)
+          out[((h * half + i) * 2 + e) * cols + c] = w[((h * 2 + e) * half + i) * cols + c];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("llama GGUF module names map to transformers' LlamaForCausalLM names") {
+  CHECK(peft_module_name("blk.0.attn_q") == "model.layers.0.self_attn.q_proj");
+  CHECK(peft_module_name("blk.12.attn_k") == "model.layers.12.self_attn.k_proj");
+  CHECK(peft_module_name("blk.3.attn_v") == "model.layers.3.self_attn.v_proj");
+  CHECK(peft_module_name("blk.3.attn_output") == "model.layers.3.self_attn.o_proj");
+  CHECK(peft_module_name("blk.3.ffn_gate") == "model.layers.3.mlp.gate_proj");
+  CHECK(peft_module_name("blk.3.ffn_up") == "model.layers.3.mlp.up_proj");
+  CHECK(peft_module_name("blk.29.ffn_down") == "model.layers.29.mlp.down_proj");
+  CHECK(peft_module_name("mlp.fc1") == "mlp.fc1");
+  CHECK(peft_module_name("blk.x.attn_q") == "blk.x.attn_q");
+  CHECK(peft_module_name("blk.1.attn_norm") == "blk.1.attn_norm");
+}
+
+TEST_CASE("export_peft_adapter: PEFT names, q/k rows in Hugging Face order, the config") {
+  auto m = tiny_lora("q,k,v,down");
+  auto s = test::open_session(m);
+  std::map<std::string, std::vector<float>> sg;  // sgrt's adapters, given distinct values
+  float next = 0.5f;
+  for (const TensorInfo& t : m->tensors()) {
+    if (t.role != Role::param || t.name.find(".lora_") == std::string::npos) continue;
+    std::vector<float> v(static_cast<size_t>(numel(t.type.shape)));
+    for (float& x : v) x = next += 0.25f;
+    test::write_vec(*s, t.name, v);
+    sg[t.name] = v;
+  }
+  test::TempDir dir;
+  const std::string out = dir.path + "/adapter";
+  Status st = export_peft_adapter(*s, out, "HuggingFaceTB/SmolLM2-135M-Instruct");
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<SafeTensor> file;
+  st = read_safetensors(out + "/adapter_model.safetensors", &file);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::map<std::string, const SafeTensor*> by_name;
+  for (const SafeTensor& t : file) by_name[t.name] = &t;
+  CHECK(file.size() == sg.size());
+  const std::pair<const char*, const char*> modules[] = {{"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+                                                         {"attn_v", "self_attn.v_proj"}, {"ffn_down", "mlp.down_proj"}};
+  for (int layer = 0; layer < 2; ++layer)
+    for (auto& [gguf, hf] : modules) {
+      const std::string ours = "blk." + std::to_string(layer) + "." + gguf, key = "base_model.model.model.layers." +
+                                                                                   std::to_string(layer) + "." + hf;
+      CAPTURE(key);
+      REQUIRE(by_name.count(key + ".lora_A.weight"));
+      REQUIRE(by_name.count(key + ".lora_B.weight"));
+      const SafeTensor& a = *by_name[key + ".lora_A.weight"];
+      const SafeTensor& b = *by_name[key + ".lora_B.weight"];
+      CHECK(a.values == sg[ours + ".lora_A"]);
+      CHECK(a.shape == m->tensors()[m->find_tensor(ours + ".lora_A")].type.shape);
+      CHECK(b.shape == m->tensors()[m->find_tensor(ours + ".lora_B")].type.shape);
+      const int64_t heads = std::string(gguf) == "attn_q" ? 2 : std::string(gguf) == "attn_k" ? 1 : 0;
+      if (heads) {
+        CHECK(b.values != sg[ours + ".lora_B"]);  // a real permutation at these sizes
+        CHECK(hf_to_gguf(b.values, b.shape[0], b.shape[1], heads) == sg[ours + ".lora_B"]);
+      } else {
+        CHECK(b.values == sg[ours + ".lora_B"]);
+      }
+    }
+  const std::string config = test::slurp(out + "/adapter_config.json");
+  INFO(config);
+  CHECK(config.find("\"peft_type\": \"LORA\"") != std::string::npos);
+  CHECK(config.find("\"r\": 4,") != std::string::npos);
+  CHECK(config.find("\"lora_alpha\": 6,") != std::string::npos);
+  CHECK(config.find("\"lora_dropout\": 0.25,") != std::string::npos);
+  CHECK(config.find("\"target_modules\": [\"down_proj\", \"k_proj\", \"q_proj\", \"v_proj\"]") != std::string::npos);
+  CHECK(config.find("\"base_model_name_or_path\": \"HuggingFaceTB/SmolLM2-135M-Instruct\"") != std::string::npos);
+}
+
+TEST_CASE("a model without adapters has nothing to export") {
+  std::shared_ptr<const Model> m;
+  REQUIRE(test::compile_lua("local sg = require 'sg'\nlocal w = sg.param('w', {2}, 'ones')\n"
+                            "sg.loss(sg.sum(w * w))\nsg.optimizer.sgd{ lr = 0.1 }\n", &m).ok());
+  auto s = test::open_session(m);
+  test::TempDir dir;
+  Status st = export_peft_adapter(*s, dir.path + "/a", "");
+  CHECK(st.message().find("has no LoRA adapters") != std::string::npos);
+}
+
+TEST_CASE("sgrt export-weights --peft writes the folder") {
+  test::TempDir dir;
+  test::ToolResult r = test::run_tool({"export-weights", "models/llama.lua", "--set", "n_layer=1", "--set", "n_embd=8",
+                                       "--set", "n_head=2", "--set", "n_kv_head=1", "--set", "ffn=8", "--set", "vocab=16",
+                                       "--set", "block=4", "--set", "context=4", "--set", "lora_rank=2", "--peft", "-o",
+                                       dir.path + "/ad"});
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(dir.path + "/ad/adapter_config.json").find("\"r\": 2,") != std::string::npos);
+  std::vector<SafeTensor> file;
+  CHECK(read_safetensors(dir.path + "/ad/adapter_model.safetensors", &file).ok());
+  CHECK(file.size() == 14);  // 7 projections x {A, B}
+}
