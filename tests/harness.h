@@ -52,6 +52,25 @@ inline Status compile_lua(const std::string& lua, std::shared_ptr<const Model>* 
   return Status::Ok();
 }
 
+// A model file of the repository (e.g. "models/llama.lua") compiled with `set`;
+// infer_only: frozen weights, no gradient or optimizer state in the arena.
+inline std::shared_ptr<const Model> compile_model_file(const std::string& path,
+                                                       const std::map<std::string, std::string>& set,
+                                                       bool infer_only = false) {
+  dsl::ScriptOptions opts;
+  opts.set = set;
+  compiler::Graph g;
+  Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + path, opts, &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  g.infer_only = infer_only;
+  st = compiler::compile(g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Model> m;
+  st = Model::load_bytes(compiler::serialize(g), path, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
 inline std::unique_ptr<Session> open_session(std::shared_ptr<const Model> m, const std::string& backend = "cpu",
                                              uint64_t seed = 1) {
   std::unique_ptr<Backend> be;

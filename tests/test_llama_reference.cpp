@@ -100,18 +100,7 @@ Reference load_reference() {
 // models/llama.lua compiled for inference only (frozen weights: no gradient
 // or optimizer state in the arena).
 std::shared_ptr<const Model> compile_llama(const std::map<std::string, std::string>& set) {
-  dsl::ScriptOptions opts;
-  opts.set = set;
-  compiler::Graph g;
-  Status st = dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  g.infer_only = true;
-  st = compiler::compile(g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  std::unique_ptr<Model> m;
-  st = Model::load_bytes(compiler::serialize(g), "models/llama.lua", &m);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::shared_ptr<const Model>(std::move(m));
+  return test::compile_model_file("models/llama.lua", set, true);
 }
 
 // models/llama.lua shaped by the GGUF's metadata, batch x block, weights bound.

@@ -23,17 +23,7 @@ const std::map<std::string, std::string> kTiny = {
 
 std::shared_ptr<const Model> llama(std::map<std::string, std::string> set) {
   for (auto& kv : kTiny) set.insert(kv);
-  compiler::Graph g;
-  dsl::ScriptOptions opts;
-  opts.set = set;
-  Status st = dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  st = compiler::compile(g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  std::unique_ptr<Model> m;
-  st = Model::load_bytes(compiler::serialize(g), "models/llama.lua", &m);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::shared_ptr<const Model>(std::move(m));
+  return test::compile_model_file("models/llama.lua", set);
 }
 
 std::vector<int32_t> random_ids(size_t n, uint32_t seed) {

@@ -16,19 +16,10 @@ using namespace sgrt;
 namespace {
 
 std::shared_ptr<const Model> tiny_lora(const std::string& targets) {
-  compiler::Graph g;
-  dsl::ScriptOptions opts;
-  opts.set = {{"n_layer", "2"}, {"n_embd", "16"}, {"n_head", "2"},      {"n_kv_head", "1"},      {"ffn", "24"},
-              {"vocab", "40"},  {"block", "8"},   {"context", "8"},     {"lora_rank", "4"},      {"lora_alpha", "6"},
-              {"lora_dropout", "0.25"}, {"lora_targets", targets}};
-  Status st = dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  st = compiler::compile(g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  std::unique_ptr<Model> m;
-  st = Model::load_bytes(compiler::serialize(g), "models/llama.lua", &m);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::shared_ptr<const Model>(std::move(m));
+  return test::compile_model_file(
+      "models/llama.lua", {{"n_layer", "2"}, {"n_embd", "16"}, {"n_head", "2"}, {"n_kv_head", "1"}, {"ffn", "24"},
+                           {"vocab", "40"}, {"block", "8"}, {"context", "8"}, {"lora_rank", "4"}, {"lora_alpha", "6"},
+                           {"lora_dropout", "0.25"}, {"lora_targets", targets}});
 }
 
 // convert_hf_to_gguf.py's permute(w, n_head): w.reshape(n_head, 2, rows // n_head // 2, cols)
