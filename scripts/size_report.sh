@@ -9,7 +9,7 @@
 # --check fails (exit 1) when a library holds Lua or compiler symbols, depends
 # on anything beyond libc, libstdc++, libm, zlib (plus libgcc_s and the GPU
 # runtime of a built-in GPU backend), or when a CPU-only static library is
-# 2.15 MB or more once stripped. ctest runs it on the build tree.
+# 2.35 MB or more once stripped. ctest runs it on the build tree.
 set -eu
 
 check=0
@@ -17,8 +17,11 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 [ $# -gt 0 ] || { echo "usage: $0 [--check] BUILD_DIR..." >&2; exit 2; }
 
 # 2 MB until issue 14: the GGUF reader, the BPE tokenizer, GGUF weight binding
-# and text generation (pretrained LLMs on the edge) added ~0.15 MB of objects.
-limit=2150000
+# and text generation (pretrained LLMs on the edge) added ~0.15 MB of objects;
+# then the KV-cache decode ops and fine-tuning on the device (instruction data
+# with its JSON reader, frozen parameters, LoRA's PEFT export) ~0.13 MB more
+# (aarch64: 2,276,438 bytes).
+limit=2350000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
