@@ -15,9 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "compile.h"
-#include "dsl.h"
-#include "serialize.h"
+#include "compile_script.h"
 #include "sgrt/session.h"
 
 using namespace sgrt;
@@ -42,15 +40,8 @@ std::vector<std::string> split(const std::string& list) {
 
 // Median seconds of the infer program at n under `recipe` (after two warm-ups).
 double time_infer(const std::string& backend, int64_t n, const std::string& recipe, int reps) {
-  dsl::ScriptOptions opts;
-  opts.set = {{"n", std::to_string(n)}};
-  compiler::Graph g;
-  check(dsl::load_script(SGRT_SOURCE_DIR "/bench/gemm_graph.lua", opts, &g));
-  g.recipe = recipe;
-  check(compiler::compile(g));
-  std::unique_ptr<Model> loaded;
-  check(Model::load_bytes(compiler::serialize(g), "gemm_graph.sg", &loaded));
-  std::shared_ptr<const Model> model = std::move(loaded);
+  std::shared_ptr<const Model> model;
+  check(bench::compile_script("bench/gemm_graph.lua", {{"n", std::to_string(n)}}, recipe, false, &model));
   std::unique_ptr<Backend> be;
   check(make_backend(backend, &be));
   std::unique_ptr<Session> s;

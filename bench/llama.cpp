@@ -22,10 +22,8 @@
 #include <vector>
 #include <zlib.h>
 
-#include "compile.h"
+#include "compile_script.h"
 #include "cpu/parallel.h"
-#include "dsl.h"
-#include "serialize.h"
 #include "sgrt/generate.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/session.h"
@@ -63,21 +61,16 @@ std::string read_text(const std::string& path) {
 }
 
 std::unique_ptr<Session> open_llama(const GgufFile& f, const std::string& recipe, int64_t block, bool kv_cache = false) {
-  dsl::ScriptOptions opts;
-  check(llama_config(f, &opts.set));
-  opts.set["block"] = std::to_string(block);
-  opts.set["kv_cache"] = kv_cache ? "true" : "false";
-  compiler::Graph g;
-  check(dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g));
-  g.recipe = recipe;
-  g.infer_only = true;
-  check(compiler::compile(g));
-  std::unique_ptr<Model> m;
-  check(Model::load_bytes(compiler::serialize(g), "models/llama.lua", &m));
+  std::map<std::string, std::string> set;
+  check(llama_config(f, &set));
+  set["block"] = std::to_string(block);
+  set["kv_cache"] = kv_cache ? "true" : "false";
+  std::shared_ptr<const Model> m;
+  check(bench::compile_script("models/llama.lua", set, recipe, true, &m));
   std::unique_ptr<Backend> be;
   check(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
-  check(Session::create(std::shared_ptr<const Model>(std::move(m)), std::move(be), &s));
+  check(Session::create(m, std::move(be), &s));
   check(s->init(0, 0));
   check(import_gguf(*s, f.path()));
   return s;

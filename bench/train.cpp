@@ -19,10 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "compile.h"
+#include "compile_script.h"
 #include "cpu/parallel.h"
-#include "dsl.h"
-#include "serialize.h"
 #include "sgrt/session.h"
 
 using namespace sgrt;
@@ -52,15 +50,9 @@ struct Timing {
 };
 
 std::shared_ptr<const Model> compile_bench(const Bench& b) {
-  dsl::ScriptOptions opts;
-  opts.set = b.set;
-  compiler::Graph g;
-  check(dsl::load_script(SGRT_SOURCE_DIR "/" + b.model, opts, &g));
-  g.recipe = b.recipe;
-  check(compiler::compile(g));
-  std::unique_ptr<Model> m;
-  check(Model::load_bytes(compiler::serialize(g), b.model, &m));
-  return std::shared_ptr<const Model>(std::move(m));
+  std::shared_ptr<const Model> m;
+  check(bench::compile_script(b.model, b.set, b.recipe, false, &m));
+  return m;
 }
 
 // Median seconds per train_step (read to completion) after one untimed step.
