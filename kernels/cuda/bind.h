@@ -72,6 +72,12 @@ struct BindCtx {
   Scratch* scratch = nullptr;
   ErrorRecord* errors = nullptr;  // device
   int32_t tag = 0;                // this op's index in the backend's op list (for ErrorRecord)
+  bool autotune = false;          // time cuBLASLt's candidates (the real bind only: addresses are live)
+  bool verbose = false;           // one stderr line per tuned GEMM
+  // A norm and the per-tensor quantize of its output, bound one after the other:
+  // the norm reduces max |y| into this (device, 256-byte scratch slot) and the
+  // quantize only encodes (nullptr: not fused).
+  unsigned* fused_amax = nullptr;
 };
 
 using Launch = std::function<Status(cudaStream_t)>;

@@ -1,5 +1,9 @@
 #include "lt_gemm.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "cuda_status.h"
@@ -32,6 +36,62 @@ std::string describe(const GemmSpec& s) {
          n(s.ldc) + "; alignment A " + n(alignment(s.addr_a)) + ", B " + n(alignment(s.addr_b)) + ", C " +
          n(alignment(s.addr_c)) + (s.scale_a ? ", scale pointers" : "") + (s.fast_accum ? ", fast accumulation" : "") + ")";
 }
+
+// What plan_fastest() keys its cache on: the GEMM as cuBLASLt sees it.
+std::string tuning_key(const GemmSpec& s) {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  return "device " + std::to_string(dev) + describe(s) + " workspace " + std::to_string(s.workspace_bytes);
+}
+
+std::mutex tuned_mutex;
+std::map<std::string, int> tuned_ranks;  // tuning_key -> chosen algo_rank
+
+// A stream, two events and a temporary C for timing candidates; freed on scope
+// exit, after the stream drained (so tuning ends within prepare).
+struct Timer {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  float* c = nullptr;
+  ~Timer() {
+    if (stream) cudaStreamSynchronize(stream);
+    cudaFree(c);
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  Status open(size_t c_bytes) {
+    SG_CUDA(cudaStreamCreate(&stream));  // blocking: after prepare's memsets of the arena and scratch
+    SG_CUDA(cudaEventCreate(&start));
+    SG_CUDA(cudaEventCreate(&stop));
+    return cuda_status(cudaMalloc(reinterpret_cast<void**>(&c), c_bytes), "cudaMalloc(autotune C)");
+  }
+  // Milliseconds per run of `reps` back-to-back runs of g.
+  Status time(const LtGemm& g, const GemmSpec& s, int reps, float* ms) {
+    const void* a = reinterpret_cast<const void*>(s.addr_a);
+    const void* b = reinterpret_cast<const void*>(s.addr_b);
+    SG_CUDA(cudaEventRecord(start, stream));
+    for (int i = 0; i < reps; ++i) SG_TRY(g.run(a, b, c, stream));
+    SG_CUDA(cudaEventRecord(stop, stream));
+    SG_CUDA(cudaEventSynchronize(stop));
+    SG_CUDA(cudaEventElapsedTime(ms, start, stop));
+    *ms /= static_cast<float>(reps);
+    return Status::Ok();
+  }
+  // The best of three timed batches after one warm-up, each batch about 1 ms long.
+  Status best_of(const LtGemm& g, const GemmSpec& s, float* ms) {
+    float warm = 0.f;
+    SG_TRY(time(g, s, 1, &warm));
+    const int reps = std::clamp(static_cast<int>(1.f / std::max(warm, 1e-3f)), 1, 50);
+    *ms = 1e30f;
+    for (int t = 0; t < 3; ++t) {
+      float m = 0.f;
+      SG_TRY(time(g, s, reps, &m));
+      *ms = std::min(*ms, m);
+    }
+    return Status::Ok();
+  }
+};
 
 }  // namespace
 
@@ -91,7 +151,52 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
     return Status::Unsupported("cublasLt offers " + std::to_string(found) + " algorithms for this GEMM, not rank " +
                                std::to_string(s.algo_rank) + describe(s));
   g->algo_ = found_algos[s.algo_rank].algo;
+  g->candidates_ = found;
   *out = std::move(g);
+  return Status::Ok();
+}
+
+Status LtGemm::plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log, std::unique_ptr<LtGemm>* out) {
+  GemmSpec s = spec;
+  s.algo_rank = 0;
+  const std::string key = tuning_key(s);
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(tuned_mutex);
+    auto it = tuned_ranks.find(key);
+    if (it != tuned_ranks.end()) cached = true, s.algo_rank = it->second;
+  }
+  if (cached) return plan(lt, s, out);
+  std::unique_ptr<LtGemm> best;
+  SG_TRY(plan(lt, s, &best));
+  const int found = best->candidates_;
+  int rank = 0;
+  float best_ms = 0.f, first_ms = 0.f;
+  Timer timer;
+  // Nothing to choose from, or no memory or time to choose: the heuristic's first.
+  if (found > 1 && timer.open(sizeof(float) * static_cast<size_t>(s.m) * static_cast<size_t>(s.ldc)).ok() &&
+      timer.best_of(*best, s, &first_ms).ok()) {
+    best_ms = first_ms;
+    for (int r = 1; r < found; ++r) {
+      GemmSpec c = s;
+      c.algo_rank = r;
+      std::unique_ptr<LtGemm> g;
+      float ms = 0.f;
+      if (!plan(lt, c, &g).ok() || !timer.best_of(*g, c, &ms).ok()) continue;  // a candidate that cannot run here
+      if (ms < 0.98f * best_ms) best_ms = ms, rank = r, best = std::move(g);
+    }
+  }
+  cudaGetLastError();  // a failed candidate's launch error is not the caller's
+  if (log) {
+    const double tflops = best_ms > 0 ? 2.0 * static_cast<double>(s.m) * s.n * s.k / (best_ms * 1e9) : 0;
+    std::fprintf(stderr, "sgrt cuda: GEMM%s: algorithm %d of %d, %.3f ms = %.1f TFLOP/s (the first %.3f ms)\n",
+                 describe(s).c_str(), rank, found, best_ms, tflops, first_ms);
+  }
+  {
+    std::lock_guard<std::mutex> lock(tuned_mutex);
+    tuned_ranks[key] = rank;
+  }
+  *out = std::move(best);
   return Status::Ok();
 }
 

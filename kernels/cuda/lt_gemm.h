@@ -45,6 +45,12 @@ class LtGemm {
   ~LtGemm();
   // Fails (Unsupported) when cuBLASLt has no algorithm for the spec on this device.
   static Status plan(cublasLtHandle_t lt, const GemmSpec& spec, std::unique_ptr<LtGemm>* out);
+  // plan() with the fastest of cuBLASLt's heuristic candidates (spec.algo_rank is
+  // ignored), timed once per distinct GEMM in the process and then cached. The
+  // spec's addresses must be live: A, B, scales and workspace are read, C is
+  // written only in a temporary buffer, so no tensor changes. The first candidate
+  // stays unless another is 2% faster. `log`: one line on stderr per tuned GEMM.
+  static Status plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log, std::unique_ptr<LtGemm>* out);
   Status run(const void* a, const void* b, float* c, cudaStream_t stream) const;
 
  private:
@@ -54,6 +60,7 @@ class LtGemm {
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  int candidates_ = 0;  // how many algorithms the heuristic offered
 };
 
 }  // namespace sgrt::cuda

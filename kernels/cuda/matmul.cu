@@ -133,6 +133,11 @@ Status make_operand(const OpArgs& a, int which, Operand* o) {
   return Status::Ok();
 }
 
+// The heuristic's first algorithm, or the fastest of its candidates when the backend tunes.
+Status plan_gemm(BindCtx& ctx, const GemmSpec& s, std::unique_ptr<LtGemm>* g) {
+  return ctx.autotune ? LtGemm::plan_fastest(ctx.lt, s, ctx.verbose, g) : LtGemm::plan(ctx.lt, s, g);
+}
+
 enum class Path : uint8_t { fp8, bf16, f32 };
 
 struct Plan {
@@ -176,7 +181,7 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
   s.addr_c = reinterpret_cast<uintptr_t>(c);
   s.workspace_bytes = kLtWorkspaceBytes;
   s.workspace = ctx.scratch->reserve(s.workspace_bytes);
-  return LtGemm::plan(ctx.lt, s, &plan->gemm);
+  return plan_gemm(ctx, s, &plan->gemm);
 }
 
 // The first path that can run the GEMM (f32 always can, unless cuBLASLt fails).
@@ -247,7 +252,7 @@ Status bind_matmul_f32(const OpArgs& a, BindCtx& ctx, Launch* out) {
   std::shared_ptr<LtGemm> gemm;
   {
     std::unique_ptr<LtGemm> g;
-    SG_TRY(LtGemm::plan(ctx.lt, s, &g));
+    SG_TRY(plan_gemm(ctx, s, &g));
     gemm = std::move(g);
   }
   *out = [=](cudaStream_t st) { return gemm->run(A, B, c, st); };

@@ -6,8 +6,9 @@
 // Every granularity runs the same way, so scales are set before any element is
 // encoded and the state is touched once:
 //   1. zero the step's statistics (scratch)
-//   2. scales: tensor: amax of all, then one thread picks exps[0] (static / history /
-//      current); row: a block per row; column: a thread per column; MX / NVFP4: a
+//   2. scales: tensor: amax of all (or the one a fused norm reduced, bind.h's
+//      fused_amax), then one thread picks exps[0] (static / history / current);
+//      row: a block per row; column: a thread per column; MX / NVFP4: a
 //      thread per block of 32 / 16 (NVFP4 after its FP32 tensor scale)
 //   3. encode every element with its multiplier (E2M1: one thread per byte, two codes)
 //   4. one thread adds the counters to the state and appends amax to the history
@@ -46,6 +47,7 @@ struct Q {
   Stats* st;      // scratch
   int64_t nb;     // MX / NVFP4: blocks per row
   int64_t block;  // MX: 32, NVFP4: 16
+  const unsigned* fused_amax;  // per tensor after a fused norm: amax it reduced (else nullptr)
 };
 
 __device__ inline float nan_max(float m, float a) { return (a > m || a != a) ? a : m; }
@@ -65,9 +67,15 @@ __global__ void amax_kernel(Q q) {
   atomic_max_abs(&q.st->amax, m);
 }
 
+// The step's amax when a fused norm computed it instead of amax_kernel.
+__device__ inline void take_fused_amax(const Q& q) {
+  if (q.fused_amax) q.st->amax = *q.fused_amax;
+}
+
 // Static and delayed scaling set exps[0] (the CPU does the same for any granularity);
 // otherwise scales are current, and a per-tensor scale comes from this step's amax.
 __global__ void mode_kernel(Q q) {
+  take_fused_amax(q);
   int current = 1;
   if (q.mode == ScaleMode::static_pow2) {
     exps(q)[0] = q.static_log2;
@@ -140,6 +148,7 @@ __global__ void mx_scale_kernel(Q q) {
 
 // NVFP4's FP32 tensor scale (formats/nvfp4.h): amax / (6 * 448), or the previous one.
 __global__ void nvfp4_tensor_kernel(Q q) {
+  take_fused_amax(q);
   bool kept;
   q.st->tensor_scale = fmt::nvfp4_tensor_scale(__uint_as_float(q.st->amax), q.state[kStateTensorScale], &kept);
   q.st->kept += kept;
@@ -239,6 +248,9 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
   if (q.g == QuantGranularity::mx && !is_fp) return Status::Invalid("mx blocks need e4m3, e5m2 or e2m1");
   if (q.fmax == 0) return Status::Invalid("the target dtype must be e4m3, e5m2, e2m1, f16 or bf16");
   q.st = static_cast<Stats*>(ctx.scratch->reserve(sizeof(Stats)));
+  if (ctx.fused_amax && q.g != QuantGranularity::tensor && q.g != QuantGranularity::nvfp4)
+    return Status::Runtime("cuda quantize: a fused norm's amax given to a quantize with per-group scales");
+  q.fused_amax = ctx.fused_amax;
   const Device dev = ctx.dev;
   const unsigned grid = grid_for(q.n, dev), rows_grid = grid_for(q.rows * kThreads, dev),
                  cols_grid = grid_for(q.cols, dev), blocks_grid = grid_for(q.rows * q.nb, dev);
@@ -246,7 +258,7 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
     SG_CUDA(cudaMemsetAsync(q.st, 0, sizeof(Stats), s));
     switch (q.g) {
       case QuantGranularity::tensor:
-        amax_kernel<<<grid, kThreads, 0, s>>>(q);
+        if (!q.fused_amax) amax_kernel<<<grid, kThreads, 0, s>>>(q);
         mode_kernel<<<1, 1, 0, s>>>(q);
         break;
       case QuantGranularity::row:
@@ -261,7 +273,7 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
         mx_scale_kernel<<<blocks_grid, kThreads, 0, s>>>(q);
         break;
       case QuantGranularity::nvfp4:
-        amax_kernel<<<grid, kThreads, 0, s>>>(q);
+        if (!q.fused_amax) amax_kernel<<<grid, kThreads, 0, s>>>(q);
         nvfp4_tensor_kernel<<<1, 1, 0, s>>>(q);
         nvfp4_scale_kernel<<<blocks_grid, kThreads, 0, s>>>(q);
         break;

@@ -64,6 +64,7 @@ struct Norm {
   float eps;
   const float *x, *g, *b, *mean, *rstd, *dy;  // b: bias (forward); mean: nullptr for RMS norm
   float *y, *mean_out, *rstd_out, *dx, *dg, *db;
+  unsigned* amax;  // forward fused with a quantize: max |y| bits (bind.h's fused_amax), else nullptr
 };
 
 __device__ float xhat(const Norm& p, int64_t r, int64_t c) {
@@ -71,8 +72,11 @@ __device__ float xhat(const Norm& p, int64_t r, int64_t c) {
 }
 
 // y = (x - mean) rstd g (+ b); layer == false: RMS norm (mean 0, no bias).
+// With p.amax, also max |y| as quantize's amax_kernel takes it: the bits of |y|
+// ordered as integers (NaN above inf), a block's maximum then one atomic.
 template <bool kLayer>
 __global__ void norm_forward_kernel(Norm p) {
+  unsigned amax = 0u;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const float* xr = p.x + r * p.d;
     float m = 0.f;
@@ -84,13 +88,32 @@ __global__ void norm_forward_kernel(Norm p) {
     float v = 0.f;
     for (int64_t c = threadIdx.x; c < p.d; c += kThreads) v += (xr[c] - m) * (xr[c] - m);
     float rs = 1.f / sqrtf(block_sum2(v, 0.f).x / static_cast<float>(p.d) + p.eps);
-    for (int64_t c = threadIdx.x; c < p.d; c += kThreads)
-      p.y[r * p.d + c] = (xr[c] - m) * rs * p.g[c] + (kLayer ? p.b[c] : 0.f);
+    for (int64_t c = threadIdx.x; c < p.d; c += kThreads) {
+      const float y = (xr[c] - m) * rs * p.g[c] + (kLayer ? p.b[c] : 0.f);
+      p.y[r * p.d + c] = y;
+      amax = max(amax, __float_as_uint(fabsf(y)));
+    }
     if (threadIdx.x == 0) {
       if constexpr (kLayer) p.mean_out[r] = m;
       p.rstd_out[r] = rs;
     }
   }
+  if (p.amax) {  // the same for the whole block
+    __shared__ unsigned block_amax;
+    if (threadIdx.x == 0) block_amax = 0u;
+    __syncthreads();
+    atomicMax(&block_amax, amax);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicMax(p.amax, block_amax);
+  }
+}
+
+// The forward launch; a fused quantize's amax starts from 0 each step.
+template <bool kLayer>
+Status norm_forward(const Norm& p, unsigned rows, cudaStream_t s) {
+  if (p.amax) SG_CUDA(cudaMemsetAsync(p.amax, 0, sizeof(unsigned), s));
+  norm_forward_kernel<kLayer><<<rows, kThreads, 0, s>>>(p);
+  return launched(kLayer ? "layer_norm forward" : "rms_norm forward");
 }
 
 // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g (RMS
@@ -187,22 +210,17 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
   p.eps = static_cast<float>(a.attrs->f("eps"));
   p.x = a.in[0].f();
   p.g = a.in[1].f();
+  p.amax = ctx.fused_amax;
   unsigned rows = row_grid(p.rows), cols = grid_for(p.d, ctx.dev);
   switch (a.code) {
     case OpCode::LayerNorm:  // (x, g, b) -> (y, mean, rstd)
       p.b = a.in[2].f();
       p.y = a.out[0].f(), p.mean_out = a.out[1].f(), p.rstd_out = a.out[2].f();
-      *out = [=](cudaStream_t s) {
-        norm_forward_kernel<true><<<rows, kThreads, 0, s>>>(p);
-        return launched("layer_norm forward");
-      };
+      *out = [=](cudaStream_t s) { return norm_forward<true>(p, rows, s); };
       return Status::Ok();
     case OpCode::RmsNorm:  // (x, g) -> (y, rstd)
       p.y = a.out[0].f(), p.rstd_out = a.out[1].f();
-      *out = [=](cudaStream_t s) {
-        norm_forward_kernel<false><<<rows, kThreads, 0, s>>>(p);
-        return launched("rms_norm forward");
-      };
+      *out = [=](cudaStream_t s) { return norm_forward<false>(p, rows, s); };
       return Status::Ok();
     case OpCode::LayerNormGrad:  // (x, g, mean, rstd, dy) -> (dx, dg, db)
     case OpCode::RmsNormGrad: {  // (x, g, rstd, dy) -> (dx, dg)

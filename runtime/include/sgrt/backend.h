@@ -23,6 +23,10 @@ class Backend {
   virtual Status read(uint64_t offset, void* dst, size_t bytes) = 0;
   virtual Status run(int program) = 0;
   virtual Status sync() = 0;
+  // Device memory prepare() allocated (arena, kernel workspace, error record; not
+  // the driver's own context): run() allocates none, so it is also the peak.
+  // 0 for the CPU, whose arena is host memory.
+  virtual uint64_t device_bytes() const { return 0; }
   // Whether this backend's kernel table has (op, dtypes); asked before anything runs.
   bool supports_op(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) const;
 

@@ -8,6 +8,7 @@
 // scratch size; check arena + scratch against free device memory; allocate; bind
 // for real.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "../backends.h"
@@ -32,6 +33,21 @@ Binder find_binder(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, st
   };
   *sig = std::string(op_info(op.code).name) + "(" + list(in) + ") -> (" + list(out) + ")";
   return nullptr;
+}
+
+// An environment switch that is on unless set to "0".
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !v || std::strcmp(v, "0") != 0;
+}
+
+// A norm whose y feeds the next op, a quantize with one scale for the tensor:
+// the norm can reduce the quantize's amax while it writes y (bind.h, fused_amax).
+bool norm_feeds_quantize(const OpInfoLoaded& norm, const OpInfoLoaded& next) {
+  if (norm.code != OpCode::LayerNorm && norm.code != OpCode::RmsNorm) return false;
+  if (next.code != OpCode::Quantize || next.in.empty() || next.in[0] != norm.out[0]) return false;
+  QuantGranularity g = next.quant[0].granularity;
+  return g == QuantGranularity::tensor || g == QuantGranularity::nvfp4;
 }
 
 std::string mib(size_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
@@ -70,6 +86,10 @@ class CudaBackend final : public Backend {
     dev_.smem_optin = p.sharedMemPerBlockOptin;
     SG_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SG_CUBLAS(cublasLtCreate(&lt_));
+    autotune_ = env_on("SGRT_CUDA_AUTOTUNE");
+    fuse_norm_quantize_ = env_on("SGRT_CUDA_FUSE");
+    const char* verbose = std::getenv("SGRT_CUDA_VERBOSE");
+    verbose_ = verbose && std::strcmp(verbose, "0") != 0;
     return Status::Ok();
   }
 
@@ -100,6 +120,7 @@ class CudaBackend final : public Backend {
                              mib(free_b) + " free of " + mib(total_b));
     SG_CUDA(cudaMalloc(&arena_, arena_bytes));
     SG_CUDA(cudaMalloc(&workspace_, scratch_bytes + sizeof(ErrorRecord)));
+    workspace_bytes_ = scratch_bytes + sizeof(ErrorRecord);
     SG_CUDA(cudaMemset(arena_, 0, arena_bytes));
     SG_CUDA(cudaMemset(workspace_, 0, scratch_bytes + sizeof(ErrorRecord)));
     size_ = arena_bytes;
@@ -137,6 +158,8 @@ class CudaBackend final : public Backend {
     return recorded_errors();
   }
 
+  uint64_t device_bytes() const override { return size_ + workspace_bytes_; }
+
  private:
   // Binds every op against an arena at `arena` and a workspace at `work` (0 in the
   // dry run: pointers are then offsets, which is all the binders' checks look at).
@@ -148,20 +171,36 @@ class CudaBackend final : public Backend {
     ctx.lt = lt_;
     ctx.scratch = &scratch;
     ctx.errors = errors_;
+    ctx.autotune = autotune_ && arena != 0;  // timing needs live addresses
+    ctx.verbose = verbose_;
     programs_.clear();
     tags_.clear();
     for (const auto& prog : resolved) {
       std::vector<BoundOp> ops;
-      for (const auto& [binder, op] : prog) {
+      bool pair_open = false;  // the op before was a norm fused with this quantize
+      for (size_t i = 0; i < prog.size(); ++i) {
+        const auto& [binder, op] = prog[i];
         OpArgs a{op->code, &op->attrs, {}, {}, op->quant};
         for (int id : op->in) a.in.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
         for (int id : op->out) a.out.push_back(Tensor{reinterpret_cast<void*>(arena + ts[id].offset), &ts[id].type, numel(ts[id].type.shape)});
-        scratch.begin_op();
+        // The quantize of a fused norm/quantize pair keeps the pair's scratch (its
+        // amax slot; a null pointer in the dry run, whose scratch starts at 0).
+        const bool second_of_pair = pair_open;
+        pair_open = false;
+        if (!second_of_pair) {
+          scratch.begin_op();
+          ctx.fused_amax = nullptr;
+          if (fuse_norm_quantize_ && i + 1 < prog.size() && norm_feeds_quantize(*op, *prog[i + 1].second)) {
+            ctx.fused_amax = static_cast<unsigned*>(scratch.reserve(sizeof(unsigned)));
+            pair_open = true;
+          }
+        }
         ctx.tag = static_cast<int32_t>(tags_.size());
         tags_.push_back(op);
         Launch l;
         Status st = binder(a, ctx, &l);
         if (!st.ok()) return st.with_context(op->loc + ": cuda " + std::string(op_info(op->code).name));
+        if (second_of_pair) ctx.fused_amax = nullptr;
         ops.push_back({std::move(l), op});
       }
       programs_.push_back(std::move(ops));
@@ -191,8 +230,12 @@ class CudaBackend final : public Backend {
   void* workspace_ = nullptr;  // kernel scratch, then the ErrorRecord
   ErrorRecord* errors_ = nullptr;
   size_t size_ = 0;
+  size_t workspace_bytes_ = 0;
   std::vector<std::vector<BoundOp>> programs_;
   std::vector<const OpInfoLoaded*> tags_;  // ErrorRecord::tag -> op
+  bool autotune_ = true;            // SGRT_CUDA_AUTOTUNE=0: cuBLASLt's first heuristic choice
+  bool fuse_norm_quantize_ = true;  // SGRT_CUDA_FUSE=0: every op runs its own kernels
+  bool verbose_ = false;            // SGRT_CUDA_VERBOSE=1: a line per tuned GEMM
 };
 
 }  // namespace

@@ -86,6 +86,8 @@ class VulkanBackend final : public Backend {
     return Status::Ok();
   }
 
+  uint64_t device_bytes() const override { return arena_.size + scratch_.size + errors_.size; }
+
   Status write(uint64_t offset, const void* src, size_t bytes) override {
     SG_TRY(check_range("write", offset, bytes));
     if (arena_.mapped) {
