@@ -3,7 +3,8 @@
 // (the Vulkan backend waits on its fence; CUDA's step ends with a read of the
 // loss). So the figure includes the recipe's quantization of both operands and
 // the launch overhead — the same on every backend, which makes the Vulkan/CUDA
-// ratio fair. One JSON line per size and recipe: median TFLOP/s over the reps.
+// ratio fair. One JSON line per size and recipe: median TFLOP/s over the reps and,
+// on a GPU, its percentage of an H200's dense peak for the recipe (pct_h200_peak).
 //
 //   bench_gemm_graph [--backend B] [--sizes 1024,4096] [--recipes fp32,bf16,fp8] [--reps N]
 #include <algorithm>
@@ -64,6 +65,12 @@ double time_infer(const std::string& backend, int64_t n, const std::string& reci
   return t[t.size() / 2];
 }
 
+// Dense peak TFLOP/s of an H100/H200 SXM (the GPU of bench/RESULTS.md) for the
+// tensor cores a recipe's GEMM runs on (FP32: no tensor cores, no TF32); 0: none.
+double h200_peak_tflops(const std::string& recipe) {
+  return recipe == "fp8" ? 1979 : recipe == "bf16" ? 989 : recipe == "fp32" ? 67 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,9 +91,12 @@ int main(int argc, char** argv) {
     for (const std::string& recipe : split(recipes)) {
       double sec = time_infer(backend, n, recipe, reps);
       const char* coop = std::getenv("SGRT_VULKAN_COOP");  // Vulkan's opt-in tensor-core path
+      const double tflops = 2.0 * n * n * n / sec * 1e-12, peak = h200_peak_tflops(recipe);
       std::printf("{\"bench\":\"gemm_graph\",\"backend\":\"%s%s\",\"n\":%lld,\"recipe\":\"%s\",\"reps\":%d,\"ms_median\":%.3f,"
-                  "\"tflops_median\":%.3f}\n",
-                  backend.c_str(), backend == "vulkan" && coop && std::string(coop) == "1" ? "+coop" : "", static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, 2.0 * n * n * n / sec * 1e-12);
+                  "\"tflops_median\":%.3f",
+                  backend.c_str(), backend == "vulkan" && coop && std::string(coop) == "1" ? "+coop" : "", static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, tflops);
+      if (backend != "cpu" && peak > 0) std::printf(",\"pct_h200_peak\":%.1f", 100.0 * tflops / peak);
+      std::printf("}\n");
       std::fflush(stdout);
     }
   }

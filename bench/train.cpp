@@ -5,7 +5,9 @@
 // when PyTorch is missing): on the CPU with the same thread count, or on the
 // CUDA device for the GPU backends. One JSON line per measurement: medians over
 // the timed steps (each step ends by reading the loss, so a GPU step is timed to
-// completion), the arena bytes, and the ratio to PyTorch (> 1: sgrt is faster).
+// completion), the arena bytes, on a GPU the device memory the backend holds
+// (device_peak_mib: arena + kernel workspace, allocated once at prepare, so also
+// its peak), and the ratio to PyTorch (> 1: sgrt is faster).
 // A model whose ops the backend lacks gets a line naming them instead.
 //
 //   bench_train [--backend cpu|vulkan|cuda] [--steps N] [--threads T] [--no-pytorch]
@@ -47,6 +49,7 @@ void check(const Status& st) {
 struct Timing {
   double step_s;
   uint64_t arena_bytes;
+  uint64_t device_bytes;  // what the backend allocated on the device (its peak), 0 on the CPU
 };
 
 std::shared_ptr<const Model> compile_bench(const Bench& b) {
@@ -59,7 +62,7 @@ std::shared_ptr<const Model> compile_bench(const Bench& b) {
 Timing time_steps(const Bench& b, const std::shared_ptr<const Model>& model, const std::string& backend, int steps) {
   std::unique_ptr<Backend> be;
   check(make_backend(backend, &be));
-  Timing timing{0, model->arena_alloc_bytes()};
+  Timing timing{0, model->arena_alloc_bytes(), 0};
   std::unique_ptr<Session> s;
   check(Session::create(model, std::move(be), &s));
   check(s->init(1, 1000));
@@ -91,6 +94,7 @@ Timing time_steps(const Bench& b, const std::shared_ptr<const Model>& model, con
   }
   std::sort(t.begin(), t.end());
   timing.step_s = t[t.size() / 2];
+  timing.device_bytes = s->backend().device_bytes();
   return timing;
 }
 
@@ -171,6 +175,7 @@ int main(int argc, char** argv) {
                   "\"step_s\":%.5f,\"steps\":%d,\"threads\":%d,\"arena_bytes\":%llu",
                   backend.c_str(), b.model.c_str(), b.recipe.c_str(), unit, rate, tm.step_s, k, threads,
                   static_cast<unsigned long long>(tm.arena_bytes));
+      if (tm.device_bytes) std::printf(",\"device_peak_mib\":%.1f", tm.device_bytes / 1048576.0);
       if (ref_rate > 0) std::printf(",\"vs_pytorch\":%.3f", rate / ref_rate);
       std::printf("}\n");
       std::fflush(stdout);

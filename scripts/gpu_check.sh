@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one command (a few minutes on an H200):
-# the CUDA op cross-check and whole-step training tests, the Vulkan tests on the
+# the CUDA op cross-check, whole-step training and prepare-time tuning tests
+# (GEMM autotune, norm+quantize fusion), the Vulkan tests on the
 # same GPU (when a Vulkan driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench
 # to 8192^3, a compiled graph's matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
@@ -33,7 +34,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.s
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train bench_gemm_cuda \
+  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare bench_gemm_cuda \
     bench_gemm_graph bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
     test_vulkan_gemm || exit 1
 fi
@@ -43,7 +44,7 @@ fi
 vulkan=0
 "$build/bench/bench_gemm_graph" --backend vulkan --sizes 64 --recipes fp32 --reps 1 >>"$out/gpu.txt" 2>&1 && vulkan=1
 
-for t in test_cuda_ops test_cuda_train; do step "$t" tests.txt 150 "$build/tests/$t"; done
+for t in test_cuda_ops test_cuda_train test_cuda_prepare; do step "$t" tests.txt 150 "$build/tests/$t"; done
 if [ "$vulkan" = 1 ]; then
   for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
     [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
@@ -53,8 +54,13 @@ else
 fi
 
 step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30
+# CUDA's graph GEMMs run the fastest of cuBLASLt's candidates, timed at prepare:
+# SGRT_CUDA_VERBOSE=1 logs each choice with its TFLOP/s; the autotune-off line is
+# the heuristic's first choice for comparison.
+SGRT_CUDA_AUTOTUNE=0 step "bench_gemm_graph cuda, autotune off" gemm.jsonl 60 "$build/bench/bench_gemm_graph" \
+  --backend cuda --sizes 8192 --recipes fp8 --reps 10
 for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
-  step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
+  SGRT_CUDA_VERBOSE=1 step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
