@@ -6,7 +6,9 @@
 // prepare, in order: resolve every op to a binder (a missing kernel fails before
 // anything is allocated); bind once with the arena at address 0 to learn the
 // scratch size; check arena + scratch against free device memory; allocate; bind
-// for real.
+// for real (GEMMs then time cuBLASLt's candidates: lt_gemm.h). A norm followed by
+// the per-tensor quantize of its y is bound as a pair that shares an amax slot.
+// Switches (docs/cuda.md): SGRT_CUDA_AUTOTUNE=0, SGRT_CUDA_FUSE=0, SGRT_CUDA_VERBOSE=1.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
