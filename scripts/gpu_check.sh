@@ -33,7 +33,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.s
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train bench_gemm_cuda \
+  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_dequant_matmul_gpu bench_gemm_cuda \
     bench_gemm_graph bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
     test_vulkan_gemm || exit 1
 fi
@@ -43,7 +43,7 @@ fi
 vulkan=0
 "$build/bench/bench_gemm_graph" --backend vulkan --sizes 64 --recipes fp32 --reps 1 >>"$out/gpu.txt" 2>&1 && vulkan=1
 
-for t in test_cuda_ops test_cuda_train; do step "$t" tests.txt 150 "$build/tests/$t"; done
+for t in test_cuda_ops test_cuda_train test_dequant_matmul_gpu; do step "$t" tests.txt 150 "$build/tests/$t"; done
 if [ "$vulkan" = 1 ]; then
   for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
     [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
@@ -66,6 +66,8 @@ done
 if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 100 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$build/tests/test_cuda_ops"
+  step "compute-sanitizer memcheck test_dequant_matmul_gpu" sanitizer.txt 100 compute-sanitizer --tool memcheck \
+    --error-exitcode 1 "$build/tests/test_dequant_matmul_gpu" --test-case='cuda*'
 fi
 echo "figures in $out (exit $status)"
 exit $status
