@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one command (a few minutes on an H200):
-# the CUDA op cross-check and whole-step training tests, the Vulkan tests on the
-# same GPU (when a Vulkan driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench
-# to 8192^3, a compiled graph's matmul on CUDA and Vulkan side by side, the
-# training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
+# the CUDA op cross-check and whole-step training tests, the dequant_matmul test
+# (a q8_0/q4_1 base on CUDA and Vulkan), the Vulkan tests on the same GPU (when
+# a Vulkan driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a
+# compiled graph's matmul and dequant_matmul on CUDA and Vulkan side by side,
+# the training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
 # backends, `sgrt train` on each backend, and compute-sanitizer's memcheck over
-# the CUDA op tests. Figures go to $OUT (one file per part) for bench/RESULTS.md.
+# the CUDA op tests and the CUDA dequant_matmul test. Figures go to $OUT (one
+# file per part) for bench/RESULTS.md.
 # Exit status: 1 when any test or bench failed (the rest still runs).
 #
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
@@ -34,7 +36,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
   cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_dequant_matmul_gpu bench_gemm_cuda \
-    bench_gemm_graph bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
+    bench_gemm_graph bench_dequant_matmul bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
     test_vulkan_gemm || exit 1
 fi
 
@@ -56,6 +58,8 @@ step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8
 for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
+  step "bench_dequant_matmul $b" gemm.jsonl 90 "$build/bench/bench_dequant_matmul" --backend "$b" \
+    --m 512 --n 4096 --k 4096 --reps 10
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10
