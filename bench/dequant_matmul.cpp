@@ -6,8 +6,6 @@
 // f32 peer on the same backend.
 //
 //   bench_dequant_matmul [--backend B] [--m 512] [--n 4096] [--k 4096] [--reps N]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,35 +15,28 @@
 #include "compile.h"
 #include "serialize.h"
 #include "sgrt/session.h"
+#include "time_program.h"
 
 using namespace sgrt;
 
 namespace {
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_dequant_matmul: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void check(const Status& st) {
-  if (!st.ok()) die(st.message());
+// A failure ends the bench with its message: exit 2 for bad arguments, else 1.
+void check(const Status& st, int code = 1) {
+  if (st.ok()) return;
+  std::fprintf(stderr, "bench_dequant_matmul: %s\n", st.message().c_str());
+  std::exit(code);
 }
 
 // y = dequant_matmul(x, w) with x [m, k] (or [m, n] with transpose_w), w [n, k] of wt.
 std::shared_ptr<const Model> model(DType wt, bool trans, int64_t m, int64_t n, int64_t k) {
   compiler::Graph g;
   g.infer_only = true;
-  auto tensor = [&](const char* name, Shape shape, DType dt, sg::Role role) {
-    compiler::Tensor t;
-    t.name = name;
-    t.type = TensorType{std::move(shape), dt};
-    t.role = role;
-    t.persistent = true;
-    t.frozen = role == sg::Role::param;
-    return g.add_tensor(std::move(t));
-  };
-  const int x = tensor("x", {m, trans ? n : k}, DType::f32, sg::Role::input);
-  const int w = tensor("w", {n, k}, wt, sg::Role::param);
+  compiler::Tensor in;  // x, then w: a frozen param
+  in.name = "x", in.type = {{m, trans ? n : k}, DType::f32}, in.role = sg::Role::input, in.persistent = true;
+  const int x = g.add_tensor(in);
+  in.name = "w", in.type = {{n, k}, wt}, in.role = sg::Role::param, in.frozen = true;
+  const int w = g.add_tensor(in);
   const compiler::Loc loc{"bench_dequant_matmul", __LINE__};
   Attrs at;
   at.set_i("transpose_w", trans ? 1 : 0);
@@ -70,11 +61,8 @@ std::shared_ptr<const Model> model(DType wt, bool trans, int64_t m, int64_t n, i
 // bytes with a small f16 scale per block (the speed does not depend on values).
 double time_infer(const std::string& backend, DType wt, bool trans, int64_t m, int64_t n, int64_t k, int reps) {
   std::shared_ptr<const Model> mdl = model(wt, trans, m, n, k);
-  std::unique_ptr<Backend> be;
-  check(make_backend(backend, &be));
   std::unique_ptr<Session> s;
-  check(Session::create(mdl, std::move(be), &s));
-  check(s->init(1, 1));
+  check(bench::open_session(mdl, backend, &s));
   const int wid = mdl->find_tensor("w"), xid = mdl->find_tensor("x");
   std::vector<uint8_t> w(mdl->tensors()[wid].bytes);
   const int bb = dtype_block_bytes(wt);
@@ -83,18 +71,9 @@ double time_infer(const std::string& backend, DType wt, bool trans, int64_t m, i
   std::vector<float> x(mdl->tensors()[xid].bytes / 4);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) >> 8 & 0xffff) / 32768.f - 1.f;
   check(s->write(xid, x.data(), x.size() * 4));
-  int prog;
-  check(s->find_program("infer", &prog));
-  std::vector<double> t;
-  for (int i = 0; i < reps + 2; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    check(s->run(prog));
-    float loss;
-    check(s->read_scalar(mdl->loss(), &loss));
-    if (i >= 2) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  double sec;
+  check(bench::median_infer_seconds(*s, reps, &sec));
+  return sec;
 }
 
 }  // namespace
@@ -104,16 +83,16 @@ int main(int argc, char** argv) {
   int64_t m = 512, n = 4096, k = 4096;
   int reps = 10;
   const char* usage = " (--backend B, --m M, --n N, --k K (a multiple of 32), --reps R)";
-  if (argc % 2 == 0) die(std::string("every option takes a value") + usage);
+  if (argc % 2 == 0) check(Status::Invalid(std::string("every option takes a value") + usage), 2);
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--backend")) backend = argv[i + 1];
     else if (!std::strcmp(argv[i], "--m")) m = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--n")) n = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--k")) k = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else die(std::string("unknown argument ") + argv[i] + usage);
+    else check(Status::Invalid(std::string("unknown argument ") + argv[i] + usage), 2);
   }
-  if (m < 1 || n < 1 || k < 32 || k % 32 || reps < 1) die(std::string("bad sizes or reps") + usage);
+  if (m < 1 || n < 1 || k < 32 || k % 32 || reps < 1) check(Status::Invalid(std::string("bad sizes or reps") + usage), 2);
   for (DType wt : {DType::q8_0, DType::q4_1})
     for (bool trans : {false, true}) {
       const double sec = time_infer(backend, wt, trans, m, n, k, reps);
