@@ -115,12 +115,13 @@ Status bind_typed(const OpArgs& a, BindCtx& ctx, Launch* out) {
     return Status::Ok();
   }
   const bool trans = a.attrs->i("transpose_w", 0) != 0;
-  const int64_t Q = trans ? rows : width, P = trans ? width : rows, M = Q > 0 ? a.in[0].n / Q : 0;
+  const int64_t Q = trans ? rows : width, P = trans ? width : rows, M = P > 0 ? a.out[0].n / P : 0;
   const float* x = a.in[0].f();
   const dim3 grid(static_cast<unsigned>((P + kTileP - 1) / kTileP), static_cast<unsigned>((M + kTileM - 1) / kTileM));
   if ((M + kTileM - 1) / kTileM > 65535)
     return Status::Unsupported("dequant_matmul: " + std::to_string(M) + " rows of x exceed the launch grid");
   *out = [=](cudaStream_t s) {
+    if (M == 0 || P == 0) return Status::Ok();  // an empty y: no launch (a zero grid is an error)
     if (trans) dequant_matmul_kernel<DT, true><<<grid, kThreads, 0, s>>>(M, Q, P, x, wp, row_bytes, y);
     else dequant_matmul_kernel<DT, false><<<grid, kThreads, 0, s>>>(M, Q, P, x, wp, row_bytes, y);
     return launched("dequant_matmul_kernel");

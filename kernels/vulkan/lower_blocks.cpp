@@ -11,7 +11,7 @@ Status dequant_matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   const TensorType& w = c.in(1).type;
   const bool trans = c.op.attrs.i("transpose_w", 0) != 0;
   const int64_t q = trans ? w.shape[0] : w.shape[1], p = trans ? w.shape[1] : w.shape[0];
-  const int64_t m = q > 0 ? numel(c.in(0).type.shape) / q : 0;
+  const int64_t m = p > 0 ? numel(c.out(0).type.shape) / p : 0;  // rows of x and y (q may be 0)
   constexpr int64_t kTile = 64;  // dequant_matmul.comp: 64x64 tiles of y
   d->shader = "dequant_matmul";
   d->op = (trans ? 1u : 0u) | block_kind(w.dtype) << 1;
