@@ -4,8 +4,8 @@
 // batched leading dims and 74 rows (two 64-row tiles, the second partial), w
 // [67, 160] (N not a multiple of 64; in the transpose_w mode the output width K =
 // 160 is not either). The blocks are random bytes with chosen scales, so every
-// q4_1 nibble value and negative q8_0 codes (down to -128) appear, and one block
-// of each table has d = 0 (q4_1: all its values are m).
+// q4_1 nibble value and negative q8_0 codes (down to -128) appear, one block of
+// each table has d = 0 (q4_1: all its values are m) and one a subnormal f16 d.
 //
 // Bound: a GEMM element accumulates Q <= 160 f32 products of exactly decoded
 // values in some order: |y - ref| <= Q 2^-24 sum_q |x_q B_qp| (< 1e-5 of that
@@ -78,7 +78,8 @@ void put_f16(uint8_t* p, float v) {
   p[1] = static_cast<uint8_t>(h >> 8);
 }
 
-// Random blocks: codes uniform over all bytes, d (and q4_1's m) random, block 5 d = 0.
+// Random blocks: codes uniform over all bytes, d (and q4_1's m) random; block 5
+// has d = 0, block 6 a subnormal d.
 std::vector<uint8_t> random_blocks(DType wt, std::mt19937& rng) {
   const int bb = dtype_block_bytes(wt);
   std::vector<uint8_t> w(dtype_bytes(wt, kN * kK));
@@ -87,7 +88,7 @@ std::vector<uint8_t> random_blocks(DType wt, std::mt19937& rng) {
   for (size_t b = 0; b * bb < w.size(); ++b) {
     uint8_t* p = w.data() + b * bb;
     for (int j = 0; j < bb; ++j) p[j] = static_cast<uint8_t>(byte(rng));
-    put_f16(p, b == 5 ? 0.f : scale(rng));
+    put_f16(p, b == 5 ? 0.f : b == 6 ? -3e-6f : scale(rng));  // block 6: a subnormal f16 d
     if (wt == DType::q4_1) put_f16(p + 2, scale(rng) * 8);
   }
   return w;
@@ -116,6 +117,8 @@ void check_code_coverage(DType wt, const std::vector<uint8_t>& w) {
       codes.insert(wt == DType::q8_0 ? static_cast<int8_t>(p[2 + j]) : (j < 16 ? p[4 + j] & 0xF : p[4 + j - 16] >> 4));
   }
   CHECK(zero_scale);
+  CHECK(fmt::f16_at(w.data() + 6 * bb) < 0.f);
+  CHECK(std::fabs(fmt::f16_at(w.data() + 6 * bb)) < 6.1e-5f);  // below f16's smallest normal
   if (wt == DType::q4_1) CHECK(codes.size() == 16);
   else CHECK((codes.count(-128) && codes.count(-1) && codes.count(127)));
 }
@@ -150,7 +153,8 @@ void check_backend(const std::string& backend, DType wt) {
   std::vector<float> x(kB * kT * kK), xt(kB * kT * kN);
   for (float& v : x) v = normal(rng);
   for (float& v : xt) v = normal(rng);
-  const std::vector<int32_t> ids{0, kN - 1, 5 / (kK / 32), 3, 3, 40, 66, 1, 12};  // 5 / 5: the row holding block 5 (d = 0)
+  // Row 1 holds blocks 5 (d = 0) and 6 (subnormal d); repeated and edge ids.
+  const std::vector<int32_t> ids{0, kN - 1, 1, 3, 3, 40, 66, 1, 12};
 
   auto s = test::open_session(block_model(wt), backend);
   test::write_vec(*s, "w", w);
