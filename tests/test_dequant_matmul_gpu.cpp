@@ -169,6 +169,19 @@ void check_backend(const std::string& backend, DType wt) {
   for (int64_t r = 0; r < kIds; ++r)
     for (int64_t c = 0; c < kK; ++c) wrong += e[r * kK + c] != static_cast<float>(wd[ids[r] * kK + c]);
   CHECK_MESSAGE(wrong == 0, wrong << " embedding values differ from the decoded rows");
+
+  // An id past the table is an error naming the op (CUDA reports it at the next read).
+  std::vector<int32_t> bad = ids;
+  bad[2] = kN;
+  test::write_vec(*s, "ids", bad);
+  int prog = -1;
+  REQUIRE(s->find_program("infer", &prog).ok());
+  Status st = s->run(prog);
+  std::vector<float> out(e.size());
+  if (st.ok()) st = s->read(test::tensor_id(*s, "e"), out.data(), out.size() * sizeof(float));
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("embedding") != std::string::npos);
+  CHECK(st.message().find("outside") != std::string::npos);
 }
 
 }  // namespace
