@@ -7,8 +7,6 @@
 // on a GPU, its percentage of an H200's dense peak for the recipe (pct_h200_peak).
 //
 //   bench_gemm_graph [--backend B] [--sizes 1024,4096] [--recipes fp32,bf16,fp8] [--reps N]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "compile_script.h"
+#include "time_program.h"
 #include "sgrt/session.h"
 
 using namespace sgrt;
@@ -43,26 +42,14 @@ std::vector<std::string> split(const std::string& list) {
 double time_infer(const std::string& backend, int64_t n, const std::string& recipe, int reps) {
   std::shared_ptr<const Model> model;
   check(bench::compile_script("bench/gemm_graph.lua", {{"n", std::to_string(n)}}, recipe, false, &model));
-  std::unique_ptr<Backend> be;
-  check(make_backend(backend, &be));
   std::unique_ptr<Session> s;
-  check(Session::create(model, std::move(be), &s));
-  check(s->init(1, 1));
+  check(bench::open_session(model, backend, &s));
   std::vector<float> a(static_cast<size_t>(n * n));
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 2654435761u) >> 8 & 0xffff) / 32768.f - 1.f;
   check(s->write(model->find_tensor("a"), a.data(), a.size() * 4));
-  int prog;
-  check(s->find_program("infer", &prog));
-  std::vector<double> t;
-  for (int i = 0; i < reps + 2; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    check(s->run(prog));
-    float loss;
-    check(s->read_scalar(model->loss(), &loss));
-    if (i >= 2) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  double sec;
+  check(bench::median_infer_seconds(*s, reps, &sec));
+  return sec;
 }
 
 // Dense peak TFLOP/s of an H100/H200 SXM (the GPU of bench/RESULTS.md) for the

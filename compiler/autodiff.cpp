@@ -220,6 +220,14 @@ class Differ {
       case OpCode::Dropout: return accumulate(in[0], emit(OpCode::Dropout, {dy, in[1]}, op.attrs));
       case OpCode::Accuracy: case OpCode::Fill: return Status::Ok();
       // Decoding ops (a KV cache) run in inference programs only.
+      case OpCode::DequantMatMul: {  // (x, w): only x has a gradient; a block-format w is frozen
+        if (need(1))
+          return Status::Invalid(op.loc.str() + ": " + g_.t(in[1]).name + " is stored as " +
+                                 dtype_name(g_.t(in[1]).type.dtype) + " and cannot be trained: freeze it");
+        Attrs a;
+        a.set_i("transpose_w", !op.attrs.i("transpose_w"));
+        return accumulate(in[0], emit(OpCode::DequantMatMul, {dy, in[1]}, a));
+      }
       case OpCode::RopeAt: case OpCode::KvAttention: break;
       // Gradient and optimizer ops never appear in the forward graph.
       case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one command (a few minutes on an H200):
 # the CUDA op cross-check, whole-step training and prepare-time tuning tests
-# (GEMM autotune, norm+quantize fusion), the Vulkan tests on the
-# same GPU (when a Vulkan driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench
-# to 8192^3, a compiled graph's matmul on CUDA and Vulkan side by side, the
+# (GEMM autotune, norm+quantize fusion), the dequant_matmul test (a q8_0/q4_1
+# base on CUDA and Vulkan), the Vulkan tests on the same GPU (when a Vulkan
+# driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a compiled
+# graph's matmul and dequant_matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
 # backends, `sgrt train` on each backend, and compute-sanitizer's memcheck over
-# the CUDA op tests. Figures go to $OUT (one file per part) for bench/RESULTS.md.
+# the CUDA op tests and the CUDA dequant_matmul test. Figures go to $OUT (one
+# file per part) for bench/RESULTS.md.
 # Exit status: 1 when any test or bench failed (the rest still runs).
 #
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
@@ -34,8 +36,9 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.s
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare bench_gemm_cuda \
-    bench_gemm_graph bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer \
+  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu \
+    bench_gemm_cuda bench_gemm_graph bench_dequant_matmul bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp \
+    test_vulkan_transformer \
     test_vulkan_gemm || exit 1
 fi
 
@@ -44,7 +47,7 @@ fi
 vulkan=0
 "$build/bench/bench_gemm_graph" --backend vulkan --sizes 64 --recipes fp32 --reps 1 >>"$out/gpu.txt" 2>&1 && vulkan=1
 
-for t in test_cuda_ops test_cuda_train test_cuda_prepare; do step "$t" tests.txt 150 "$build/tests/$t"; done
+for t in test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu; do step "$t" tests.txt 150 "$build/tests/$t"; done
 if [ "$vulkan" = 1 ]; then
   for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
     [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
@@ -62,6 +65,8 @@ SGRT_CUDA_AUTOTUNE=0 step "bench_gemm_graph cuda, autotune off" gemm.jsonl 60 "$
 for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   SGRT_CUDA_VERBOSE=1 step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
+  step "bench_dequant_matmul $b" gemm.jsonl 90 "$build/bench/bench_dequant_matmul" --backend "$b" \
+    --m 512 --n 4096 --k 4096 --reps 10
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10
@@ -72,6 +77,8 @@ done
 if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 100 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$build/tests/test_cuda_ops"
+  step "compute-sanitizer memcheck test_dequant_matmul_gpu" sanitizer.txt 100 compute-sanitizer --tool memcheck \
+    --error-exitcode 1 "$build/tests/test_dequant_matmul_gpu" --test-case='cuda*'
 fi
 echo "figures in $out (exit $status)"
 exit $status

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "formats/formats.h"
+#include "formats/gguf_blocks.h"
 #include "harness.h"
 #include "sgrt/trainer.h"
 
@@ -63,6 +64,8 @@ inline std::vector<double> decoded(const TensorInfo& t, const std::vector<uint8_
       case DType::e5m2: v[i] = fmt::e5m2_decode(p[i]); break;
       case DType::e2m1: v[i] = fmt::e2m1_decode(p[i / 2] >> (4 * (i & 1))); break;
       case DType::e8m0: v[i] = fmt::e8m0_decode(p[i]); break;
+      case DType::q8_0: v[i] = fmt::q8_0_value(p + i / 32 * fmt::kQ8_0Bytes, static_cast<int>(i % 32)); break;
+      case DType::q4_1: v[i] = fmt::q4_1_value(p + i / 32 * fmt::kQ4_1Bytes, static_cast<int>(i % 32)); break;
     }
   }
   return v;

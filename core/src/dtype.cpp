@@ -4,7 +4,7 @@
 
 namespace sgrt {
 
-static const char* const kDTypeNames[kNumDTypes] = {"f32", "f16", "bf16", "e4m3", "e5m2", "e2m1", "e8m0", "i32"};
+static const char* const kDTypeNames[kNumDTypes] = {"f32", "f16", "bf16", "e4m3", "e5m2", "e2m1", "e8m0", "i32", "q8_0", "q4_1"};
 
 const char* dtype_name(DType t) {
   int i = static_cast<int>(t);

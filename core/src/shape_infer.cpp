@@ -11,7 +11,7 @@
 namespace sgrt {
 namespace {
 
-bool is_float(DType t) { return t != DType::i32; }
+bool is_float(DType t) { return t != DType::i32 && !dtype_is_block(t); }
 
 Status fail(OpCode code, const std::string& what) {
   return Status::Invalid(std::string(op_info(code).name) + ": " + what);
@@ -297,6 +297,7 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
     case OpCode::LayerNormGrad: case OpCode::RmsNormGrad: return infer_norm_grad(code, ins, attrs, outs);
     case OpCode::Attention: case OpCode::AttentionGrad: return infer_attention(code, ins, attrs, outs);
     case OpCode::Rope: return infer_rope(code, ins, attrs, outs);
+    case OpCode::DequantMatMul: return infer_dequant_matmul(code, ins, attrs, outs);
     case OpCode::RopeAt: return infer_rope_at(code, ins, attrs, outs);
     case OpCode::KvAttention: return infer_kv_attention(code, ins, attrs, outs);
     case OpCode::Dropout: return infer_dropout(code, ins, attrs, outs);

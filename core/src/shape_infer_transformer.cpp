@@ -43,15 +43,43 @@ Status check_heads(OpCode code, const TensorType& x, const Attrs& attrs, bool ev
   return Status::Ok();
 }
 
+// A frozen quantized base tensor: q8_0/q4_1 [rows, width], whole blocks per row.
+Status check_block_table(OpCode code, const TensorType& t, const char* what) {
+  if (t.shape.size() != 2) return fail(code, std::string(what) + " must be rank 2, got " + type_str(t));
+  if (t.shape[1] % dtype_block_size(t.dtype) != 0)
+    return fail(code, std::string(what) + " " + type_str(t) + ": the last dimension must be a multiple of " +
+                          std::to_string(dtype_block_size(t.dtype)) + " (whole blocks per row)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status infer_embedding(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
   std::vector<TensorType>& o = *outs;
-  SG_TRY(expect_f32(code, ins[0], "table"));
+  // An f32 table, or a frozen q8_0/q4_1 one (decoded row by row as it is gathered).
+  if (dtype_is_block(ins[0].dtype)) SG_TRY(check_block_table(code, ins[0], "table"));
+  else SG_TRY(expect_f32(code, ins[0], "table"));
   if (ins[0].shape.size() != 2) return fail(code, "table must be [vocab, width], got " + type_str(ins[0]));
   if (ins[1].dtype != DType::i32) return fail(code, "ids must be i32, got " + type_str(ins[1]));
   o[0] = TensorType{ins[1].shape, DType::f32};
   o[0].shape.push_back(ins[0].shape[1]);
+  return Status::Ok();
+}
+
+// (x f32 [..., K], w q8_0/q4_1 [N, K]) -> [..., N]; transpose_w: x [..., N] -> [..., K].
+Status infer_dequant_matmul(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs) {
+  const TensorType &x = ins[0], &w = ins[1];
+  SG_TRY(expect_f32(code, x, "x"));
+  if (x.shape.empty()) return fail(code, "x must have rank >= 1");
+  if (!dtype_is_block(w.dtype)) return fail(code, "w must be a block format (q8_0, q4_1), got " + type_str(w));
+  SG_TRY(check_block_table(code, w, "w"));
+  const bool t = attrs.i("transpose_w");
+  const int64_t in = t ? w.shape[0] : w.shape[1], out = t ? w.shape[1] : w.shape[0];
+  if (x.shape.back() != in)
+    return fail(code, "x " + type_str(x) + " does not match w " + type_str(w) + (t ? "" : "^T") + " (" +
+                          std::to_string(x.shape.back()) + " vs " + std::to_string(in) + ")");
+  (*outs)[0] = TensorType{x.shape, DType::f32};
+  (*outs)[0].shape.back() = out;
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // Shape rules of the transformer ops (embedding, norms, attention, rope,
-// dropout); infer_types (shape_infer.cpp) calls one per op.
+// dropout) and of dequant_matmul, a frozen quantized base's linear;
+// infer_types (shape_infer.cpp) calls one per op.
 #pragma once
 #include <vector>
 
@@ -11,6 +12,7 @@
 namespace sgrt {
 
 Status infer_embedding(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
+Status infer_dequant_matmul(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_embedding_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_norm(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);
 Status infer_norm_grad(OpCode code, const std::vector<TensorType>& ins, const Attrs& attrs, std::vector<TensorType>* outs);

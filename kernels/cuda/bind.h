@@ -97,5 +97,6 @@ Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul
 Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
 Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, dropout
 Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention and its gradient
+Status bind_block_formats(const OpArgs&, BindCtx&, Launch*);  // dequant_matmul.cu: dequant_matmul, embedding of a block table
 
 }  // namespace sgrt::cuda

@@ -9,7 +9,7 @@ using Match = KernelMatch;
 
 const std::vector<KernelEntry<Binder>>& kernel_table() {
   using D = DType;
-  const D f = D::f32, i = D::i32;
+  const D f = D::f32, i = D::i32, q8 = D::q8_0, q4 = D::q4_1;
   static const std::vector<KernelEntry<Binder>> t = with_elementwise<Binder>(kBackendCuda, bind_elementwise, {
       {OpCode::MatMul, {f, f}, {f}, bind_matmul},          {OpCode::QMatMul, {}, {}, bind_matmul, Match::any},
       {OpCode::Fill, {}, {f}, bind_elementwise},           {OpCode::DgeGrad, {f, f, i}, {f}, bind_elementwise},
@@ -31,6 +31,9 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::QuantizeGrad, {}, {}, bind_optimizer, Match::any},
       {OpCode::Quantize, {}, {}, bind_quantize, Match::any},
       {OpCode::ClampOutliers, {f}, {f, f}, bind_clamp_outliers},
+      {OpCode::DequantMatMul, {f, q8}, {f}, bind_block_formats},
+      {OpCode::DequantMatMul, {f, q4}, {f}, bind_block_formats},
+      {OpCode::Embedding, {q8, i}, {f}, bind_block_formats}, {OpCode::Embedding, {q4, i}, {f}, bind_block_formats},
       {OpCode::Embedding, {f, i}, {f}, bind_transformer},  {OpCode::EmbeddingGrad, {i, f}, {f}, bind_transformer},
       {OpCode::LayerNorm, {f, f, f}, {f, f, f}, bind_transformer},
       {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, bind_transformer},

@@ -81,4 +81,16 @@ uint fmt_mix32(uint x) {
 }
 uint fmt_sr_random(uint seed, uint index) { return fmt_mix32(fmt_mix32(index ^ fmt_mix32(seed + 0x9E3779B9u))); }
 
+// GGUF's block formats (gguf_blocks.h): one element from its block's f16 fields
+// (as bits) and its code. `precise`: ggml's order (product, then sum), no FMA
+// contraction, so the values match the C++ decoders bit for bit.
+float fmt_q8_0_value(uint d_bits, uint code) {
+  precise float v = float(int(code << 24) >> 24) * fmt_decode(FMT_F16, d_bits);
+  return v;
+}
+float fmt_q4_1_value(uint d_bits, uint m_bits, uint nibble) {
+  precise float v = float(nibble) * fmt_decode(FMT_F16, d_bits) + fmt_decode(FMT_F16, m_bits);
+  return v;
+}
+
 #endif

@@ -6,13 +6,16 @@
 // embedding_grad: one invocation per column of dtable, walking the positions in
 // order and adding dy's row into the row of its id: the CPU's loop, so repeated
 // ids sum in the same order (bit-identical, no float atomics). Specialization
-// OP | 1 << 8 is the zero fill of dtable that runs first.
+// OP | 1 << 8 is the zero fill of dtable that runs first. A frozen q8_0 / q4_1
+// table (blocks.glsl kind in OP bits 9-10, p[2] bytes per row) is decoded as its
+// rows are gathered.
 #version 450
-#include "common.glsl"
+#include "blocks.glsl"
 layout(local_size_x = 256) in;
 
 const uint kOp = OP & 0xFFu;
-const bool kZero = (OP >> 8) == 1u;
+const bool kZero = ((OP >> 8) & 1u) == 1u;
+const uint kBlocks = (OP >> 9) & 3u;  // 0: an f32 table
 
 bool valid(int id) {
   if (id >= 0 && uint(id) < pc.p[0]) return true;
@@ -25,7 +28,9 @@ void main() {
   if (kOp == OP_Embedding) {
     FOR_EACH_INDEX(i, pc.n * d) {
       int id = I[pc.off[1] + i / d];
-      F[pc.off[2] + i] = valid(id) ? F[pc.off[0] + uint(id) * d + i % d] : 0.0;
+      float v = 0.0;
+      if (valid(id)) v = kBlocks != 0u ? block_value(kBlocks, pc.off[0], pc.p[2], uint(id), i % d) : F[pc.off[0] + uint(id) * d + i % d];
+      F[pc.off[2] + i] = v;
     }
   } else if (kZero) {
     FOR_EACH_INDEX(i, vocab * d) F[pc.off[0] + i] = 0.0;

@@ -18,7 +18,7 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 }  // namespace
 
-// embedding: (table [V, D], ids) -> [..., D]; embedding_grad: (ids, dy) -> [V, D],
+// embedding: (table [V, D], f32 or a block format, ids) -> [..., D]; embedding_grad: (ids, dy) -> [V, D],
 // zeroed first, then one invocation per column.
 Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   bool fwd = c.op.code == OpCode::Embedding;
@@ -32,6 +32,9 @@ Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.p[0] = u32(ts[0]);
   d->push.p[1] = u32(ts[1]);
   if (fwd) {
+    const TensorType& table = c.in(0).type;  // f32, or q8_0 / q4_1 blocks decoded as gathered
+    d->op |= block_kind(table.dtype) << 9;
+    d->push.p[2] = u32(dtype_bytes(table.dtype, ts[1]));
     d->groups[0] = groups_for(numel(c.out(0).type.shape), c.opts);
     return Status::Ok();
   }

@@ -43,6 +43,11 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
+// lower_blocks.cpp: a frozen quantized base. block_kind: blocks.glsl's code of a
+// q8_0 / q4_1 table (0 for f32).
+uint32_t block_kind(DType t);
+Status dequant_matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
 // lower_attention.cpp: fused causal attention and its gradient.
 Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 

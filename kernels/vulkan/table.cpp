@@ -186,7 +186,7 @@ Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 const std::vector<KernelEntry<Lower>>& kernel_table() {
   using Match = KernelMatch;
   using D = DType;
-  const D f = D::f32, i = D::i32;
+  const D f = D::f32, i = D::i32, q8 = D::q8_0, q4 = D::q4_1;
   static const std::vector<KernelEntry<Lower>> t = with_elementwise<Lower>(kBackendVulkan, elementwise, {
       {OpCode::MatMul, {f, f}, {f}, matmul},
       {OpCode::Fill, {}, {f}, elementwise},
@@ -209,6 +209,8 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::QMatMul, {}, {}, qmatmul, Match::any},
       {OpCode::DgeGrad, {f, f, i}, {f}, dge_grad},   {OpCode::ClampOutliers, {f}, {f, f}, clamp_outliers},
       {OpCode::CheckFinite, {i, f}, {i, f}, check_finite, Match::variadic},
+      {OpCode::DequantMatMul, {f, q8}, {f}, dequant_matmul}, {OpCode::DequantMatMul, {f, q4}, {f}, dequant_matmul},
+      {OpCode::Embedding, {q8, i}, {f}, embedding},  {OpCode::Embedding, {q4, i}, {f}, embedding},
       {OpCode::Embedding, {f, i}, {f}, embedding},   {OpCode::EmbeddingGrad, {i, f}, {f}, embedding},
       {OpCode::LayerNorm, {f, f, f}, {f, f, f}, norm}, {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, norm},
       {OpCode::RmsNorm, {f, f}, {f, f}, norm},       {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, norm},

@@ -5,12 +5,13 @@
 #include <cstring>
 
 #include "formats/formats.h"
+#include "formats/gguf_blocks.h"
 #include "sgrt/gguf.h"
 
 namespace sgrt {
 namespace {
 
-float f16_at(const uint8_t* p) { return fmt::f16_decode(static_cast<uint32_t>(p[0] | p[1] << 8)); }
+using fmt::f16_at;
 
 void decode_f32(const uint8_t* src, int64_t nb, float* y) { std::memcpy(y, src, static_cast<size_t>(nb) * 4); }
 
@@ -22,13 +23,10 @@ void decode_bf16(const uint8_t* src, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) y[i] = fmt::bf16_decode(static_cast<uint32_t>(src[2 * i] | src[2 * i + 1] << 8));
 }
 
-// Q8_0: f16 d | i8 q[32]; y = q * d.
+// Q8_0 and Q4_1: kernels/formats/gguf_blocks.h, shared with the kernels that
+// read them inside a GEMM.
 void decode_q8_0(const uint8_t* src, int64_t nb, float* y) {
-  for (int64_t b = 0; b < nb; ++b, src += 34, y += 32) {
-    const float d = f16_at(src);
-    const int8_t* q = reinterpret_cast<const int8_t*>(src + 2);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j]) * d;
-  }
+  for (int64_t b = 0; b < nb; ++b) fmt::q8_0_decode_block(src + b * fmt::kQ8_0Bytes, y + b * fmt::kGgufBlock);
 }
 
 // Q4_0: f16 d | u8 qs[16]; elements j and j + 16 in the low and high nibble of
@@ -44,16 +42,8 @@ void decode_q4_0(const uint8_t* src, int64_t nb, float* y) {
   }
 }
 
-// Q4_1: f16 d | f16 m | u8 qs[16]; y = nibble * d + m.
 void decode_q4_1(const uint8_t* src, int64_t nb, float* y) {
-  for (int64_t b = 0; b < nb; ++b, src += 20, y += 32) {
-    const float d = f16_at(src), m = f16_at(src + 2);
-    const uint8_t* qs = src + 4;
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
-      y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-    }
-  }
+  for (int64_t b = 0; b < nb; ++b) fmt::q4_1_decode_block(src + b * fmt::kQ4_1Bytes, y + b * fmt::kGgufBlock);
 }
 
 // Q4_K super-block of 256: f16 d | f16 dmin | u8 scales[12] | u8 qs[128].

@@ -14,7 +14,7 @@
 
 namespace sgrt {
 
-static_assert(static_cast<int>(sg::DType::i32) == static_cast<int>(DType::i32) && kNumDTypes == 8,
+static_assert(static_cast<int>(sg::DType::q4_1) == static_cast<int>(DType::q4_1) && kNumDTypes == 10,
               "sg.fbs DType and sgrt::DType disagree");
 static_assert(static_cast<int>(sg::Role::cache) == static_cast<int>(Role::cache));
 static_assert(static_cast<int>(sg::InitKind::buffer) == static_cast<int>(InitKind::buffer));
