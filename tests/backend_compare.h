@@ -431,6 +431,28 @@ inline size_t check_quantize_codes(const std::string& backend, const std::string
   return compared;
 }
 
+// kKvCacheModel's chunk on `backend` at a position past the cache (7 + 3 > 9
+// rows), then a negative one: each run fails naming the op that found it, and
+// a good position runs again.
+inline void check_bad_positions_named(const std::string& backend) {
+  std::shared_ptr<const Model> m;
+  Status st = compile_lua(kKvCacheModel, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = open_session(m, backend);
+  int chunk = m->find_program("chunk");
+  for (auto [pos, op] : {std::pair<int32_t, std::string>{7, ": kv_attention: "}, {-1, ": rope_at: "}}) {
+    write_vec(*s, "pos", std::vector<int32_t>{pos});
+    st = s->run(chunk);
+    if (st.ok()) st = s->backend().sync();  // cuda reports at the next sync or read
+    CHECK_FALSE(st.ok());
+    CHECK_MESSAGE(st.message().find(op) != std::string::npos, st.message());
+    CHECK_MESSAGE(st.message().find(".lua:") != std::string::npos, st.message());
+  }
+  write_vec(*s, "pos", std::vector<int32_t>{6});
+  CHECK(s->run(chunk).ok());
+  CHECK(s->backend().sync().ok());
+}
+
 // Issue 16's whole-step parity for a LoRA fine-tune of the tiny llama on
 // `backend`: 20 fp32 steps track the CPU's losses within 1e-4; under fp8 and
 // nvfp4 every quantize of 20 steps gives the CPU's codes.

@@ -112,6 +112,11 @@ TEST_CASE("models/llama.lua (tiny) generates on cuda as on the cpu: prefill, the
   test::check_decode_tracks("cuda", test::kTinyLlama);
 }
 
+TEST_CASE("a KV-cache position past the cache or negative is an error on cuda naming the op") {
+  if (!test::cuda_device_present()) return;
+  test::check_bad_positions_named("cuda");
+}
+
 TEST_CASE("cuda attention refuses a head size past its kernel's, naming the op") {
   if (!test::cuda_device_present()) return;
   std::shared_ptr<const Model> m;

@@ -143,6 +143,11 @@ TEST_CASE("models/llama.lua (tiny) generates on vulkan as on the cpu: prefill, t
   test::check_decode_tracks("vulkan", test::kTinyLlama);
 }
 
+TEST_CASE("a KV-cache position past the cache or negative is an error on vulkan naming the op") {
+  if (!test::vulkan_device_present()) return;
+  test::check_bad_positions_named("vulkan");
+}
+
 TEST_CASE("an embedding id outside the vocabulary is an error naming the op's Lua line") {
   if (!test::vulkan_device_present()) return;
   std::shared_ptr<const Model> m;
