@@ -99,6 +99,24 @@ TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "70"}, {"h", "2"}, {"kv", "2"}, {"dh", "128"}});
 }
 
+TEST_CASE("cuda rope_at and kv_attention agree with the cpu: chunks and single tokens, both rope pairings") {
+  if (!test::cuda_device_present()) return;
+  cross_check(test::kKvCacheModel);  // GQA: 4 query heads on 2 kv heads
+  // t = 40 and a cache of 70 rows: two query tiles, three 32-key tiles; one kv head.
+  cross_check(test::kKvCacheModel, {{"interleaved", "true"}, {"t", "40"}, {"tmax", "70"}, {"kv", "1"}, {"dh", "64"}});
+  cross_check(test::kTransformerModel, {{"interleaved", "true"}});  // rope and its gradient, GGUF llama's pairs
+}
+
+TEST_CASE("models/llama.lua (tiny) generates on cuda as on the cpu: prefill, then decode steps with the KV cache") {
+  if (!test::cuda_device_present()) return;
+  test::check_decode_tracks("cuda", test::kTinyLlama);
+}
+
+TEST_CASE("a KV-cache position past the cache or negative is an error on cuda naming the op") {
+  if (!test::cuda_device_present()) return;
+  test::check_bad_positions_named("cuda");
+}
+
 TEST_CASE("cuda attention refuses a head size past its kernel's, naming the op") {
   if (!test::cuda_device_present()) return;
   std::shared_ptr<const Model> m;

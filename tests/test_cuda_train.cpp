@@ -1,8 +1,11 @@
 // Training on CUDA end to end: the Fashion-MNIST MLP (real data) reaches the
-// CPU's accuracy in fp32 and under fp8 and fp4, and a bad label is reported at the
-// next read, naming the op, instead of failing mid-step. Skips without a device.
+// CPU's accuracy in fp32 and under fp8 and fp4; a LoRA fine-tune of a tiny
+// models/llama.lua tracks the CPU's losses (fp32) and codes (fp8, nvfp4) as on
+// Vulkan (backend_compare.h); a bad label is reported at the next read, naming
+// the op, instead of failing mid-step. Skips without a device.
 #include <cmath>
 
+#include "backend_compare.h"
 #include "fashion.h"
 #include "test_cuda_support.h"
 
@@ -44,6 +47,11 @@ TEST_CASE("the Fashion-MNIST MLP trains on cuda to the cpu's accuracy") {
     CHECK(gpu > 0.75f);
     CHECK_MESSAGE(std::fabs(gpu - cpu) < 0.01f, r);
   }
+}
+
+TEST_CASE("a LoRA fine-tune of the tiny llama (GQA, tied head) on cuda: fp32 losses and fp8/nvfp4 codes as the cpu's") {
+  if (!test::cuda_device_present()) return;
+  test::check_lora_parity("cuda");
 }
 
 TEST_CASE("a label out of range is reported at the next read, naming the op") {

@@ -51,19 +51,12 @@ std::string model(const std::string& recipe, const std::string& opt = kAdamW) {
 const std::map<std::string, std::string> kSmall = {};
 const std::map<std::string, std::string> kLarge = {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
 
-std::vector<uint8_t> bytes_of(const Session& s, int id) {
-  std::vector<uint8_t> v(s.model().tensors()[id].bytes);
-  REQUIRE(s.read(id, v.data(), v.size()).ok());
-  return v;
-}
-
 std::vector<float> floats_of(const std::vector<uint8_t>& b) {
   std::vector<float> f(b.size() / 4);
   std::memcpy(f.data(), b.data(), f.size() * 4);
   return f;
 }
 
-// Every tensor's bytes from the CPU session to the Vulkan one.
 // Largest distance, in steps of the format, between two arrays of 16-bit codes
 // (sign-magnitude mapped onto a line, so -0 and +0 are 0 apart).
 int max_code_steps16(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -77,32 +70,7 @@ int max_code_steps16(const std::vector<uint8_t>& a, const std::vector<uint8_t>& 
   return worst;
 }
 
-void sync(const Session& cpu, Session& gpu) {
-  const std::vector<TensorInfo>& ts = cpu.model().tensors();
-  for (size_t id = 0; id < ts.size(); ++id)
-    if (ts[id].bytes) REQUIRE(gpu.write(static_cast<int>(id), bytes_of(cpu, static_cast<int>(id)).data(), ts[id].bytes).ok());
-}
-
 std::set<OpCode> g_covered;
-
-// One program per op, "<program>#<index>", in the original order.
-std::vector<std::pair<std::string, size_t>> split_programs(compiler::Graph* g) {
-  std::vector<std::pair<std::string, size_t>> orig;
-  std::vector<compiler::Program> split;
-  for (const compiler::Program& p : g->programs) {
-    orig.emplace_back(p.name, p.ops.size());
-    for (size_t i = 0; i < p.ops.size(); ++i) split.push_back({p.name + "#" + std::to_string(i), {p.ops[i]}, p.peak_bytes});
-  }
-  g->programs = std::move(split);
-  return orig;
-}
-
-std::shared_ptr<const Model> load(const compiler::Graph& g) {
-  std::unique_ptr<Model> m;
-  Status st = Model::load_bytes(compiler::serialize(g), "test.sg", &m);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::shared_ptr<const Model>(std::move(m));
-}
 
 // Runs `program` (split) op by op on both sessions from the CPU's bytes and
 // compares each op's outputs (only quantize's when `quantize_only`: NaN inputs
@@ -113,7 +81,7 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
     std::string name = program + "#" + std::to_string(i);
     const OpInfoLoaded& op = cpu.model().programs()[cpu.model().find_program(name)].ops[0];
     g_covered.insert(op.code);
-    sync(cpu, gpu);
+    test::copy_arena(cpu, gpu);
     test::run(cpu, name);
     test::run(gpu, name);
     // Quantizing is exact arithmetic: the same codes. An optimizer update computes
@@ -126,7 +94,7 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
     for (int id : op.out) {
       const TensorInfo& t = cpu.model().tensors()[id];
       INFO(recipe << " " << name << " " << op_info(op.code).name << " (" << op.loc << "): " << t.name << " " << type_str(t.type));
-      std::vector<uint8_t> a = bytes_of(cpu, id), b = bytes_of(gpu, id);
+      std::vector<uint8_t> a = test::bytes_of(cpu, id), b = test::bytes_of(gpu, id);
       if (!exact && dtype_bits(t.type.dtype) == 16) CHECK(max_code_steps16(a, b) <= 1);
       else if (exact || t.type.dtype != DType::f32) CHECK(a == b);
       else CHECK(test::normalized_error(floats_of(b), floats_of(a)) <= test::kF32Bound);
@@ -152,8 +120,8 @@ void op_by_op(const std::string& recipe, const std::map<std::string, std::string
   compiler::Graph g;
   Status st = test::compile_graph(model(recipe, opt), &g, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
-  std::shared_ptr<const Model> m = load(g);
+  std::vector<std::pair<std::string, size_t>> programs = test::split_programs(&g);
+  std::shared_ptr<const Model> m = test::load_graph(g);
   auto cpu = test::open_session(m, "cpu", 3);
   auto gpu = test::open_session(m, "vulkan", 3);
   test::write_inputs(*cpu, *gpu, 7);
@@ -180,14 +148,14 @@ void whole_programs(const std::string& recipe, const std::map<std::string, std::
   Status st = test::compile_graph(model(recipe, opt), &g, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::vector<compiler::Program> whole = g.programs;
-  std::vector<std::pair<std::string, size_t>> programs = split_programs(&g);
+  std::vector<std::pair<std::string, size_t>> programs = test::split_programs(&g);
   g.programs.insert(g.programs.begin(), whole.begin(), whole.end());
-  std::shared_ptr<const Model> m = load(g);
+  std::shared_ptr<const Model> m = test::load_graph(g);
   auto cpu = test::open_session(m, "cpu", 3);
   auto gpu = test::open_session(m, "vulkan", 3);
   auto ops = test::open_session(m, "vulkan", 3);
   test::write_inputs(*cpu, *gpu, 7);
-  sync(*gpu, *ops);
+  test::copy_arena(*gpu, *ops);
   for (std::string p : {"train_step", "train_step", "train_step", "eval"}) {
     float loss[2];
     loss[0] = test::loss_of(*cpu, p);
@@ -200,7 +168,7 @@ void whole_programs(const std::string& recipe, const std::map<std::string, std::
     for (size_t id = 0; id < m->tensors().size(); ++id) {
       if (m->tensors()[id].bytes == 0) continue;
       INFO(m->tensors()[id].name);
-      CHECK(bytes_of(*gpu, static_cast<int>(id)) == bytes_of(*ops, static_cast<int>(id)));
+      CHECK(test::bytes_of(*gpu, static_cast<int>(id)) == test::bytes_of(*ops, static_cast<int>(id)));
     }
   }
 }

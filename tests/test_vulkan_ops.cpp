@@ -89,6 +89,13 @@ TEST_CASE("vulkan attention agrees with the cpu: GQA, odd lengths, head sizes 16
   cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "18"}, {"h", "2"}, {"kv", "1"}, {"dh", "128"}});
 }
 
+TEST_CASE("vulkan rope_at and kv_attention agree with the cpu: chunks and single tokens, both rope pairings") {
+  if (!test::vulkan_device_present()) return;
+  cross_check(test::kKvCacheModel);  // GQA: 4 query heads on 2 kv heads
+  // t = 18: two query tiles; a cache of 40 rows (three key tiles), one kv head.
+  cross_check(test::kKvCacheModel, {{"interleaved", "true"}, {"t", "18"}, {"tmax", "40"}, {"kv", "1"}, {"dh", "64"}});
+}
+
 TEST_CASE("the cross-check covers every op the vulkan backend has") {
   if (!test::vulkan_device_present()) return;
   REQUIRE_FALSE(g_covered.empty());  // runs after the cases above (doctest keeps file order)

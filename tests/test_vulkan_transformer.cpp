@@ -3,6 +3,7 @@
 // generator bit for bit, step after step; rope's angle precision over a long
 // context; an embedding id out of range reported with the op's Lua line;
 // models/gpt.lua complete on Vulkan, 20 training steps tracking the CPU's
+// losses (and a tiny models/llama.lua's; its KV-cache generation the CPU's logits),
 // losses, attention's gradients repeating bit for bit, and the head size the
 // attention kernels refuse.
 #include <cstring>
@@ -36,27 +37,6 @@ std::shared_ptr<const Model> compile_model(const std::string& name, const std::m
   Status st = test::compile_lua(lua, &m, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return m;
-}
-
-// Trains m (a byte-level text model) 20 fp32 steps on cpu and vulkan from the
-// same weights and windows: every logged loss within 1e-4 relative (issue 16's
-// whole-step parity), and the loss falls, so the comparison means something.
-void check_training_tracks(const std::shared_ptr<const Model>& m) {
-  std::string text;  // shifted alphabets: some structure to learn
-  for (int i = 0; i < 4000; ++i) text += static_cast<char>('a' + (i * 7 + i / 26) % 26);
-  test::TempFile corpus(".txt", text);
-  std::unique_ptr<Dataset> data;
-  Status st = open_text_dataset(corpus.path, *m, &data);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  TrainOptions o;
-  o.steps = 20;
-  o.seed = 1;
-  o.log_every = 1;
-  TrainResult res[2];
-  test::train_on_both(m, "vulkan", *data, o, res);
-  REQUIRE(res[0].losses.size() == 20);
-  CHECK(res[0].losses.back().second < res[0].losses.front().second);
-  test::check_losses_track(res, 1e-4);
 }
 
 std::vector<uint32_t> read_words(const Session& s, int id) {
@@ -139,14 +119,9 @@ TEST_CASE("vulkan rope with interleaved pairs (GGUF llama's) matches the cpu") {
   CHECK(covered.count(OpCode::Rope) == 1);
 }
 
-// A tiny Llama: 4 query heads on 2 kv heads of 12, byte vocabulary, tied head.
-const std::map<std::string, std::string> kTinyLlama = {{"n_layer", "2"}, {"n_embd", "48"}, {"n_head", "4"},
-                                                       {"n_kv_head", "2"}, {"ffn", "64"}, {"vocab", "256"},
-                                                       {"block", "16"}, {"batch", "2"}, {"lr", "1e-3"}};
-
 TEST_CASE("models/llama.lua (GQA, interleaved rope, SwiGLU) lacks nothing on vulkan") {
   if (!test::vulkan_device_present()) return;
-  std::shared_ptr<const Model> m = compile_model("llama.lua", kTinyLlama);
+  std::shared_ptr<const Model> m = compile_model("llama.lua", test::kTinyLlama);
   std::vector<std::string> missing;
   REQUIRE(missing_ops("vulkan", *m, &missing).ok());
   CHECK(missing.empty());
@@ -155,7 +130,22 @@ TEST_CASE("models/llama.lua (GQA, interleaved rope, SwiGLU) lacks nothing on vul
 TEST_CASE("models/llama.lua (tiny): 20 fp32 steps on vulkan track the cpu's losses within 1e-4") {
   if (!test::vulkan_device_present()) return;
   // llama.lua binds no data set (it starts from GGUF weights); the text one here.
-  check_training_tracks(compile_model("llama.lua", kTinyLlama, "\nsg.data.text{ tokens = tokens, targets = targets }\n"));
+  test::check_training_tracks("vulkan", compile_model("llama.lua", test::kTinyLlama, "\nsg.data.text{ tokens = tokens, targets = targets }\n"));
+}
+
+TEST_CASE("a LoRA fine-tune of the tiny llama (GQA, tied head) on vulkan: fp32 losses and fp8/nvfp4 codes as the cpu's") {
+  if (!test::vulkan_device_present()) return;
+  test::check_lora_parity("vulkan");
+}
+
+TEST_CASE("models/llama.lua (tiny) generates on vulkan as on the cpu: prefill, then decode steps with the KV cache") {
+  if (!test::vulkan_device_present()) return;
+  test::check_decode_tracks("vulkan", test::kTinyLlama);
+}
+
+TEST_CASE("a KV-cache position past the cache or negative is an error on vulkan naming the op") {
+  if (!test::vulkan_device_present()) return;
+  test::check_bad_positions_named("vulkan");
 }
 
 TEST_CASE("an embedding id outside the vocabulary is an error naming the op's Lua line") {
@@ -198,7 +188,7 @@ TEST_CASE("models/gpt.lua with rope and dropout lacks nothing on vulkan") {
 
 TEST_CASE("models/gpt.lua: 20 fp32 steps on vulkan track the cpu's losses within 1e-4") {
   if (!test::vulkan_device_present()) return;
-  check_training_tracks(compile_model("gpt.lua", {{"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "2"}, {"block", "16"},
+  test::check_training_tracks("vulkan", compile_model("gpt.lua", {{"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "2"}, {"block", "16"},
                                                   {"batch", "2"}, {"warmup", "2"}}));
 }
 

@@ -10,6 +10,11 @@
 // a fixed order (dq: a query tile's thread over its keys; dk, dv: a key tile's
 // thread over the group's heads, then the queries), so results repeat run to run
 // without atomics.
+//
+// kv_attention (decoding) runs the forward over the caches [B, Tmax, Hkv*Dh]
+// after appending this step's k, v at rows pos..: query row i is position pos + i
+// and sees rows 0..pos+i; no lse. pos is read on the device; one out of the
+// cache is recorded as the op's error and the kernels write nothing.
 #include <cmath>
 #include <string>
 
@@ -35,10 +40,14 @@ constexpr unsigned kFull = 0xffffffffu;
 
 struct Attn {
   int64_t B, T, H, Hkv, Dh, C, Ckv;  // C = H*Dh, Ckv = Hkv*Dh
+  int64_t Tk;                        // rows per batch of k, v: T, or the caches' Tmax
+  const int32_t* pos;                // kv_attention's first position (device); null: 0
   float scale;
   // Offset of head h's [T, Dh] slice of batch b (row stride C), of its kv head's (row stride Ckv).
   __host__ __device__ int64_t q_off(int64_t b, int64_t h) const { return b * T * C + h * Dh; }
-  __host__ __device__ int64_t kv_off(int64_t b, int64_t h) const { return b * T * Ckv + h / (H / Hkv) * Dh; }
+  __host__ __device__ int64_t kv_off(int64_t b, int64_t h) const { return b * Tk * Ckv + h / (H / Hkv) * Dh; }
+  __device__ int64_t first_pos() const { return pos ? *pos : 0; }
+  __device__ bool pos_fits(int64_t p0) const { return p0 >= 0 && p0 + T <= Tk; }
   __host__ __device__ int64_t ld() const { return Dh + 1; }  // padded K/V tile row: lane j's row in its own bank
 };
 
@@ -84,6 +93,8 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
   float *ks = smem, *vs = ks + kKeys * ld, *qs = vs + kKeys * ld;
   const int64_t bh = blockIdx.x, b = bh / p.H, h = bh % p.H, row0 = int64_t{blockIdx.y} * kRows;
   const int lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  const int64_t pos = p.first_pos();  // query row i is position pos + i
+  if (!p.pos_fits(pos)) return;       // recorded by kv_append_kernel
   const float* kh = k + p.kv_off(b, h);
   const float* vh = v + p.kv_off(b, h);
   load_rows(q + p.q_off(b, h), p.C, row0, kRows, p.T, p.Dh, p.Dh, qs);
@@ -96,20 +107,20 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
 #pragma unroll
     for (int c = 0; c < kLaneDims; ++c) o[rr][c] = 0.f;
   }
-  const int64_t last = min(p.T, row0 + kRows) - 1;  // the tile's last row sees keys 0..last
+  const int64_t last = pos + min(p.T, row0 + kRows) - 1;  // the tile's last row sees keys 0..last
   for (int64_t t0 = 0; t0 <= last; t0 += kKeys) {
     __syncthreads();  // the previous tile's readers are done
-    load_rows(kh, p.Ckv, t0, kKeys, p.T, p.Dh, ld, ks);
-    load_rows(vh, p.Ckv, t0, kKeys, p.T, p.Dh, ld, vs);
+    load_rows(kh, p.Ckv, t0, kKeys, pos + p.T, p.Dh, ld, ks);
+    load_rows(vh, p.Ckv, t0, kKeys, pos + p.T, p.Dh, ld, vs);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int r = warp * kRowsPerWarp + rr;
       const int64_t i = row0 + r;
-      if (i >= p.T || i < t0) continue;              // warp-uniform
-      const int n = static_cast<int>(min(int64_t{kKeys}, i - t0 + 1));  // causal: keys t0 .. t0+n-1 <= i
+      if (i >= p.T || pos + i < t0) continue;        // warp-uniform
+      const int n = static_cast<int>(min(int64_t{kKeys}, pos + i - t0 + 1));  // causal: keys t0 .. t0+n-1 <= pos+i
       const float s = lane < n ? p.scale * dot(qs + r * p.Dh, ks + lane * ld, p.Dh) : -INFINITY;
-      const float mn = fmaxf(m[rr], warp_max(s));   // finite: lane 0 always sees key t0 <= i
+      const float mn = fmaxf(m[rr], warp_max(s));   // finite: lane 0 always sees key t0 <= pos+i
       const float alpha = expf(m[rr] - mn);         // 0 on the first tile (m = -inf)
       const float e = lane < n ? expf(s - mn) : 0.f;
       l[rr] = l[rr] * alpha + warp_sum(e);
@@ -137,7 +148,22 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
       const int64_t d = lane + c * kLanes;
       if (d < p.Dh) yh[i * p.C + d] = o[rr][c] * inv;
     }
-    if (lane == 0) lse[bh * p.T + i] = m[rr] + logf(l[rr]);
+    if (lane == 0 && lse) lse[bh * p.T + i] = m[rr] + logf(l[rr]);
+  }
+}
+
+// kv_attention: k, v [B, T, Ckv] into the caches [B, Tk, Ckv] at rows pos...
+__global__ void kv_append_kernel(Attn p, const float* k, const float* v, float* kc, float* vc, ErrorRecord* err,
+                                 int32_t tag) {
+  const int64_t pos = p.first_pos(), rows = p.T * p.Ckv;
+  if (!p.pos_fits(pos)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_label_error(err, tag, static_cast<int32_t>(pos), 0, p.Tk - p.T + 1);
+    return;
+  }
+  SG_GRID_STRIDE(e, p.B * rows) {
+    const int64_t dst = (e / rows * p.Tk + pos) * p.Ckv + e % rows;
+    kc[dst] = k[e];
+    vc[dst] = v[e];
   }
 }
 
@@ -303,6 +329,9 @@ Status bind_attention(const OpArgs& a, BindCtx& ctx, Launch* out) {
   Attn p{};
   p.B = qs[0], p.T = qs[1], p.C = qs[2], p.H = a.attrs->i("n_head");
   p.Dh = p.C / p.H, p.Ckv = a.in[1].shape()[2], p.Hkv = p.Ckv / p.Dh;  // Hkv from k's width, as the CPU
+  const bool kv = a.code == OpCode::KvAttention;
+  p.Tk = kv ? a.in[3].shape()[1] : p.T;
+  p.pos = kv ? a.in[5].i32() : nullptr;
   p.scale = 1.f / std::sqrt(static_cast<float>(p.Dh));
   if (p.Dh > kMaxDh)
     return Status::Unsupported(op + ": head size " + std::to_string(p.Dh) + " exceeds the " +
@@ -314,14 +343,28 @@ Status bind_attention(const OpArgs& a, BindCtx& ctx, Launch* out) {
   widest.Dh = kMaxDh;
   const dim3 q_grid(static_cast<unsigned>(p.B * p.H), static_cast<unsigned>(tiles));
   const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f();
-  if (a.code == OpCode::Attention) {
+  if (a.code != OpCode::AttentionGrad) {
     const int64_t fl = forward_floats(p);
     SG_TRY(allow_smem(reinterpret_cast<const void*>(attention_forward_kernel), fl, forward_floats(widest), ctx.dev, op));
-    float *y = a.out[0].f(), *lse = a.out[1].f();
     const size_t smem = sizeof(float) * fl;
+    float* y = a.out[0].f();
+    if (!kv) {
+      float* lse = a.out[1].f();
+      *out = [=](cudaStream_t s) {
+        attention_forward_kernel<<<q_grid, kThreads, smem, s>>>(p, q, k, v, y, lse);
+        return launched("attention_forward_kernel");
+      };
+      return Status::Ok();
+    }
+    // (q, k, v, k_cache, v_cache, pos) -> (y, k_cache, v_cache): append, then attend over the caches
+    float *kc = a.out[1].f(), *vc = a.out[2].f();
+    const unsigned append_grid = grid_for(p.B * p.T * p.Ckv, ctx.dev);
+    ErrorRecord* err = ctx.errors;
+    const int32_t tag = ctx.tag;
     *out = [=](cudaStream_t s) {
-      attention_forward_kernel<<<q_grid, kThreads, smem, s>>>(p, q, k, v, y, lse);
-      return launched("attention_forward_kernel");
+      kv_append_kernel<<<append_grid, kThreads, 0, s>>>(p, k, v, kc, vc, err, tag);
+      attention_forward_kernel<<<q_grid, kThreads, smem, s>>>(p, q, kc, vc, y, nullptr);
+      return launched("kv_attention kernels");
     };
     return Status::Ok();
   }

@@ -41,6 +41,8 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::Rope, {f}, {f}, bind_transformer},           {OpCode::Dropout, {f, i}, {f}, bind_transformer},
       {OpCode::Attention, {f, f, f}, {f, f}, bind_attention},
       {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, bind_attention},
+      {OpCode::RopeAt, {f, i}, {f}, bind_transformer},
+      {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, bind_attention},
   });
   return t;
 }

@@ -1,6 +1,6 @@
 // The transformer ops (definitions: kernels/cpu/embedding.cpp, norm.cpp,
 // rope.cpp, dropout.cpp): embedding and its scatter-add gradient, layer and RMS
-// norm with their gradients, rope, dropout. Every sum runs in a fixed order:
+// norm with their gradients, rope (and rope_at), dropout. Every sum runs in a fixed order:
 // the embedding gradient walks the positions in order per column (the CPU's
 // loop: bit-identical), a norm row is a fixed tree over one block, dgain/dbias
 // walk the rows in order per column. Rope's angle is computed in double as the
@@ -149,20 +149,27 @@ __global__ void norm_columns_kernel(Norm p) {
   }
 }
 
-// x [B, T, H*Dh]: element i < Dh/2 of each head pairs with i + Dh/2 and turns by
-// t base^(-2i/Dh) (sign -1: the other way). One thread per (row, i), its heads in turn.
-__global__ void rope_kernel(int64_t rows, int64_t T, int64_t H, int64_t Dh, double base, float sign, const float* x,
-                            float* y) {
-  const int64_t half = Dh / 2, C = H * Dh;
+// x [B, T, H*Dh]: pair i < Dh/2 of each head, elements (i, i + Dh/2) or,
+// interleaved, (2i, 2i + 1), turns by (pos + t) base^(-2i/Dh) (sign -1: the
+// other way); pos is 0 for rope, rope_at's i32 (a negative one is recorded as
+// the op's error). One thread per (row, i), its heads in turn.
+__global__ void rope_kernel(int64_t rows, int64_t T, int64_t H, int64_t Dh, double base, float sign, bool interleaved,
+                            const int32_t* pos, const float* x, float* y, ErrorRecord* err, int32_t tag) {
+  const int64_t half = Dh / 2, C = H * Dh, step = interleaved ? 2 : 1, other = interleaved ? 1 : half;
+  const int32_t p0 = pos ? *pos : 0;
+  if (p0 < 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_label_error(err, tag, p0, 0, 0);
+    return;
+  }
   SG_GRID_STRIDE(k, rows * half) {
     int64_t r = k / half, i = k % half;
-    double angle = static_cast<double>(r % T) * pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
+    double angle = static_cast<double>(p0 + r % T) * pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
     float c = static_cast<float>(cos(angle)), sn = sign * static_cast<float>(sin(angle));
     for (int64_t h = 0; h < H; ++h) {
-      int64_t j = r * C + h * Dh + i;
-      float x1 = x[j], x2 = x[j + half];
+      int64_t j = r * C + h * Dh + i * step;
+      float x1 = x[j], x2 = x[j + other];
       y[j] = x1 * c - x2 * sn;
-      y[j + half] = x1 * sn + x2 * c;
+      y[j + other] = x1 * sn + x2 * c;
     }
   }
 }
@@ -241,17 +248,19 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
 }
 
 Status bind_rope(const OpArgs& a, BindCtx& ctx, Launch* out) {
-  if (a.attrs->i("interleaved"))  // GGUF llama's pairing: CPU only so far (docs/cuda.md)
-    return Status::Unsupported("rope with interleaved pairs is not implemented on cuda yet");
   const Shape& xs = a.in[0].shape();
   int64_t T = xs[1], H = a.attrs->i("n_head"), Dh = xs[2] / H, rows = xs[0] * T;
   double base = a.attrs->f("base");
   float sign = a.attrs->i("inverse", 0) ? -1.f : 1.f;
+  bool interleaved = a.attrs->i("interleaved", 0) != 0;
+  const int32_t* pos = a.code == OpCode::RopeAt ? a.in[1].i32() : nullptr;
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
+  ErrorRecord* err = ctx.errors;
+  int32_t tag = ctx.tag;
   unsigned grid = grid_for(rows * (Dh / 2), ctx.dev);
   *out = [=](cudaStream_t s) {
-    rope_kernel<<<grid, kThreads, 0, s>>>(rows, T, H, Dh, base, sign, x, y);
+    rope_kernel<<<grid, kThreads, 0, s>>>(rows, T, H, Dh, base, sign, interleaved, pos, x, y, err, tag);
     return launched("rope_kernel");
   };
   return Status::Ok();
@@ -287,7 +296,7 @@ Status bind_transformer(const OpArgs& a, BindCtx& ctx, Launch* out) {
     case OpCode::Embedding: case OpCode::EmbeddingGrad: return bind_embedding(a, ctx, out);
     case OpCode::LayerNorm: case OpCode::RmsNorm: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
       return bind_norm(a, ctx, out);
-    case OpCode::Rope: return bind_rope(a, ctx, out);
+    case OpCode::Rope: case OpCode::RopeAt: return bind_rope(a, ctx, out);
     case OpCode::Dropout: return bind_dropout(a, ctx, out);
     default: return Status::Runtime("cuda transformer binder given " + std::string(op_info(a.code).name));
   }

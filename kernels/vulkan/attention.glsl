@@ -30,13 +30,14 @@ uint C_ = H_ * DH, CKV_ = HKV_ * DH;
 uint q_head(uint b, uint h) { return b * T_ * C_ + h * DH; }
 uint kv_head(uint b, uint hk) { return b * T_ * CKV_ + hk * DH; }
 
-// tile[r][d] (r < rows) = the head's row row0 + r (0 past T) of the tensor
-// whose head row 0 is at word `base`, rows `stride` words apart.
-#define LOAD_TILE(tile, rows, base, stride, row0)                           \
+// tile[r][d] (r < rows) = the head's row row0 + r (0 from row `limit` on) of
+// the tensor whose head row 0 is at word `base`, rows `stride` words apart.
+#define LOAD_TILE_UPTO(tile, rows, base, stride, row0, limit)               \
   for (uint e_ = gl_LocalInvocationIndex; e_ < (rows) * DH; e_ += THREADS) { \
     uint r_ = e_ / DH, i_ = (row0) + r_;                                    \
-    tile[r_ * LD + e_ % DH] = i_ < T_ ? F[(base) + i_ * (stride) + e_ % DH] : 0.0; \
+    tile[r_ * LD + e_ % DH] = i_ < (limit) ? F[(base) + i_ * (stride) + e_ % DH] : 0.0; \
   }
+#define LOAD_TILE(tile, rows, base, stride, row0) LOAD_TILE_UPTO(tile, rows, base, stride, row0, T_)
 
 // The dot product of row ra of tile a with row rb of tile b, in order of d.
 #define ROW_DOT(out, a, ra, b, rb)                                          \

@@ -8,7 +8,7 @@ namespace sgrt::vk {
 namespace {
 
 constexpr int64_t kMaxHead = 128;  // attention.glsl's ACC_PER_THREAD covers rows x 128
-constexpr uint32_t kKeysVariant = 1u << 8;  // attention_grad.comp: dk and dv
+constexpr uint32_t kKeysVariant = 1u << 8;  // attention_grad.comp: dk and dv; attention.comp: the cache append
 
 // A shader's tile pair (TQ query rows, TK key rows) and its workgroup memory
 // (the .comp's declarations): `q_tiles` [TQ, Dh + 1] and `k_tiles` [TK, Dh + 1]
@@ -29,9 +29,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 // (q, k, v) -> (y, lse): one dispatch; (q, k, v, y, lse, dy) -> (dq, dk, dv):
-// the dq rows, then the dk, dv rows (independent: both only read the inputs).
+// the dq rows, then the dk, dv rows (independent: both only read the inputs);
+// kv_attention (q, k, v, k_cache, v_cache, pos) -> (y, k_cache, v_cache): the
+// append to the caches, then the forward over them (attention.comp).
 Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
-  bool fwd = c.op.code == OpCode::Attention;
+  bool kv = c.op.code == OpCode::KvAttention, fwd = kv || c.op.code == OpCode::Attention;
   const Shape& qs = c.in(0).type.shape;
   int64_t B = qs[0], T = qs[1], H = c.op.attrs.i("n_head"), dh = qs[2] / H, hkv = c.in(1).type.shape[2] / dh;
   if (dh > kMaxHead)
@@ -47,11 +49,22 @@ Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
                                " rows exceeds the dispatch grid");
   d->shader = fwd ? "attention" : "attention_grad";
   d->size = u32(dh);
-  for (size_t i = 0; i < c.op.in.size(); ++i) d->push.off[i] = c.word(c.in(i));
-  if (fwd) {
+  if (kv) {
+    const Shape& cache = c.in(3).type.shape;
+    d->push.off[0] = c.word(c.in(0));
+    d->push.off[1] = c.word(c.out(1));  // the caches, updated in place
+    d->push.off[2] = c.word(c.out(2));
+    d->push.off[3] = c.word(c.out(0));
+    d->push.off[4] = c.word(c.in(5));
+    d->push.dim[0] = c.word(c.in(1));
+    d->push.dim[1] = c.word(c.in(2));
+    d->push.dim[2] = u32(cache[1]);
+  } else if (fwd) {
+    for (size_t i = 0; i < 3; ++i) d->push.off[i] = c.word(c.in(i));
     d->push.off[3] = c.word(c.out(0));
     d->push.off[4] = c.word(c.out(1));
   } else {
+    for (size_t i = 0; i < 6; ++i) d->push.off[i] = c.word(c.in(i));
     for (size_t i = 0; i < 3; ++i) d->push.dim[i] = c.word(c.out(i));
   }
   d->push.n = u32(B);
@@ -61,6 +74,13 @@ Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.f[0] = 1.f / std::sqrt(static_cast<float>(dh));  // as the CPU's
   d->groups[0] = u32(ceil_div(T, tiles.tq));
   d->groups[1] = u32(B * H);
+  if (kv) {
+    Dispatch append = *d;
+    append.op |= kKeysVariant;
+    append.groups[0] = groups_for(B * T * hkv * dh, c.opts);
+    append.groups[1] = 1;
+    out->push_back(append);
+  }
   if (fwd) return Status::Ok();
   out->push_back(*d);  // dq
   d->op |= kKeysVariant;

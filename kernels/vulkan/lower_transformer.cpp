@@ -82,7 +82,7 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
-// x [B, T, H*Dh] -> y, each head's pairs rotated: halves, or interleaved (rope.comp).
+// x [B, T, H*Dh] (, pos) -> y, each head's pairs rotated: halves, or interleaved (rope.comp).
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   if (c.op.attrs.i("interleaved", 0)) d->op |= kPhase1;
   const Shape& xs = c.in(0).type.shape;
@@ -90,6 +90,7 @@ Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   double ratio = std::pow(c.op.attrs.f("base"), -2.0 / static_cast<double>(dh));
   d->shader = "rope";
   d->push.off[0] = c.word(c.in(0));
+  if (c.op.code == OpCode::RopeAt) d->push.off[1] = c.word(c.in(1));
   d->push.off[2] = c.word(c.out(0));
   d->push.n = u32(xs[0] * xs[1] * heads * (dh / 2));
   d->push.p[0] = u32(xs[1]);

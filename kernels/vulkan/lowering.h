@@ -37,7 +37,7 @@ Status update(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dequantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status quantize_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
-// lower_transformer.cpp: embedding, the norms, rope, dropout.
+// lower_transformer.cpp: embedding, the norms, rope (and rope_at), dropout.
 Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
@@ -48,7 +48,7 @@ Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 uint32_t block_kind(DType t);
 Status dequant_matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
-// lower_attention.cpp: fused causal attention and its gradient.
+// lower_attention.cpp: fused causal attention, its gradient, kv_attention.
 Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
 }  // namespace sgrt::vk

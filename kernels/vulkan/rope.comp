@@ -2,9 +2,11 @@
 // head pair i (i < Dh/2) turns by angle t * base^(-2i/Dh) at position t (f[2] =
 // -1: the other way, the gradient). Pair i is elements (i, i + Dh/2), "rotate
 // half"; specialization OP | 1 << 8: (2i, 2i + 1), interleaved (GGUF llama).
+// rope_at (decoding with a KV cache) turns row t as position pos + t, pos the
+// i32 at off[1]; a negative pos is reported as the op's error.
 // One invocation per (row, head, pair).
-// off = {x, -, y}; n = rows * H * Dh/2; p = {T, H, Dh}; f[0] + f[1] = base^(-2/Dh)
-// (the host's double as two floats), f[2] = sign.
+// off = {x, pos (rope_at), y}; n = rows * H * Dh/2; p = {T, H, Dh}; f[0] + f[1] =
+// base^(-2/Dh) (the host's double as two floats), f[2] = sign.
 //
 // The CPU computes the angle in double. Here it is a float-float (about 48
 // bits): base^(-2i/Dh) by repeated squaring, times t, reduced modulo 2 pi in
@@ -38,6 +40,7 @@ vec2 ff_mul(vec2 a, vec2 b) {
 const float kPi2a = 6.28125, kPi2b = 0.0019353071693331003, kPi2c = 1.0253131677018246e-11;
 const float kInvPi2 = 0.15915494;
 const bool kInterleaved = (OP >> 8) == 1u;
+const bool kAt = (OP & 0xFFu) == OP_RopeAt;
 
 // (sin a, cos a) for a in [-pi, pi] to about one ulp: a = q pi/2 + r with pi/2 in
 // three pieces (q <= 2, so q * the first piece is exact), |r| <= pi/4, then the
@@ -57,6 +60,11 @@ vec2 sincos_reduced(float a) {
 
 void main() {
   uint T = pc.p[0], H = pc.p[1], Dh = pc.p[2], half_ = Dh / 2u;
+  int pos = kAt ? I[pc.off[1]] : 0;
+  if (pos < 0) {
+    report_error();
+    return;
+  }
   FOR_EACH_INDEX(idx, pc.n) {
     uint i = idx % half_, h = (idx / half_) % H, r = idx / (half_ * H);
     vec2 freq = vec2(1.0, 0.0), b = vec2(pc.f[0], pc.f[1]);
@@ -64,7 +72,7 @@ void main() {
       if ((e & 1u) != 0u) freq = ff_mul(freq, b);
       b = ff_mul(b, b);
     }
-    vec2 angle = ff_mul(vec2(float(r % T), 0.0), freq);
+    vec2 angle = ff_mul(vec2(float(uint(pos) + r % T), 0.0), freq);
     precise float k = round(angle.x * kInvPi2);
     precise float a = ((angle.x - k * kPi2a) - k * kPi2b) + (angle.y - k * kPi2c);
     vec2 sc = sincos_reduced(a);

@@ -217,6 +217,8 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::Rope, {f}, {f}, rope},                {OpCode::Dropout, {f, i}, {f}, dropout},
       {OpCode::Attention, {f, f, f}, {f, f}, attention},
       {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, attention},
+      {OpCode::RopeAt, {f, i}, {f}, rope},
+      {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, attention},
   });
   return t;
 }

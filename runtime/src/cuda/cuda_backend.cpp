@@ -211,7 +211,8 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  // A label (classifier) or id (embedding) error a kernel recorded since the last check (then cleared).
+  // A label (classifier), id (embedding) or position (rope_at, kv_attention) error a kernel recorded since the
+  // last check (then cleared).
   Status recorded_errors() {
     ErrorRecord e{};
     SG_CUDA(cudaMemcpy(&e, errors_, sizeof e, cudaMemcpyDeviceToHost));
@@ -219,8 +220,10 @@ class CudaBackend final : public Backend {
     SG_CUDA(cudaMemset(errors_, 0, sizeof e));
     const OpInfoLoaded* op = e.tag >= 0 && e.tag < static_cast<int32_t>(tags_.size()) ? tags_[e.tag] : nullptr;
     bool ids = op && (op->code == OpCode::Embedding || op->code == OpCode::EmbeddingGrad);
-    return Status::Runtime((op ? op->loc + ": " + std::string(op_info(op->code).name) : std::string("classifier")) +
-                           (ids ? ": id " : ": label ") + std::to_string(e.label) + " at row " +
+    std::string where = op ? op->loc + ": " + std::string(op_info(op->code).name) : std::string("classifier");
+    if (op && (op->code == OpCode::RopeAt || op->code == OpCode::KvAttention))
+      return Status::Runtime(where + ": position " + std::to_string(e.label) + " is negative or past the KV cache");
+    return Status::Runtime(where + (ids ? ": id " : ": label ") + std::to_string(e.label) + " at row " +
                            std::to_string(e.row) + " is outside [0, " + std::to_string(e.classes) + ")");
   }
 

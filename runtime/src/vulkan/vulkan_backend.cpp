@@ -127,8 +127,11 @@ class VulkanBackend final : public Backend {
     if (*tag == 0) return Status::Ok();
     const OpInfoLoaded& op = p.info->ops.at(*tag - 1);
     bool ids = op.code == OpCode::Embedding || op.code == OpCode::EmbeddingGrad;
+    bool pos = op.code == OpCode::RopeAt || op.code == OpCode::KvAttention;
     return Status::Runtime(op.loc + ": " + std::string(op_info(op.code).name) +
-                           (ids ? ": an id is outside [0, vocabulary size)" : ": a label is outside [0, number of classes)"));
+                           (pos   ? ": its positions are negative or past the KV cache"
+                            : ids ? ": an id is outside [0, vocabulary size)"
+                                  : ": a label is outside [0, number of classes)"));
   }
 
   Status sync() override { return Status::Ok(); }  // run() waits for its program
