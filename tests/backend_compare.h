@@ -242,6 +242,16 @@ inline void compare_all(const Session& cpu, const Session& other, bool quantized
       double worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(ref[i] - got[i]));
       CHECK(worst <= (quantized && exponents ? 1 : 0));
+    } else if (quantized && t.role == Role::scale_state && t.name.size() > 7 &&
+               t.name.compare(t.name.size() - 7, 7, ".qstate") == 0) {
+      // Saturation and underflow counters count elements at a rounding boundary:
+      // an upstream f32 rounding difference (another GEMM's summation order) can
+      // move one across it. Counts within 1 + 0.1%; the other slots as floats.
+      for (int slot : {kStateSaturated, kStateUnderflow}) {
+        CHECK(std::fabs(got[slot] - ref[slot]) <= 1 + 1e-3 * ref[slot]);
+        got[slot] = ref[slot];
+      }
+      CHECK(normalized_error(got, ref) <= bound(t.type.dtype, quantized));
     } else {
       CHECK(normalized_error(got, ref) <= bound(t.type.dtype, quantized));
     }
