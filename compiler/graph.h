@@ -44,6 +44,7 @@ struct Tensor {
   int grad_of = -1;
   bool persistent = false;  // lives across steps: params, optimizer state, inputs
   bool frozen = false;      // params only: no gradient, optimizer state or master (sg.freeze)
+  DType base_dtype = DType::f32;  // params only: sg.lora's base, q8_0 / q4_1 blocks if it qualifies (frozen_base.h)
   // Filled by the memory plan.
   uint64_t offset = 0;
   uint64_t bytes = 0;
@@ -90,7 +91,6 @@ struct Graph {
   std::vector<std::string> keep;      // layers / params kept in high precision
   bool plan_scales = true;            // false: plain per-tensor current amax everywhere
   bool infer_only = false;            // only the eval and infer programs: no gradients, no optimizer state
-  DType frozen_base = DType::f32;     // sg.lora's base: q8_0 / q4_1 stores frozen 2-D weights as blocks (frozen_base.h)
   std::vector<Tensor> tensors;
   std::vector<Op> forward;            // as the DSL built it
   std::vector<Program> programs;      // filled by build_programs()

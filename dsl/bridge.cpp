@@ -255,9 +255,12 @@ int l_param(lua_State* L) {
   return 1;
 }
 
-// _sg.frozen_base(dtype): sg.lora's base, the storage of the frozen 2-D weights.
+// _sg.frozen_base(id, dtype): sg.lora's base for this param, its storage once
+// frozen (compiler/frozen_base.h).
 int l_frozen_base(lua_State* L) {
-  state(L).g->frozen_base = weight_dtype(L, check_string(L, 1), "sg.lora: base");
+  compiler::Tensor& t = state(L).g->tensors[tensor_id(L, 1)];
+  if (t.role != sg::Role::param) raise_at(L, "'" + t.name + "' is not an sg.param");
+  t.base_dtype = weight_dtype(L, check_string(L, 2), "sg.lora: base for '" + t.name + "'");
   return 0;
 }
 

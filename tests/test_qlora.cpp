@@ -19,6 +19,7 @@
 #include "sgrt/gguf.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/params.h"
+#include "sgrt/safetensors.h"
 
 using namespace sgrt;
 
@@ -80,6 +81,16 @@ TEST_CASE("lora_base stores every frozen 2-D weight as blocks; adapters and norm
     CHECK(m->arena_bytes() + saved <= f->arena_bytes() + slack);
     CHECK(m->arena_bytes() + saved + slack >= f->arena_bytes());
   }
+}
+
+TEST_CASE("a base table gives the params a pattern matches their own format") {
+  std::map<std::string, std::string> set = kTiny;
+  set["lora_base"] = "q4_1";
+  set["lora_base_embd"] = "q8_0";  // models/llama.lua: { "q4_1", ["^token_embd%.weight$"] = "q8_0" }
+  auto m = test::compile_model_file("models/llama.lua", set);
+  CHECK(m->tensors()[m->find_tensor("token_embd.weight")].type.dtype == DType::q8_0);
+  CHECK(m->tensors()[m->find_tensor("blk.1.attn_k.weight")].type.dtype == DType::q4_1);
+  CHECK(m->tensors()[m->find_tensor("blk.1.attn_k.lora_A")].type.dtype == DType::f32);
 }
 
 TEST_CASE("QLoRA logits equal an f32-base model holding the decoded weights") {
@@ -181,6 +192,7 @@ TEST_CASE("block params: bad declarations are refused at the script's line") {
   has(err("local w = sg.param('w', {64, 32}, 'ones', {dtype = 'q4_1', requires_grad = false})\n"
           "sg.output('y', sg.matmul(x, w))\n"), ":4: sg.matmul: w is stored as q4_1");
   has(err("sg.lora{rank = 0, base = 'q4'}\n"), "sg.lora: base: dtype must be f32, q8_0 or q4_1");
+  has(err("sg.lora{rank = 0, base = {'q4_1', 'q8_0'}}\n"), ":3: sg.lora: base: give one default dtype");
   // The right form compiles to dequant_matmul.
   compiler::Graph g;
   Status st = test::compile_graph("local sg = require 'sg'\nlocal x = sg.input('x', {4, 64})\n"
@@ -222,4 +234,46 @@ TEST_CASE("SmolLM2 GGUF into a q4_1 base: Q4_1 tensors bind bit for bit, the Q8_
     }
     CHECK(got == want);
   }
+}
+
+TEST_CASE("safetensors: a block param exports its decoded values; importing f32 values quantizes them") {
+  auto m = llama("q4_1");
+  auto s = test::open_session(m);
+  test::TempFile out(".safetensors");
+  Status st = export_safetensors(*s, out.path, DType::f32);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<SafeTensor> ts;
+  REQUIRE(read_safetensors(out.path, &ts).ok());
+  const int id = test::tensor_id(*s, "blk.1.ffn_up.weight");
+  const TensorInfo& p = m->tensors()[id];
+  std::vector<uint8_t> raw(p.bytes);
+  REQUIRE(s->read(id, raw.data(), raw.size()).ok());
+  // Element i of q4_1: nibble * d + m, read from the raw block by hand.
+  auto value = [&](size_t i) {
+    const uint8_t* b = raw.data() + i / 32 * 20;
+    const int j = static_cast<int>(i % 32), nib = j < 16 ? b[4 + j] & 0xF : b[4 + j - 16] >> 4;
+    return static_cast<float>(nib * static_cast<double>(fmt::f16_decode(b[0] | b[1] << 8)) +
+                              fmt::f16_decode(b[2] | b[3] << 8));
+  };
+  bool found = false;
+  for (SafeTensor& t : ts) {
+    if (t.name != p.name) continue;
+    found = true;
+    REQUIRE(t.values.size() == static_cast<size_t>(numel(p.type.shape)));
+    int mismatches = 0;
+    for (size_t i = 0; i < t.values.size(); ++i) mismatches += t.values[i] != value(i);
+    CHECK(mismatches == 0);
+    // Writing f32 values back stores ggml's encoding of them.
+    for (float& v : t.values) v *= 2.0f;
+    std::vector<uint8_t> want(p.bytes);
+    fmt::gguf_encode_blocks(false, t.values.data(), static_cast<int64_t>(t.values.size()), want.data());
+    test::TempFile in(".safetensors");
+    REQUIRE(write_safetensors(in.path, {t}).ok());
+    st = import_safetensors(*s, in.path);
+    CHECK_MESSAGE(!st.ok(), "a file holding one frozen param of many must be refused");  // frozen params are required
+    ParamBytes pb;
+    REQUIRE(encode_param(*s, id, t.values, &pb).ok());
+    CHECK(pb.bytes == want);
+  }
+  CHECK(found);
 }

@@ -198,6 +198,7 @@ function sg.input(name, shape, dtype, opts) return wrap(core.input(name, shape, 
 local params = {}        -- every sg.param tensor, in order
 local freeze_rules = {}  -- functions name -> true to freeze
 local pinned = {}        -- id -> true: requires_grad = true, never frozen by a rule
+local base_of            -- sg.lora's base: function name -> storage dtype of a frozen weight
 local function freeze_if_ruled(t, name)
   if pinned[t.id] then return end
   for _, rule in ipairs(freeze_rules) do
@@ -229,6 +230,7 @@ function sg.param(name, shape, init, opts)
   if opts.requires_grad == false then core.freeze(t.id)
   elseif opts.requires_grad == true then pinned[t.id] = true
   else freeze_if_ruled(t, name) end
+  if base_of and opts.dtype == nil then core.frozen_base(t.id, base_of(name)) end
   return t
 end
 
@@ -263,10 +265,30 @@ end
 -- adapters, so a model can take the rank from sg.config. base: "f32" (default),
 -- "q8_0" or "q4_1" stores the frozen 2-D weights read as x @ W^T or as an
 -- embedding table in that GGUF block format (QLoRA; with rank = 0, the weights
--- of an inference-only compile such as sgrt run's).
+-- of an inference-only compile such as sgrt run's); a table { "q4_1",
+-- ["^token_embd%."] = "q8_0" } gives the params a pattern matches another one.
+local function base_rule(base)
+  local spec = type(base) == "table" and base or { base }
+  local patterns = {}
+  for k, d in pairs(spec) do
+    if d ~= "f32" and d ~= "q8_0" and d ~= "q4_1" then
+      core.fail("sg.lora: base: dtype must be f32, q8_0 or q4_1, got '" .. tostring(d) .. "'")
+    end
+    if type(k) == "string" then patterns[#patterns + 1] = k
+    elseif k ~= 1 then core.fail("sg.lora: base: give one default dtype and name patterns as keys") end
+  end
+  table.sort(patterns)  -- the first matching pattern, in a fixed order
+  return function(name)
+    for _, p in ipairs(patterns) do if name:find(p) then return spec[p] end end
+    return spec[1] or "f32"
+  end
+end
 function sg.lora(o)
   o = check("sg.lora", o, { "rank", "alpha", "dropout", "init", "targets", "aliases", "base" })
-  if o.base ~= nil then core.frozen_base(o.base) end
+  if o.base ~= nil then
+    base_of = base_rule(o.base)
+    for _, p in ipairs(params) do core.frozen_base(p.t.id, base_of(p.name)) end
+  end
   if o.rank == 0 then return end
   if lora then core.fail("sg.lora: already declared") end
   if math.type(o.rank) ~= "integer" or o.rank < 0 then core.fail("sg.lora: rank must be a non-negative integer") end
