@@ -1,5 +1,6 @@
 #include "compile.h"
 
+#include "frozen_base.h"
 #include "memory_plan.h"
 #include "precision.h"
 #include "programs.h"
@@ -32,6 +33,7 @@ Status check_inputs_bound(const Graph& g) {
 }  // namespace
 
 Status compile(Graph& g) {
+  SG_TRY(store_frozen_base(g));
   SG_TRY(build_programs(g));
   SG_TRY(check_inputs_bound(g));
   SG_TRY(apply_precision(g));

@@ -44,6 +44,7 @@ struct Tensor {
   int grad_of = -1;
   bool persistent = false;  // lives across steps: params, optimizer state, inputs
   bool frozen = false;      // params only: no gradient, optimizer state or master (sg.freeze)
+  DType base_dtype = DType::f32;  // params only: sg.lora's base, q8_0 / q4_1 blocks if it qualifies (frozen_base.h)
   // Filled by the memory plan.
   uint64_t offset = 0;
   uint64_t bytes = 0;

@@ -217,7 +217,25 @@ int l_default_range(lua_State* L) {
   return 0;
 }
 
-// _sg.param(name, shape, init, a, b) -> id; init in zeros|ones|uniform|normal
+// A block format's rules for a param stored in it (a frozen quantized base).
+void check_block_param(lua_State* L, const compiler::Tensor& t) {
+  const std::string what = "param '" + t.name + "' stored as " + dtype_name(t.type.dtype);
+  if (t.type.shape.size() != 2) raise_at(L, what + " must be rank 2 ([out, in] or [vocab, width])");
+  if (t.type.shape[1] % dtype_block_size(t.type.dtype) != 0)
+    raise_at(L, what + ": its last dimension " + std::to_string(t.type.shape[1]) + " must be a multiple of " +
+                    std::to_string(dtype_block_size(t.type.dtype)) + " (whole blocks per row)");
+}
+
+// The dtype named by a string: f32, or a block format (q8_0, q4_1) for frozen weights.
+DType weight_dtype(lua_State* L, const std::string& name, const std::string& what) {
+  DType d = DType::f32;
+  if (!dtype_from_name(name.c_str(), &d) || (d != DType::f32 && !dtype_is_block(d)))
+    raise_at(L, what + ": dtype must be f32, q8_0 or q4_1, got '" + name + "'");
+  return d;
+}
+
+// _sg.param(name, shape, init, a, b, dtype) -> id; init in zeros|ones|uniform|normal;
+// dtype f32 (default), q8_0 or q4_1 (frozen: the caller freezes it).
 int l_param(lua_State* L) {
   State& s = state(L);
   compiler::Tensor t = persistent_tensor(L, sg::Role::param, "parameter", " (give layers distinct names)");
@@ -231,8 +249,19 @@ int l_param(lua_State* L) {
   t.init.a = static_cast<float>(opt_number(L, 4, 0));
   t.init.b = static_cast<float>(opt_number(L, 5, 0));
   t.init.seed = ++s.param_count;  // mixed with the run's seed by the runtime
+  t.type.dtype = weight_dtype(L, opt_string(L, 6, "f32"), "param '" + name + "'");
+  if (dtype_is_block(t.type.dtype)) check_block_param(L, t);
   lua_pushinteger(L, s.g->add_tensor(std::move(t)));
   return 1;
+}
+
+// _sg.frozen_base(id, dtype): sg.lora's base for this param, its storage once
+// frozen (compiler/frozen_base.h).
+int l_frozen_base(lua_State* L) {
+  compiler::Tensor& t = state(L).g->tensors[tensor_id(L, 1)];
+  if (t.role != sg::Role::param) raise_at(L, "'" + t.name + "' is not an sg.param");
+  t.base_dtype = weight_dtype(L, check_string(L, 2), "sg.lora: base for '" + t.name + "'");
+  return 0;
 }
 
 // _sg.cache(name, shape) -> id: f32 decoding state (a KV cache), zero at init,
@@ -530,7 +559,7 @@ int l_unary_ops(lua_State* L) {
 #define SG_FN(name, fn) {name, guarded<fn>}
 
 const luaL_Reg kFunctions[] = {
-    SG_FN("input", l_input),   SG_FN("default_range", l_default_range),   SG_FN("param", l_param),       SG_FN("freeze", l_freeze),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
+    SG_FN("input", l_input),   SG_FN("default_range", l_default_range),   SG_FN("param", l_param),       SG_FN("freeze", l_freeze),       SG_FN("frozen_base", l_frozen_base),       SG_FN("op", l_op),       SG_FN("shape", l_shape),
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),

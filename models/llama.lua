@@ -10,11 +10,15 @@ local sg = require "sg"
 local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ffn = 1536, rope_base = 100000.0,
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
                        lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
-                       lora_targets = "q,k,v,o,gate,up,down", instruct = false, kv_cache = false }
+                       lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false, kv_cache = false }
 local dh = cfg.n_embd // cfg.n_head
 -- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
--- rest frozen (docs/lora.md). lora_rank = 0: full training.
+-- rest frozen (docs/lora.md). lora_rank = 0: full training. lora_base = q4_1 or
+-- q8_0 keeps the frozen projections and the embedding as GGUF blocks (QLoRA; also
+-- sgrt run's weights); lora_base_embd, if set, is the embedding's (SmolLM2's is Q8_0).
+local base = cfg.lora_base_embd ~= "" and { cfg.lora_base, ["^token_embd%.weight$"] = cfg.lora_base_embd } or cfg.lora_base
 sg.lora{ rank = cfg.lora_rank, alpha = cfg.lora_alpha, dropout = cfg.lora_dropout, targets = cfg.lora_targets,
+         base = base,
          aliases = { q = "attn_q%.weight$", k = "attn_k%.weight$", v = "attn_v%.weight$", o = "attn_output%.weight$",
                      gate = "ffn_gate%.weight$", up = "ffn_up%.weight$", down = "ffn_down%.weight$" } }
 

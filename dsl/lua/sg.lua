@@ -117,9 +117,25 @@ Tensor.add, Tensor.sub, Tensor.mul, Tensor.div = sg.add, sg.sub, sg.mul, sg.div
 
 function sg.scale(x, alpha) return op("scale", { x }, { alpha = alpha + 0.0 }) end
 local lora  -- sg.lora's settings, once declared
+-- A tensor stored in a GGUF block format: a frozen quantized base weight.
+local block_dtypes = { q8_0 = true, q4_1 = true }
+local function is_blocks(t) return block_dtypes[t:dtype()] ~= nil end
+-- x @ W^T for a weight W [out, in]: dequant_matmul decodes a block-stored W inside the GEMM.
+function sg.matmul_t(x, w)
+  if is_blocks(w) then return op("dequant_matmul", { x, w }) end
+  return op("matmul", { x, w }, { trans_a = false, trans_b = true })
+end
 function sg.matmul(a, b, opts)
   opts = check("sg.matmul", opts, { "trans_a", "trans_b" })
-  if lora and opts.trans_b and not opts.trans_a and lora.adapts(sg.param_name(b)) then return sg.nn.lora(a, b, lora.opts) end
+  local t = opts.trans_b and not opts.trans_a
+  if lora and t and lora.adapts(sg.param_name(b)) then return sg.nn.lora(a, b, lora.opts) end
+  for _, x in ipairs({ a, b }) do
+    if is_blocks(x) and (x == a or not t) then
+      core.fail("sg.matmul: " .. (sg.param_name(x) or "the operand") .. " is stored as " .. x:dtype() ..
+                " (a frozen base): only sg.matmul(x, W, {trans_b = true}) reads it")
+    end
+  end
+  if t then return sg.matmul_t(a, b) end
   return op("matmul", { a, b }, { trans_a = opts.trans_a or false, trans_b = opts.trans_b or false })
 end
 Tensor.matmul = sg.matmul
@@ -182,6 +198,7 @@ function sg.input(name, shape, dtype, opts) return wrap(core.input(name, shape, 
 local params = {}        -- every sg.param tensor, in order
 local freeze_rules = {}  -- functions name -> true to freeze
 local pinned = {}        -- id -> true: requires_grad = true, never frozen by a rule
+local base_of            -- sg.lora's base: function name -> storage dtype of a frozen weight
 local function freeze_if_ruled(t, name)
   if pinned[t.id] then return end
   for _, rule in ipairs(freeze_rules) do
@@ -192,20 +209,28 @@ end
 -- init: {"uniform", low, high} | {"normal", mean, std} | "zeros" | "ones"
 -- opts.requires_grad: false freezes the param; true keeps it trained whatever
 -- sg.freeze says; nil follows sg.freeze.
+-- opts.dtype: "f32" (default), or "q8_0" / "q4_1" to store a frozen weight as
+-- GGUF blocks (rank 2, last dimension a multiple of 32, requires_grad = false),
+-- read by sg.matmul(x, W, {trans_b = true}) and sg.embedding only.
 local param_names = {}  -- id -> name
 -- The name of the sg.param t, or nil for any other tensor.
 function sg.param_name(t) return is_tensor(t) and param_names[t.id] or nil end
 
 function sg.param(name, shape, init, opts)
-  opts = check("sg.param", opts, { "requires_grad" })
+  opts = check("sg.param", opts, { "requires_grad", "dtype" })
+  if opts.dtype ~= nil and opts.dtype ~= "f32" and opts.requires_grad ~= false then
+    core.fail("sg.param: '" .. tostring(name) .. "' stored as " .. tostring(opts.dtype) ..
+              " cannot be trained: give requires_grad = false")
+  end
   init = init or "zeros"
   if type(init) == "string" then init = { init } end
-  local t = wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0))
+  local t = wrap(core.param(name, shape, init[1], init[2] or 0, init[3] or 0, opts.dtype))
   params[#params + 1] = { t = t, name = name }
   param_names[t.id] = name
   if opts.requires_grad == false then core.freeze(t.id)
   elseif opts.requires_grad == true then pinned[t.id] = true
   else freeze_if_ruled(t, name) end
+  if base_of and opts.dtype == nil then core.frozen_base(t.id, base_of(name)) end
   return t
 end
 
@@ -236,10 +261,34 @@ end
 -- param named by a target gains an nn.lora adapter, and every other param,
 -- declared before or after, is frozen. targets: Lua patterns matched against
 -- W's name, as a list or a comma-separated string; aliases maps short target
--- names to patterns (a model's "q" -> "attn_q%.weight$"). rank = 0: no-op,
--- so a model can take the rank from sg.config.
+-- names to patterns (a model's "q" -> "attn_q%.weight$"). rank = 0: no
+-- adapters, so a model can take the rank from sg.config. base: "f32" (default),
+-- "q8_0" or "q4_1" stores the frozen 2-D weights read as x @ W^T or as an
+-- embedding table in that GGUF block format (QLoRA; with rank = 0, the weights
+-- of an inference-only compile such as sgrt run's); a table { "q4_1",
+-- ["^token_embd%."] = "q8_0" } gives the params a pattern matches another one.
+local function base_rule(base)
+  local spec = type(base) == "table" and base or { base }
+  local patterns = {}
+  for k, d in pairs(spec) do
+    if d ~= "f32" and d ~= "q8_0" and d ~= "q4_1" then
+      core.fail("sg.lora: base: dtype must be f32, q8_0 or q4_1, got '" .. tostring(d) .. "'")
+    end
+    if type(k) == "string" then patterns[#patterns + 1] = k
+    elseif k ~= 1 then core.fail("sg.lora: base: give one default dtype and name patterns as keys") end
+  end
+  table.sort(patterns)  -- the first matching pattern, in a fixed order
+  return function(name)
+    for _, p in ipairs(patterns) do if name:find(p) then return spec[p] end end
+    return spec[1] or "f32"
+  end
+end
 function sg.lora(o)
-  o = check("sg.lora", o, { "rank", "alpha", "dropout", "init", "targets", "aliases" })
+  o = check("sg.lora", o, { "rank", "alpha", "dropout", "init", "targets", "aliases", "base" })
+  if o.base ~= nil then
+    base_of = base_rule(o.base)
+    for _, p in ipairs(params) do core.frozen_base(p.t.id, base_of(p.name)) end
+  end
   if o.rank == 0 then return end
   if lora then core.fail("sg.lora: already declared") end
   if math.type(o.rank) ~= "integer" or o.rank < 0 then core.fail("sg.lora: rank must be a non-negative integer") end

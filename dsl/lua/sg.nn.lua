@@ -67,7 +67,7 @@ function nn.lora(x, w, opts)
   end
   local function mm(a, b) return sg.op("matmul", { a, b }, { trans_a = false, trans_b = true }) end
   local low = mm(sg.dropout(x, opts.dropout), ab[1]) * ((opts.alpha or r) / r)  -- [..., rank]
-  return mm(x, w) + mm(low, ab[2])
+  return sg.matmul_t(x, w) + mm(low, ab[2])
 end
 
 -- Mean softmax cross-entropy over the rows where mask = 1: logits [N, C],

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "cpu/gguf_decode.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
 
@@ -22,14 +23,16 @@ Status check_ids(const OpArgs& a, const int32_t* ids, int64_t n, int64_t vocab) 
 
 Status k_embedding(const OpArgs& a) {
   if (a.code == OpCode::Embedding) {
-    // table [V, D], ids [N] -> y [N, D]
-    const float* table = a.in[0].f();
+    // table [V, D] (f32, or a frozen q8_0 / q4_1 one decoded row by row), ids [N] -> y [N, D]
+    const DType tt = a.in[0].type->dtype;
     const int32_t* ids = a.in[1].i32();
     int64_t vocab = a.in[0].shape()[0], d = a.in[0].shape()[1], n = a.in[1].n;
     SG_TRY(check_ids(a, ids, n, vocab));
     float* y = a.out[0].f();
     parallel_for(n, std::max<int64_t>(1, 8192 / d), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) std::memcpy(y + r * d, table + ids[r] * d, sizeof(float) * d);
+      for (int64_t r = b; r < e; ++r)
+        if (dtype_is_block(tt)) gguf_decode_run(tt, a.in[0].data, ids[r] * d, d, y + r * d);
+        else std::memcpy(y + r * d, a.in[0].f() + ids[r] * d, sizeof(float) * d);
     });
     return Status::Ok();
   }

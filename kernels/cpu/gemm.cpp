@@ -38,7 +38,8 @@ const Lut* lut_for(DType t) {
 }
 
 bool is_data_dtype(DType t) {
-  return t == DType::f32 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1;
+  return t == DType::f32 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1 ||
+         dtype_is_block(t);
 }
 
 float scale_at(const GemmOperand& op, int64_t i) {
@@ -56,7 +57,9 @@ bool outer_major(const GemmOperand& op, bool is_b) { return op.trans == is_b; }
 
 // Checks one operand whose op() is [outer, K] (B's is transposed: [K, outer]).
 const char* check(const GemmOperand& op, bool is_b, int64_t outer, int64_t K) {
-  if (!is_data_dtype(op.dtype)) return "gemm: operand dtype must be f32, bf16, e4m3, e5m2 or e2m1";
+  if (!is_data_dtype(op.dtype)) return "gemm: operand dtype must be f32, bf16, e4m3, e5m2, e2m1, q8_0 or q4_1";
+  if (dtype_is_block(op.dtype) && (op.ld % dtype_block_size(op.dtype) || op.scale_mode != OperandScale::none))
+    return "gemm: a q8_0 / q4_1 operand needs whole blocks per stored row (ld % 32 == 0) and no extra scale";
   if (outer * K > 0 && !op.data) return "gemm: null operand data";
   if (op.ld < (outer_major(op, is_b) ? K : outer)) return "gemm: leading dimension smaller than the stored row";
   if (op.scale_mode == OperandScale::none) return nullptr;

@@ -4,7 +4,9 @@
 //
 // op(A) is [M,K] (A stored [K,M] when trans), op(B) is [K,N] (B stored [N,K] when
 // trans). Inputs may be f32, bf16, e4m3, e5m2 or e2m1 (two codes per byte, low
-// nibble first, element i of the stored matrix at index row * ld + col), any mix.
+// nibble first, element i of the stored matrix at index row * ld + col), any mix,
+// or GGUF's q8_0 / q4_1 blocks (a frozen quantized base: element i in block i / 32,
+// so ld must be a multiple of 32; their scales are inside the blocks).
 //
 // How it runs: operands are decoded while being packed into cache-sized panels, so
 // FP8/FP4 cost no extra pass. When neither operand is f32 and the CPU has
@@ -25,6 +27,9 @@ namespace sgrt::cpu {
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
               int64_t ldc);
+
+// sum_k x[k] y[k] in a fixed order (matrix-vector products; matmul.cpp).
+float dot_f32(const float* x, const float* y, int64_t k);
 
 // Where an operand's dequantization scales apply. "outer" is the M index for A and
 // the N index for B; "inner" is K. real value = decode(code) * scale.

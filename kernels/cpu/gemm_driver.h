@@ -14,8 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/gemm_problem.h"
+#include "cpu/gguf_decode.h"
 #include "cpu/parallel.h"
 
 namespace sgrt::cpu::gemm_impl {
@@ -53,6 +55,17 @@ struct Reader {
 // type may offer a SIMD decode_fast<D> for the unscaled case.
 template <class V, DType D>
 void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::Elem* out) {
+  if constexpr (dtype_is_block(D)) {  // a frozen quantized base: whole blocks at a time
+    if constexpr (std::is_same_v<typename V::Elem, float>)
+      if (sc == 1.0f) return gguf_decode_run(D, s.data, i0, n, out);
+    alignas(64) float tmp[256];
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+      const int64_t m = mn(256, n - j0);
+      gguf_decode_run(D, s.data, i0 + j0, m, tmp);
+      for (int64_t j = 0; j < m; ++j) out[j0 + j] = V::convert(tmp[j] * sc);
+    }
+    return;
+  }
   if constexpr (requires { V::template decode_fast<D>(s, i0, n, out); })
     if (sc == 1.0f && V::template decode_fast<D>(s, i0, n, out)) return;
   const Reader<D> rd{s.data, s.lut};
@@ -117,6 +130,8 @@ void pack(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc, typ
     case DType::f32: return pack_typed<V, R, DType::f32>(s, o0, rows, k0, kc, dst);
     case DType::bf16: return pack_typed<V, R, DType::bf16>(s, o0, rows, k0, kc, dst);
     case DType::e2m1: return pack_typed<V, R, DType::e2m1>(s, o0, rows, k0, kc, dst);
+    case DType::q8_0: return pack_typed<V, R, DType::q8_0>(s, o0, rows, k0, kc, dst);
+    case DType::q4_1: return pack_typed<V, R, DType::q4_1>(s, o0, rows, k0, kc, dst);
     default: return pack_typed<V, R, DType::e4m3>(s, o0, rows, k0, kc, dst);  // any 8-bit LUT
   }
 }

@@ -7,11 +7,9 @@
 #include "cpu/parallel.h"
 
 namespace sgrt::cpu {
-namespace {
 
-// sum_k x[k] y[k]; eight partial sums (in a fixed order) so the loop vectorizes.
-float dot(const float* x, const float* y, int64_t k) {
-  float acc[8] = {};
+float dot_f32(const float* x, const float* y, int64_t k) {
+  float acc[8] = {};  // eight partial sums (in a fixed order) so the loop vectorizes
   int64_t i = 0;
   for (; i + 8 <= k; i += 8)
     for (int j = 0; j < 8; ++j) acc[j] += x[i + j] * y[i + j];
@@ -19,12 +17,14 @@ float dot(const float* x, const float* y, int64_t k) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+namespace {
+
 // y [n] = x [k] @ op(B): B [n, k] when trans_b (a dot product per output), else
 // [k, n] (rows of B scaled and summed, each thread over its own columns).
 void gemv(bool trans_b, int64_t n, int64_t k, const float* x, const float* b, float* y) {
   if (trans_b) {
     parallel_for(n, 16, [&](int64_t n0, int64_t n1) {
-      for (int64_t j = n0; j < n1; ++j) y[j] = dot(x, b + j * k, k);
+      for (int64_t j = n0; j < n1; ++j) y[j] = dot_f32(x, b + j * k, k);
     });
     return;
   }

@@ -43,6 +43,7 @@ Status k_reduce(const OpArgs& a);       // reduce.cpp: reductions, softmax and t
 Status k_classifier(const OpArgs& a);   // classifier.cpp: cross-entropy, its gradient, accuracy
 Status k_optimizer(const OpArgs& a);    // optimizer.cpp: lr schedule, SGD, AdamW, step counter
 Status k_matmul_f32(const OpArgs& a);   // matmul.cpp
+Status k_dequant_matmul(const OpArgs& a);  // dequant_matmul.cpp: x @ a q8_0 / q4_1 frozen base
 Status k_fill(const OpArgs& a);         // elementwise.cpp
 Status k_quantize(const OpArgs& a);     // quant_ops.cpp: scaled quantization with amax state
 Status k_qmatmul(const OpArgs& a);      // quant_ops.cpp: GEMM of quantized operands

@@ -11,6 +11,8 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
   const D f = D::f32, i = D::i32;
   static const std::vector<KernelEntry<CpuKernel>> t = with_elementwise<CpuKernel>(kBackendCpu, k_elementwise, {
       {OpCode::MatMul, {f, f}, {f}, k_matmul_f32},
+      {OpCode::DequantMatMul, {f, D::q8_0}, {f}, k_dequant_matmul},
+      {OpCode::DequantMatMul, {f, D::q4_1}, {f}, k_dequant_matmul},
       {OpCode::Fill, {}, {f}, k_fill},
       {OpCode::Reshape, {f}, {f}, k_layout},           {OpCode::Reshape, {i}, {i}, k_layout},
       {OpCode::Transpose, {f}, {f}, k_layout},         {OpCode::BroadcastTo, {f}, {f}, k_layout},
@@ -33,6 +35,7 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::DgeGrad, {f, f, i}, {f}, k_dge_grad},
       {OpCode::ClampOutliers, {f}, {f, f}, k_clamp_outliers},
       {OpCode::Embedding, {f, i}, {f}, k_embedding},   {OpCode::EmbeddingGrad, {i, f}, {f}, k_embedding},
+      {OpCode::Embedding, {D::q8_0, i}, {f}, k_embedding}, {OpCode::Embedding, {D::q4_1, i}, {f}, k_embedding},
       {OpCode::LayerNorm, {f, f, f}, {f, f, f}, k_norm}, {OpCode::LayerNormGrad, {f, f, f, f, f}, {f, f, f}, k_norm},
       {OpCode::RmsNorm, {f, f}, {f, f}, k_norm},        {OpCode::RmsNormGrad, {f, f, f, f}, {f, f}, k_norm},
       {OpCode::Attention, {f, f, f}, {f, f}, k_attention},

@@ -76,4 +76,16 @@ SGRT_HD inline void q4_1_encode_block(const float* x, uint8_t* block) {
   }
 }
 
+// n elements (whole blocks) of a q8_0 (q8 = true) or q4_1 tensor, block by block.
+inline void gguf_encode_blocks(bool q8, const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / kGgufBlock; ++b)
+    if (q8) q8_0_encode_block(x + b * kGgufBlock, out + b * kQ8_0Bytes);
+    else q4_1_encode_block(x + b * kGgufBlock, out + b * kQ4_1Bytes);
+}
+inline void gguf_decode_blocks(bool q8, const uint8_t* in, int64_t n, float* y) {
+  for (int64_t b = 0; b < n / kGgufBlock; ++b)
+    if (q8) q8_0_decode_block(in + b * kQ8_0Bytes, y + b * kGgufBlock);
+    else q4_1_decode_block(in + b * kQ4_1Bytes, y + b * kGgufBlock);
+}
+
 }  // namespace sgrt::fmt

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "formats/gguf_blocks.h"
 #include "sgrt/params.h"
 #include "sgrt/safetensors.h"
 
@@ -12,10 +13,34 @@ namespace {
 
 Shape row_major(const GgufTensor& t) { return Shape(t.shape.rbegin(), t.shape.rend()); }
 
+// A block-format param (a frozen quantized base) takes a tensor of its own format as is.
+bool stores_file_blocks(DType param, GgufType file) {
+  return (param == DType::q8_0 && file == GgufType::Q8_0) || (param == DType::q4_1 && file == GgufType::Q4_1);
+}
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+// A block-format param from a tensor of another type (a Q8_0 embedding into a
+// q4_1 base): decoded and re-encoded by ggml's reference quantizer a few rows
+// at a time, so no f32 copy of the whole tensor is made.
+Status reencode_blocks(Session& s, int id, const GgufFile& f, const GgufTensor& t) {
+  const DType dt = s.model().tensors()[id].type.dtype;
+  const int64_t width = t.shape[0], rows = t.numel() / width, chunk = std::max<int64_t>(1, 65536 / width);
+  const size_t row_bytes = t.bytes / static_cast<size_t>(rows);
+  const uint8_t* src = f.data(t).data();
+  std::vector<uint8_t> out(dtype_bytes(dt, t.numel()));
+  std::vector<float> rowsf;
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const int64_t n = std::min(chunk, rows - r) * width;
+    rowsf.resize(static_cast<size_t>(n));
+    SG_TRY(gguf_dequantize_rows(t.type, src + r * row_bytes, n, rowsf.data()));
+    fmt::gguf_encode_blocks(dt == DType::q8_0, rowsf.data(), n, out.data() + dtype_bytes(dt, r * width));
+  }
+  return s.write(id, out.data(), out.size());
 }
 
 }  // namespace
@@ -58,6 +83,13 @@ Status import_gguf(Session& s, const std::string& path) {
   std::vector<float> values;
   ParamBytes bytes;
   for (auto& [id, t] : plan) {
+    const DType dt = m.tensors()[id].type.dtype;
+    if (dtype_is_block(dt)) {
+      if (stores_file_blocks(dt, t->type)) SG_TRY(s.write(id, f->data(*t).data(), t->bytes));  // bit for bit
+      else SG_TRY(reencode_blocks(s, id, *f, *t).with_context(path));
+      f->release(*t);
+      continue;
+    }
     values.resize(static_cast<size_t>(t->numel()));
     SG_TRY(f->dequantize(*t, values));
     f->release(*t);  // the file's pages would otherwise stay resident beside the f32 weights

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "formats/formats.h"
+#include "formats/gguf_blocks.h"
 #include "sgrt/quant.h"
 
 namespace sgrt {
@@ -43,6 +44,10 @@ Status read_param(const Session& s, int param, std::vector<float>* out) {
   if (t.type.dtype == DType::f32) return s.read(st.tensor, out->data(), t.bytes);
   std::vector<uint8_t> raw(t.bytes);
   SG_TRY(s.read(st.tensor, raw.data(), raw.size()));
+  if (dtype_is_block(t.type.dtype)) {  // a frozen quantized base: its decoded values
+    fmt::gguf_decode_blocks(t.type.dtype == DType::q8_0, raw.data(), static_cast<int64_t>(n), out->data());
+    return Status::Ok();
+  }
   for (size_t i = 0; i < n; ++i) {
     switch (t.type.dtype) {
       case DType::f16: (*out)[i] = fmt::f16_decode(reinterpret_cast<const uint16_t*>(raw.data())[i]) / st.scale; break;
@@ -60,11 +65,19 @@ Status encode_param(const Session& s, int param, const std::vector<float>& value
   const std::string& name = s.model().tensors()[param].name;
   if (values.size() != static_cast<size_t>(numel(t.type.shape)))
     return Status::Invalid(name + ": " + std::to_string(values.size()) + " values for " + type_str(t.type));
-  if (t.type.dtype != DType::f32 && t.type.dtype != DType::f16 && t.type.dtype != DType::e4m3)
+  if (t.type.dtype != DType::f32 && t.type.dtype != DType::f16 && t.type.dtype != DType::e4m3 && !dtype_is_block(t.type.dtype))
     return Status::Unsupported(t.name + ": masters in " + dtype_name(t.type.dtype) + " are not supported");
   float limit = t.type.dtype == DType::f16 ? fmt::kF16Max : t.type.dtype == DType::e4m3 ? fmt::kE4M3Max : INFINITY;
   out->tensor = st.tensor;
   out->bytes.assign(t.bytes, 0);
+  if (dtype_is_block(t.type.dtype)) {  // a frozen quantized base: ggml's reference quantizer
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return Status::Invalid(name + ": value " + std::to_string(values[i]) + " at index " + std::to_string(i) +
+                               " does not fit its " + dtype_name(t.type.dtype) + " storage");
+    fmt::gguf_encode_blocks(t.type.dtype == DType::q8_0, values.data(), static_cast<int64_t>(values.size()), out->bytes.data());
+    return Status::Ok();
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     float x = values[i] * st.scale;
     if (!std::isfinite(x) || !(std::fabs(x) <= limit))  // NaN, +-inf, or past an f16/e4m3 master's range

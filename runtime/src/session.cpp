@@ -1,23 +1,49 @@
 #include "sgrt/session.h"
 
+#include <algorithm>
+
 #include "formats/formats.h"
+#include "formats/gguf_blocks.h"
 
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
 
 namespace sgrt {
 
-std::vector<float> initial_values(const TensorInfo& t, uint64_t seed) {
-  int64_t n = numel(t.type.shape);
-  std::vector<float> v(static_cast<size_t>(n), 0.f);
-  for (int64_t i = 0; i < n; ++i) {
+namespace {
+
+// Elements i0 .. i0 + n of t's initial value.
+void fill_initial(const TensorInfo& t, uint64_t seed, int64_t i0, int64_t n, float* v) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = i0 + j;
     switch (t.init) {
-      case InitKind::zeros: case InitKind::buffer: break;
-      case InitKind::ones: v[i] = 1.f; break;
-      case InitKind::uniform: v[i] = t.init_a + (t.init_b - t.init_a) * rng_uniform(seed, t.init_seed, i); break;
-      case InitKind::normal: v[i] = t.init_a + t.init_b * rng_normal(seed, t.init_seed, i); break;
+      case InitKind::zeros: case InitKind::buffer: v[j] = 0.f; break;
+      case InitKind::ones: v[j] = 1.f; break;
+      case InitKind::uniform: v[j] = t.init_a + (t.init_b - t.init_a) * rng_uniform(seed, t.init_seed, i); break;
+      case InitKind::normal: v[j] = t.init_a + t.init_b * rng_normal(seed, t.init_seed, i); break;
     }
   }
+}
+
+// A frozen quantized base param: its f32 initial value encoded by ggml's
+// quantizer, a chunk of blocks at a time (no f32 copy of the whole weight).
+std::vector<uint8_t> initial_blocks(const TensorInfo& t, uint64_t seed) {
+  const int64_t n = numel(t.type.shape), chunk = 32 * 2048;
+  std::vector<uint8_t> out(t.bytes);
+  std::vector<float> v(static_cast<size_t>(std::min(n, chunk)));
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t m = std::min(chunk, n - i);
+    fill_initial(t, seed, i, m, v.data());
+    fmt::gguf_encode_blocks(t.type.dtype == DType::q8_0, v.data(), m, out.data() + dtype_bytes(t.type.dtype, i));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> initial_values(const TensorInfo& t, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(numel(t.type.shape)));
+  fill_initial(t, seed, 0, static_cast<int64_t>(v.size()), v.data());
   return v;
 }
 
@@ -38,6 +64,11 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
       continue;
     }
     bool low_precision = t.type.dtype == DType::f16 || t.type.dtype == DType::e4m3;  // optimizer state, masters
+    if (t.persistent && dtype_is_block(t.type.dtype)) {
+      const std::vector<uint8_t> b = initial_blocks(t, seed);
+      SG_TRY(write(static_cast<int>(id), b.data(), b.size()));
+      continue;
+    }
     if (!t.persistent || t.bytes == 0 || (t.type.dtype != DType::f32 && !low_precision)) continue;
     // Parameters, and state with an initializer (a master copies its param's,
     // optimizer scales start at one), get their initial values; the rest zeros.
