@@ -68,7 +68,10 @@ Status build_programs(Graph& g) {
     Program grad_step;
     if (g.train.accumulate > 1) SG_TRY(accumulate_gradients(g, forward, bw, g.train.accumulate, &grad_step));
     SG_TRY(lower_optimizer(g, bw, &opt));
-    if (g.train.accumulate > 1) g.programs.push_back(std::move(grad_step));
+    if (g.train.accumulate > 1) {
+      SG_TRY(recompute_checkpoints(g, forward.size(), &grad_step));
+      g.programs.push_back(std::move(grad_step));
+    }
     Program train{"train_step", std::move(forward)};
     const size_t forward_ops = train.ops.size();
     train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());

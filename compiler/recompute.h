@@ -7,7 +7,7 @@
 
 namespace sgrt::compiler {
 
-// Rewrites `train` (its first `forward_ops` ops are the forward pass) for every
+// Rewrites `train` (train_step or grad_step; its first `forward_ops` ops are the forward pass) for every
 // range of g.checkpoints: clones the segment's ops that produce what backward
 // reads (outputs renamed NAME.recomputed, Op::recomputes set) in front of the
 // first backward op that reads one, and points backward at the clones.

@@ -92,6 +92,9 @@ void print_human(const Model& m) {
     std::printf("gradient accumulation: %lld micro-batches per optimizer step (grad_step %lld times, then train_step); "
                 "accumulators %s persistent\n", static_cast<long long>(acc.k), static_cast<long long>(acc.k - 1),
                 mib(acc.bytes).c_str());
+  if (size_t n = std::count_if(m.tensors().begin(), m.tensors().end(),
+                               [](const TensorInfo& t) { return t.name.ends_with(".recomputed"); }))
+    std::printf("activation recomputation (sg.checkpoint): %zu activations remade for the backward pass\n", n);
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
   for (size_t i = 0; i < m.tensors().size(); ++i)
