@@ -56,6 +56,7 @@ struct Op {
   Attrs attrs;
   Loc loc;
   int origin = -1;  // backward ops: index in Graph::forward of the op they differentiate
+  int recomputes = -1;  // a forward op run again for backward (sg.checkpoint): its index in Graph::forward
 };
 
 struct Program {
@@ -84,6 +85,7 @@ struct DataConfig {
 struct TrainConfig {
   int64_t epochs = 1, steps = 0, log_every = 50;
   uint64_t seed = 1;
+  int64_t accumulate = 1;  // micro-batches per optimizer step (compiler/accumulate.h)
 };
 
 struct Graph {
@@ -93,6 +95,7 @@ struct Graph {
   bool infer_only = false;            // only the eval and infer programs: no gradients, no optimizer state
   std::vector<Tensor> tensors;
   std::vector<Op> forward;            // as the DSL built it
+  std::vector<std::pair<size_t, size_t>> checkpoints;  // sg.checkpoint: [begin, end) of forward, recomputed for backward
   std::vector<Program> programs;      // filled by build_programs()
   // sg.program: name -> the outputs it computes (also in `outputs`, which infer leaves to it)
   std::vector<std::pair<std::string, std::vector<int>>> declared_programs;

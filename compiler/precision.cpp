@@ -21,7 +21,7 @@ class Rewriter {
   Status run() {
     SG_TRY(choose_kept());
     for (Program& p : g_.programs) {
-      update_ = p.name == "train_step";
+      update_ = p.name == "train_step" || p.name == "grad_step";  // the training passes
       emitted_.clear();
       std::vector<Op> out;
       for (const Op& op : p.ops) {
@@ -38,6 +38,7 @@ class Rewriter {
  private:
   int forward_index(const Op& op) const {
     if (op.origin >= 0) return op.origin;
+    if (op.recomputes >= 0) return op.recomputes;
     for (size_t i = 0; i < g_.forward.size(); ++i)
       if (g_.forward[i].out == op.out) return static_cast<int>(i);
     return -1;

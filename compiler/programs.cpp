@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "accumulate.h"
 #include "autodiff.h"
 #include "optimizer.h"
+#include "recompute.h"
 
 namespace sgrt::compiler {
 namespace {
@@ -62,10 +64,19 @@ Status build_programs(Graph& g) {
   OptimizerOps opt;
   if (!g.infer_only) {  // infer_only: frozen weights (a pretrained model's generation), nothing to train
     SG_TRY(build_backward(g, &bw));
+    std::vector<Op> forward = ops_for(g, eval_targets);
+    Program grad_step;
+    if (g.train.accumulate > 1) SG_TRY(accumulate_gradients(g, forward, bw, g.train.accumulate, &grad_step));
     SG_TRY(lower_optimizer(g, bw, &opt));
-    Program train{"train_step", ops_for(g, eval_targets)};
+    if (g.train.accumulate > 1) {
+      SG_TRY(recompute_checkpoints(g, forward.size(), &grad_step));
+      g.programs.push_back(std::move(grad_step));
+    }
+    Program train{"train_step", std::move(forward)};
+    const size_t forward_ops = train.ops.size();
     train.ops.insert(train.ops.end(), bw.ops.begin(), bw.ops.end());
     train.ops.insert(train.ops.end(), opt.updates.begin(), opt.updates.end());
+    SG_TRY(recompute_checkpoints(g, forward_ops, &train));
     g.programs.push_back(std::move(train));
   }
   g.programs.push_back(Program{"eval", inference_mode(ops_for(g, eval_targets))});

@@ -441,7 +441,7 @@ int l_data(lua_State* L) {
   return 0;
 }
 
-// _sg.train{epochs=, steps=, log_every=, seed=}
+// _sg.train{epochs=, steps=, log_every=, seed=, accumulate=}
 int l_train(lua_State* L) {
   compiler::TrainConfig& t = state(L).g->train;
   check_table(L, 1);
@@ -449,6 +449,23 @@ int l_train(lua_State* L) {
   t.steps = field_int(L, 1, "steps", t.steps);
   t.log_every = field_int(L, 1, "log_every", t.log_every);
   t.seed = static_cast<uint64_t>(field_int(L, 1, "seed", static_cast<int64_t>(t.seed)));
+  t.accumulate = field_int(L, 1, "accumulate", t.accumulate);
+  if (t.accumulate < 1) raise_at(L, "accumulate must be at least 1 (micro-batches per optimizer step)");
+  return 0;
+}
+
+// _sg.forward_ops() -> the number of forward ops so far; _sg.checkpoint(mark):
+// the ops since mark form a segment recomputed for backward (sg.checkpoint).
+int l_forward_ops(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(state(L).g->forward.size()));
+  return 1;
+}
+
+int l_checkpoint(lua_State* L) {
+  Graph& g = *state(L).g;
+  lua_Integer mark = check_integer(L, 1);
+  if (mark < 0 || static_cast<size_t>(mark) > g.forward.size()) raise_at(L, "sg.checkpoint: bad segment start");
+  if (static_cast<size_t>(mark) < g.forward.size()) g.checkpoints.push_back({static_cast<size_t>(mark), g.forward.size()});
   return 0;
 }
 
@@ -563,7 +580,8 @@ const luaL_Reg kFunctions[] = {
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),
-    SG_FN("unary_ops", l_unary_ops), SG_FN("cache", l_cache), SG_FN("program", l_program), {nullptr, nullptr}};
+    SG_FN("unary_ops", l_unary_ops), SG_FN("cache", l_cache), SG_FN("program", l_program),
+    SG_FN("forward_ops", l_forward_ops), SG_FN("checkpoint", l_checkpoint), {nullptr, nullptr}};
 #undef SG_FN
 
 // package.searchers entry for the embedded library: require "sg", "sg.nn", ...

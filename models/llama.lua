@@ -10,7 +10,8 @@ local sg = require "sg"
 local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ffn = 1536, rope_base = 100000.0,
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
                        lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
-                       lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false, kv_cache = false }
+                       lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false,
+                       kv_cache = false, accumulate = 1, checkpoint = false }
 local dh = cfg.n_embd // cfg.n_head
 -- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
 -- rest frozen (docs/lora.md). lora_rank = 0: full training. lora_base = q4_1 or
@@ -43,18 +44,22 @@ local function rmsnorm(x, name) return sg.rms_norm(x, param(name, { x:dim(-1) },
 -- q and k before rope. GGUF llama q/k weights are permuted for interleaved-pair
 -- rotation (llama.cpp's rope "normal"), hence rope's `true`.
 local embd = param("token_embd.weight", { cfg.vocab, cfg.n_embd }, { "normal", 0, 0.02 })
+local function block(l, x, attend)
+  local p = "blk." .. l .. "."
+  local h = rmsnorm(x, p .. "attn_norm.weight")
+  local q = linear(h, p .. "attn_q.weight", cfg.n_head * dh)
+  local k = linear(h, p .. "attn_k.weight", cfg.n_kv_head * dh)
+  local v = linear(h, p .. "attn_v.weight", cfg.n_kv_head * dh)
+  x = x + linear(attend(l, q, k, v), p .. "attn_output.weight", cfg.n_embd)
+  h = rmsnorm(x, p .. "ffn_norm.weight")
+  local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
+  return x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
+end
 local function forward(ids, attend)
   local x = sg.embedding(embd, ids)
   for l = 0, cfg.n_layer - 1 do
-    local p = "blk." .. l .. "."
-    local h = rmsnorm(x, p .. "attn_norm.weight")
-    local q = linear(h, p .. "attn_q.weight", cfg.n_head * dh)
-    local k = linear(h, p .. "attn_k.weight", cfg.n_kv_head * dh)
-    local v = linear(h, p .. "attn_v.weight", cfg.n_kv_head * dh)
-    x = x + linear(attend(l, q, k, v), p .. "attn_output.weight", cfg.n_embd)
-    h = rmsnorm(x, p .. "ffn_norm.weight")
-    local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
-    x = x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
+    -- --set checkpoint=true: each block's activations are recomputed in backward, not kept
+    x = cfg.checkpoint and sg.checkpoint(block, l, x, attend) or block(l, x, attend)
   end
   x = rmsnorm(x, "output_norm.weight")
   return cfg.tie and sg.matmul(x, embd, { trans_b = true }) or linear(x, "output.weight", cfg.vocab)
@@ -94,4 +99,6 @@ else
 end
 sg.output("logits", logits)
 sg.optimizer.adamw{ lr = cfg.lr, weight_decay = 0.0 }
+-- --set accumulate=k: one optimizer step from k micro-batches of `batch` (docs/lora.md)
+sg.train{ accumulate = cfg.accumulate }
 sg.recipe "fp32"

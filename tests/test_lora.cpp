@@ -12,6 +12,7 @@
 #include <random>
 
 #include "harness.h"
+#include "sgrt/safetensors.h"
 
 using namespace sgrt;
 
@@ -184,4 +185,40 @@ sg.optimizer.adamw{ lr = 0.01 }
   opts.set = {{"lora_rank", "4"}, {"lora_targets", "q,x"}};
   st = dsl::load_script(SGRT_SOURCE_DIR "/models/llama.lua", opts, &g);
   CHECK(st.message().find("sg.lora: unknown target 'x' (down, gate, k, o, q, up, v, or a name pattern)") != std::string::npos);
+}
+
+TEST_CASE("trained adapters out (export_safetensors trained) and onto a fresh base (import trained): the same logits") {
+  auto m = llama({{"lora_rank", "4"}, {"lora_alpha", "8"}});
+  auto trained = test::open_session(m), fresh = test::open_session(m);  // the same seed: the same frozen base
+  feed(*trained);
+  for (int step = 0; step < 3; ++step) test::run(*trained, "train_step");
+  test::TempFile adapters(".safetensors");
+  REQUIRE(export_safetensors(*trained, adapters.path, DType::f32, ParamSet::trained).ok());
+  std::vector<SafeTensor> file;
+  REQUIRE(read_safetensors(adapters.path, &file).ok());
+  for (const SafeTensor& t : file) CHECK(is_adapter(t.name));
+  CHECK(file.size() == 2 * 7 * 2);  // layers x the seven projections x {A, B}
+
+  auto logits = [](Session& s) {
+    feed(s);
+    test::run(s, "infer");
+    return test::read_f32(s, s.model().tensors()[s.model().outputs()[0].second].name);
+  };
+  std::vector<float> want = logits(*trained);
+  CHECK(logits(*fresh) != want);  // B = 0 there: the base model
+  Status st = import_safetensors(*fresh, adapters.path, ParamSet::trained);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(logits(*fresh) == want);
+
+  // A file with a frozen parameter, or one missing an adapter, is refused whole.
+  test::TempFile all(".safetensors");
+  REQUIRE(export_safetensors(*trained, all.path, DType::f32).ok());
+  st = import_safetensors(*fresh, all.path, ParamSet::trained);
+  CHECK(st.code() == StatusCode::invalid_input);
+  CHECK(st.message().find("is a frozen parameter") != std::string::npos);
+  file.pop_back();
+  REQUIRE(write_safetensors(adapters.path, file).ok());
+  st = import_safetensors(*fresh, adapters.path, ParamSet::trained);
+  CHECK(st.code() == StatusCode::invalid_input);
+  CHECK(st.message().find("has no tensor") != std::string::npos);
 }

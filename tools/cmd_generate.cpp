@@ -16,6 +16,7 @@
 #include "sgrt/chat_template.h"
 #include "sgrt/generate.h"
 #include "sgrt/gguf_weights.h"
+#include "sgrt/safetensors.h"
 #include "sgrt/tokenizer_gguf.h"
 
 namespace sgrt::tool {
@@ -35,14 +36,16 @@ std::string set_value(const Args& a, const std::string& key) {
 }
 
 // The prompt's ids: the text, or with --chat the chat template's rendering of
-// one user message and the assistant's opening; BOS first when the file asks.
+// one user message (after --system's message) and the assistant's opening; BOS first when the file asks.
 Status prompt_ids(const Args& a, const GgufFile& f, const Tokenizer& tok, std::vector<int32_t>* ids) {
   std::string text = a.get("--prompt");
   if (a.has("--chat")) {
     ChatTemplate ct;
     SG_TRY(ChatTemplate::parse(tok.chat_template(), &ct).with_context(f.path()));
-    ChatMessage m{"user", text};
-    text = ct.render(std::span<const ChatMessage>(&m, 1), true);
+    std::vector<ChatMessage> turns;
+    if (a.has("--system")) turns.push_back({"system", a.get("--system")});
+    turns.push_back({"user", text});
+    text = ct.render(turns, true);
   }
   bool bos = false;
   if (f.has("tokenizer.ggml.add_bos_token")) SG_TRY(f.get_bool("tokenizer.ggml.add_bos_token", &bos));
@@ -64,6 +67,19 @@ size_t whole_chars(const std::string& s) {
     return len > back ? n - back : n;
   }
   return n;
+}
+
+// --adapter FILE: LoRA adapters from `sgrt export-weights --trained`; their
+// rank (lora_A is [rank, in]) becomes --set lora_rank unless given.
+Status adapter_rank(const std::string& path, Args* a) {
+  std::vector<SafeTensor> file;
+  SG_TRY(read_safetensors(path, &file));
+  for (const SafeTensor& t : file)
+    if (t.name.ends_with(".lora_A") && t.shape.size() == 2) {
+      if (!has_set(*a, "lora_rank")) a->sets.push_back({"lora_rank", std::to_string(t.shape[0])});
+      return Status::Ok();
+    }
+  return Status::Invalid(path + ": holds no LoRA adapter (NAME.lora_A); write one with sgrt export-weights --trained");
 }
 
 }  // namespace
@@ -107,6 +123,7 @@ Status cmd_generate(int argc, char** argv) {
   count = std::min(count, block - n);
   if (has_set(a, "batch") && set_value(a, "batch") != "1") return Status::Invalid("generation runs one sequence: --set batch=1");
 
+  if (a.has("--adapter")) SG_TRY(adapter_rank(a.get("--adapter"), &a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
   std::unique_ptr<Backend> be;
@@ -115,6 +132,7 @@ Status cmd_generate(int argc, char** argv) {
   SG_TRY(Session::create(m, std::move(be), &s));
   SG_TRY(s->init(0, 0));
   SG_TRY(import_gguf(*s, path));
+  if (a.has("--adapter")) SG_TRY(import_safetensors(*s, a.get("--adapter"), ParamSet::trained));
 
   // Decoding all new ids each time prints whole characters only.
   std::vector<int32_t> out;

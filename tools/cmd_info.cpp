@@ -55,6 +55,21 @@ ParamMemory param_memory(const Model& m) {
   return r;
 }
 
+// sg.train{accumulate = k}: micro-batches per optimizer step, and the bytes of
+// the persistent gradient accumulators grad_step adds into.
+struct Accumulation {
+  int64_t k = 1;
+  uint64_t bytes = 0;
+};
+
+Accumulation accumulation(const Model& m) {
+  Accumulation a;
+  if (const sg::TrainConfig* t = m.root().train()) a.k = std::max<int64_t>(1, t->accumulate());
+  for (const TensorInfo& t : m.tensors())
+    if (t.persistent && t.role == Role::grad) a.bytes += t.bytes;
+  return a;
+}
+
 void print_human(const Model& m) {
   const sg::Model& r = m.root();
   const sg::MemoryPlan& mem = *r.memory();
@@ -73,6 +88,13 @@ void print_human(const Model& m) {
                 "arena %.2f\n", pm.weights / n, pm.grads / n, pm.state / n, (pm.weights + pm.grads + pm.state) / n,
                 pm.formats.c_str(), mem.arena_bytes() / n);
   }
+  if (Accumulation acc = accumulation(m); acc.k > 1)
+    std::printf("gradient accumulation: %lld micro-batches per optimizer step (grad_step %lld times, then train_step); "
+                "accumulators %s persistent\n", static_cast<long long>(acc.k), static_cast<long long>(acc.k - 1),
+                mib(acc.bytes).c_str());
+  if (size_t n = std::count_if(m.tensors().begin(), m.tensors().end(),
+                               [](const TensorInfo& t) { return t.name.ends_with(".recomputed"); }))
+    std::printf("activation recomputation (sg.checkpoint): %zu activations remade for the backward pass\n", n);
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
   for (size_t i = 0; i < m.tensors().size(); ++i)
@@ -105,7 +127,8 @@ void print_json(const Model& m) {
   j.insert(j.size() - std::string(",\"programs\":[").size(),
            ",\"trained_params\":{\"count\":" + std::to_string(pm.params) + ",\"weight_bytes\":" + std::to_string(pm.weights) +
                ",\"grad_bytes\":" + std::to_string(pm.grads) + ",\"state_bytes\":" + std::to_string(pm.state) +
-               ",\"formats\":" + json_str(pm.formats) + "}");
+               ",\"formats\":" + json_str(pm.formats) + "},\"accumulate\":" + std::to_string(accumulation(m).k) +
+               ",\"accumulator_bytes\":" + std::to_string(accumulation(m).bytes));
   for (size_t i = 0; i < m.programs().size(); ++i) {
     const ProgramInfo& p = m.programs()[i];
     j += std::string(i ? "," : "") + "{\"name\":" + json_str(p.name) + ",\"peak_bytes\":" + std::to_string(p.peak_bytes) + ",\"ops\":[";

@@ -45,7 +45,7 @@ Status cmd_run(int argc, char** argv) {
     if (std::string(argv[i]).rfind("--init-weights", 0) == 0) return cmd_generate(argc, argv);
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
-  for (const char* f : {"--chat", "--top-p"})
+  for (const char* f : {"--chat", "--top-p", "--adapter"})
     if (a.has(f)) return Status::Invalid(std::string(f) + " applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
   if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   int64_t count, top_k, seed;

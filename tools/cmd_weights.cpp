@@ -38,9 +38,10 @@ Status cmd_export_weights(int argc, char** argv) {
                 m->label().c_str(), static_cast<long long>(step), a.get("--output").c_str());
     return Status::Ok();
   }
-  SG_TRY(export_safetensors(*s, a.get("--output"), dtype));
-  std::printf("wrote the parameters of %s (step %lld) to %s as %s\n", m->label().c_str(), static_cast<long long>(step),
-              a.get("--output").c_str(), dtype_name(dtype));
+  const bool trained = a.has("--trained");  // a LoRA run's adapters, for sgrt run --adapter
+  SG_TRY(export_safetensors(*s, a.get("--output"), dtype, trained ? ParamSet::trained : ParamSet::all));
+  std::printf("wrote the %sparameters of %s (step %lld) to %s as %s\n", trained ? "trained " : "", m->label().c_str(),
+              static_cast<long long>(step), a.get("--output").c_str(), dtype_name(dtype));
   return Status::Ok();
 }
 

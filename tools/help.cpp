@@ -82,6 +82,9 @@ const std::vector<CommandHelp>& commands() {
            {"--init-weights", "FILE.gguf", "a pretrained llama-architecture GGUF: its weights, config and tokenizer"},
            {"--prompt", "TEXT", "the text to continue (default: a newline)"},
            {"--chat", nullptr, "with a GGUF: wrap the prompt in the model's chat template as a user turn"},
+           {"--system", "TEXT", "with --chat: a system message before the prompt"},
+           {"--adapter", "A.safetensors", "with a GGUF: LoRA adapters from export-weights --trained (rank from the file; "
+                                          "--set lora_alpha, lora_targets as trained)"},
            {"--tokens", "N", "tokens to generate (default 200; bytes for a byte-level model)"},
            {"--temperature", "T", "softmax temperature (default 1; 0 with a GGUF: greedy)"},
            {"--top-k", "K", "sample among the K most likely tokens (default: all)"},
@@ -96,6 +99,7 @@ const std::vector<CommandHelp>& commands() {
            kOutput,
            {"--dtype", "D", "f32 (default), f16 or bf16"},
            {"--seed", "S", "initialization seed when no checkpoint is given (default 1)"},
+           {"--trained", nullptr, "only the trained parameters (a LoRA run's adapters, for run --adapter)"},
            {"--peft", nullptr, "only the LoRA adapters, as a PEFT adapter folder -o DIR (docs/lora.md)"},
            {"--base-model", "NAME", "with --peft: adapter_config.json's base_model_name_or_path"},
        })},

@@ -320,6 +320,21 @@ function sg.lora(o)
   sg.freeze(function() return true end)  -- the adapters are made with requires_grad = true
 end
 
+-- sg.checkpoint(fn, ...): fn(...)'s results; the activations made inside fn
+-- are not kept for the backward pass but recomputed there from fn's inputs
+-- (docs/lora.md): the same loss and gradients in less memory.
+local in_checkpoint = false
+function sg.checkpoint(fn, ...)
+  if type(fn) ~= "function" then core.fail("sg.checkpoint: expected a function, got " .. type(fn)) end
+  if in_checkpoint then core.fail("sg.checkpoint: checkpoints do not nest") end
+  in_checkpoint = true
+  local mark = core.forward_ops()
+  local r = table.pack(fn(...))
+  in_checkpoint = false
+  core.checkpoint(mark)
+  return table.unpack(r, 1, r.n)
+end
+
 function sg.loss(t) core.loss(t.id); return t end
 function sg.metric(name, t) core.metric(name, t.id); return t end
 function sg.output(name, t) core.output(name, t.id); return t end
@@ -344,7 +359,7 @@ function sg.config(defaults) return core.config(defaults) end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
 -- that stay in f32; plan = false turns the static scale planner off.
 function sg.recipe(name, opts) core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan" })) end
-function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed" })) end
+function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed", "accumulate" })) end
 
 -- A schedule is a table only the sg.schedule constructors make.
 local Schedule = {}

@@ -156,7 +156,7 @@ Status write_safetensors(const std::string& path, const std::vector<SafeTensor>&
   return write_file_atomic(path, b.data(), b.size());
 }
 
-Status import_safetensors(Session& s, const std::string& path) {
+Status import_safetensors(Session& s, const std::string& path, ParamSet which) {
   std::vector<SafeTensor> file;
   SG_TRY(read_safetensors(path, &file));
   const Model& m = s.model();
@@ -167,7 +167,13 @@ Status import_safetensors(Session& s, const std::string& path) {
     const TensorInfo& p = m.tensors()[id];
     if (p.role != Role::param) continue;
     auto it = by_name.find(p.name);
-    if (it == by_name.end() && may_keep_init(m, p)) continue;
+    if (which == ParamSet::trained && p.frozen) {
+      if (it != by_name.end())
+        return Status::Invalid(path + ": tensor '" + p.name + "' is a frozen parameter of " + m.label() +
+                               " (this file should hold only the trained ones)");
+      continue;
+    }
+    if (it == by_name.end() && which == ParamSet::all && may_keep_init(m, p)) continue;
     if (it == by_name.end()) return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
     if (it->second->shape != p.type.shape)
       return Status::Invalid(path + ": tensor '" + p.name + "' is " + shape_str(it->second->shape) + ", " + m.label() +
@@ -183,13 +189,13 @@ Status import_safetensors(Session& s, const std::string& path) {
   return Status::Ok();
 }
 
-Status export_safetensors(const Session& s, const std::string& path, DType dtype) {
+Status export_safetensors(const Session& s, const std::string& path, DType dtype, ParamSet which) {
   if (!format_of(dtype)) return Status::Invalid(std::string("safetensors export takes f32, f16 or bf16, not ") + dtype_name(dtype));
   const Model& m = s.model();
   std::vector<SafeTensor> out;
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& p = m.tensors()[id];
-    if (p.role != Role::param) continue;
+    if (p.role != Role::param || (which == ParamSet::trained && p.frozen)) continue;
     SafeTensor t;
     t.name = p.name;
     t.dtype = dtype;

@@ -270,12 +270,17 @@ struct NonfiniteTracker {
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out) {
   const Model& m = s.model();
   const sg::TrainConfig* cfg = m.root().train();
-  int prog;
+  int prog, grad_prog = -1;
   SG_TRY(s.find_program("train_step", &prog));
+  // sg.train{accumulate = k}: k micro-batches a step, grad_step on all but the last.
+  const int64_t k = cfg ? std::max<int64_t>(1, cfg->accumulate()) : 1;
+  if (k > 1) SG_TRY(s.find_program("grad_step", &grad_prog));
   Batcher b;
   SG_TRY(b.init(s));
-  int64_t per_epoch = data.size(Split::train) / b.batch();
-  if (per_epoch == 0) return Status::Invalid("the training split has fewer examples than one batch");
+  const int64_t micro = b.batch(), step_samples = k * micro;  // examples an optimizer step reads
+  int64_t per_epoch = data.size(Split::train) / step_samples;
+  if (per_epoch == 0)
+    return Status::Invalid("the training split has fewer examples than one step reads (" + std::to_string(step_samples) + ")");
   int64_t total = opts.steps > 0 ? opts.steps
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
@@ -318,10 +323,15 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   for (int64_t step = run.step; step < total; ++step) {
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
     if (pos == 0 || step == out->start_step) shuffle(&order, run.seed, epoch);
-    SG_TRY(b.load(s, data, Split::train, order.data() + pos * b.batch()));
-    SG_TRY(s.run(prog));
+    double loss_sum = 0;  // the step's loss: the mean of its micro-batches'
+    for (int64_t j = 0; j < k; ++j) {
+      SG_TRY(b.load(s, data, Split::train, order.data() + pos * step_samples + j * micro));
+      SG_TRY(s.run(j + 1 < k ? grad_prog : prog));
+      SG_TRY(s.read_scalar(m.loss(), &loss));
+      loss_sum += loss;
+    }
+    loss = static_cast<float>(loss_sum / static_cast<double>(k));
     ++window_steps;
-    SG_TRY(s.read_scalar(m.loss(), &loss));
     if (m.train_state() >= 0) SG_TRY(s.read(m.train_state(), ts, sizeof ts));
     bad.add(ts[kSkipStep] != 0 || !std::isfinite(loss));
     if (bad.streak >= opts.max_nonfinite_run)
@@ -338,7 +348,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
-      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * b.batch()) / secs : 0;
+      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * step_samples) / secs : 0;
       SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
       r.nonfinite_steps = bad.total;
       window_start = now;
@@ -373,7 +383,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * b.batch()) / secs : 0;
+  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * step_samples) / secs : 0;
   SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
   out->final_eval.step = total;
   out->final_eval.epoch = (total - 1) / per_epoch;

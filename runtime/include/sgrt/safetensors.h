@@ -25,11 +25,16 @@ Status read_safetensors(const std::string& path, std::vector<SafeTensor>* out);
 // Writes atomically; each tensor stored as its `dtype`.
 Status write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors);
 
-// Every parameter of the session's model from the file, by name and shape.
-// Everything is checked before any parameter is written: a missing, unknown
-// or mis-shaped tensor leaves the session unchanged.
-Status import_safetensors(Session& s, const std::string& path);
-// Every parameter as `dtype` (f32, f16 or bf16).
-Status export_safetensors(const Session& s, const std::string& path, DType dtype);
+// Which parameters a file holds: all of them, or only the trained ones (a
+// LoRA run's adapters, to put on a base model loaded from elsewhere).
+enum class ParamSet { all, trained };
+
+// Every parameter of the session's model (or every trained one) from the
+// file, by name and shape. Everything is checked before any parameter is
+// written: a missing, unknown or mis-shaped tensor (with `trained`, also one
+// naming a frozen parameter) leaves the session unchanged.
+Status import_safetensors(Session& s, const std::string& path, ParamSet which = ParamSet::all);
+// Every parameter (or every trained one) as `dtype` (f32, f16 or bf16).
+Status export_safetensors(const Session& s, const std::string& path, DType dtype, ParamSet which = ParamSet::all);
 
 }  // namespace sgrt
