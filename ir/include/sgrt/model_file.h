@@ -12,8 +12,10 @@ namespace sgrt {
 
 // The schema version this build writes. A reader takes files of its version
 // or older (docs/ir.md): 2 made Tensor.scale the only scale plan (quantize and
-// qmatmul lost their scale attributes) and added an input's value range.
-constexpr uint32_t kSchemaVersion = 2;
+// qmatmul lost their scale attributes) and added an input's value range; 3
+// added gradient accumulation (TrainConfig.accumulate: an older reader would
+// run train_step alone) and the q8_0/q4_1 block dtypes.
+constexpr uint32_t kSchemaVersion = 3;
 
 // An op's version, the one this build writes and the newest it reads, is
 // ops.def's version column (op_info(code).version). quantize and qmatmul are 2:
