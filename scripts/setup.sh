@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev            # baseline for bench/gemm only
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
   python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files
+  python3-torch              # bench_train's peer (scripts/make_gpt_reference.py --bench)
 )
 
 missing=()
