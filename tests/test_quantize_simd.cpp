@@ -18,6 +18,7 @@
 #include "cpu/quantize.h"
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#include "formats/nvfp4.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
@@ -234,6 +235,24 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
       for (int64_t i = 0; i < rows * cols; ++i) bad += code_at(q, f.bits, i) != want[i];
       CHECK(bad == 0);
     }
+  }
+  // NVFP4's block scales are formats/nvfp4.h's choice, from the scalar sums.
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    CAPTURE(std::string(isa_name(isa)));
+    std::vector<uint8_t> q(rows * cols, 0), s(rows * 5, 0);
+    float ts = 0;
+    quantize_nvfp4(x.data(), rows, cols, QuantParams{}, q.data(), s.data(), &ts);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < 5; ++b) {
+        const float* xb = x.data() + r * cols + b * 16;
+        const int64_t n = std::min<int64_t>(16, cols - b * 16);
+        float a = 0;
+        for (int64_t i = 0; i < n; ++i) a = std::max(a, std::fabs(xb[i]));
+        bad += s[r * 5 + b] != fmt::nvfp4_block_scale(xb, n, a, ts);
+      }
+    CHECK(bad == 0);
   }
   // The block formats: each ISA's bytes equal the generic path's, which the
   // reference-dump tests (test_quant_reference) check against Python.

@@ -59,6 +59,20 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
   return total;
 }
 
+// formats/nvfp4.h's nvfp4_block_scale, its two sums of squares vectorized
+// (nvfp4_block_sse's k, p, m and unit, then the kernel's loop).
+uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
+  const uint32_t six = fmt::e4m3_encode(amax / fmt::mul_rn(fmt::kE2M1Max, ts));
+  const uint32_t four = fmt::e4m3_encode(amax / fmt::mul_rn(4.0f, ts));
+  if (four == six) return six;
+  const int k = 127 - static_cast<int>((fmt::float_bits(amax) >> 23) & 0xFFu);
+  const float p = fmt::exp2i(k < -126 ? -126 : k > 127 ? 127 : k);
+  auto sse = [&](uint32_t c) {
+    return simd().nvfp4_sse(x, n, fmt::nvfp4_mult(c, ts), p, fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(c), ts), p));
+  };
+  return sse(four) < sse(six) ? four : six;
+}
+
 constexpr uint8_t kE8M0NaN = 0xFF;
 
 QuantStats invalid(const char* why) {
@@ -175,7 +189,7 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
         const float* xb = x + r * cols + c0;
-        const uint32_t code = fmt::nvfp4_block_scale(xb, n, simd().amax(xb, n), ts);
+        const uint32_t code = nvfp4_block_scale(xb, n, simd().amax(xb, n), ts);
         block_scales[r * nb + b] = static_cast<uint8_t>(code);
         const float m = fmt::nvfp4_mult(code, ts);
         encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);

@@ -47,6 +47,9 @@ struct Kernels {
   void (*amax_cols)(const float* x, int64_t rows, int64_t cols, uint32_t* acc);
   EncodeCounts (*encode)(const EncodeArgs& a);
   void (*decode)(const DecodeArgs& a);
+  // formats/nvfp4.h's nvfp4_block_sse loop: the sum, in element order, of
+  // (x[i] p - e2m1_decode(e2m1_encode(x[i] m)) unit)^2 over i in [0, n).
+  float (*nvfp4_sse)(const float* x, int64_t n, float m, float p, float unit);
 };
 
 extern const Kernels kGeneric;

@@ -251,6 +251,23 @@ EncodeCounts encode(const EncodeArgs& a) {
   }
 }
 
+template <int N>
+float nvfp4_sse(const float* x, int64_t n, float m, float p, float unit) {
+  using F = typename Vec<N>::f32;
+  constexpr fmt::Spec S = fmt::spec_e2m1();
+  float sse = 0.0f;
+  for (int64_t j = 0; j < n; j += N) {
+    const int k = n - j < N ? static_cast<int>(n - j) : N;
+    F xv{};
+    for (int l = 0; l < k; ++l) xv[l] = x[j + l];
+    const F back = decode_vec<N, S>(encode_vec<N, S>(xv * m, typename Vec<N>::u32{}, false)) * unit;
+    const F d = xv * p - back;
+    const F dd = d * d;
+    for (int l = 0; l < k; ++l) sse += dd[l];  // in element order, as the scalar loop adds
+  }
+  return sse;
+}
+
 // Non-negative floats order as their bit patterns, and NaNs above +inf.
 template <int N>
 float amax(const float* x, int64_t n) {
@@ -292,7 +309,7 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse<N>};
 }
 
 }  // namespace
