@@ -3,16 +3,17 @@
 // f32 [rows, cols] activation, one thread. The scalar loop is formats.h's encode
 // per element after a scalar amax (what cpu/quantize.cpp ran before it was
 // vectorized); the memory pass reads the f32 tensor once and writes its bytes
-// (std::transform to uint8 by truncation). Medians of interleaved repetitions;
-// one JSON line per case with GB/s of f32 input and the ratios.
+// (std::transform to uint8 by truncation). Medians of interleaved repetitions
+// of the thread's CPU time (so a loaded machine slows the figures less than the
+// wall clock); one JSON line per case with GB/s of f32 input and the ratios.
 //
 //   bench_quantize [--rows R] [--cols C] [--reps N]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -27,10 +28,16 @@ using namespace sgrt;
 
 namespace {
 
+double cpu_now() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 double seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
+  const double t0 = cpu_now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cpu_now() - t0;
 }
 
 }  // namespace
