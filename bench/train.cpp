@@ -1,16 +1,26 @@
-// Training-step throughput: the GPT of models/gpt.lua (n_layer 4, n_head 4,
-// n_embd 256, block 128, batch 16) under fp32, bf16, fp8 and fp4, and the
-// Fashion-MNIST MLP (models/fashion_mlp.lua) in fp32, each next to the same
-// model in PyTorch (scripts/make_gpt_reference.py --bench; skipped with a note
-// when PyTorch is missing): on the CPU with the same thread count, or on the
-// CUDA device for the GPU backends. One JSON line per measurement: medians over
-// the timed steps (each step ends by reading the loss, so a GPU step is timed to
-// completion), the arena bytes, on a GPU the device memory the backend holds
-// (device_peak_mib: arena + kernel workspace, allocated once at prepare, so also
-// its peak), and the ratio to PyTorch (> 1: sgrt is faster).
-// A model whose ops the backend lacks gets a line naming them instead.
+// Training-step throughput of every recipe against fp32 and against PyTorch, in one
+// run: the GPT of models/gpt.lua (n_layer 4, n_head 4, n_embd 256, block 128, batch
+// 16) and the Fashion-MNIST MLP of models/fashion_mlp.lua (784-500-10, batch 1000,
+// AdamW), each under fp32, fp8, mxfp8, fp4, nvfp4 and fp32 with the O2 optimizer
+// state, next to the same model in PyTorch (scripts/make_gpt_reference.py --bench,
+// Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
+// best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
+// the CPU has AVX-512 (Debian's OpenBLAS otherwise picks its 256-bit Haswell
+// kernel). On a GPU backend PyTorch runs on CUDA.
 //
-//   bench_train [--backend cpu|vulkan|cuda] [--steps N] [--threads T] [--no-pytorch]
+// Repetitions are interleaved (rep 1 of every recipe and of PyTorch, then rep 2,
+// ...), each the median step of a fresh session after one untimed step; every
+// figure printed is the median over the repetitions. One JSON line per thread
+// count, model and recipe: step_s, throughput, vs_fp32 (this step's time over
+// fp32's: <= 1 means the recipe pays for itself) and vs_pytorch (PyTorch's step
+// time over this one: > 1 means sgrt is faster); the load average is printed
+// before and after. A model whose ops the backend lacks gets a line naming them.
+//
+// Defaults: --threads 1,2 --reps 3 --steps 3 on the CPU (the MLP times 10x the
+// steps); --threads 2 --reps 1 on a GPU backend.
+//
+//   bench_train [--backend cpu|vulkan|cuda] [--threads 1,2] [--reps R] [--steps N]
+//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2] [--no-pytorch]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,10 +28,12 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "compile_script.h"
+#include "cpu/cpu_features.h"
 #include "cpu/parallel.h"
 #include "sgrt/session.h"
 
@@ -29,12 +41,21 @@ using namespace sgrt;
 
 namespace {
 
-struct Bench {
-  std::string model, recipe;
+struct Workload {
+  std::string name, model;
   std::map<std::string, std::string> set;
   std::vector<std::pair<std::string, int>> inputs;  // i32 input -> value range (0: f32 in [0, 1))
   int64_t items_per_step;                           // tokens or samples
   const char* unit;
+  int steps;               // timed steps per repetition (after one untimed)
+  std::string torch_args;  // make_gpt_reference.py's, less --threads/--steps/--device
+};
+
+// A recipe, or "O1".."O3": fp32 with that optimizer state level.
+struct Variant {
+  std::string name;
+  std::string recipe() const { return name.size() == 2 && name[0] == 'O' ? "fp32" : name; }
+  std::string opt_state() const { return name.size() == 2 && name[0] == 'O' ? name : ""; }
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -46,30 +67,41 @@ void check(const Status& st) {
   if (!st.ok()) die(st.message());
 }
 
-struct Timing {
-  double step_s;
-  uint64_t arena_bytes;
-  uint64_t device_bytes;  // what the backend allocated on the device (its peak), 0 on the CPU
-};
-
-std::shared_ptr<const Model> compile_bench(const Bench& b) {
-  std::shared_ptr<const Model> m;
-  check(bench::compile_script(b.model, b.set, b.recipe, false, &m));
-  return m;
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) v.push_back(item);
+  return v;
 }
 
-// Median seconds per train_step (read to completion) after one untimed step.
-Timing time_steps(const Bench& b, const std::shared_ptr<const Model>& model, const std::string& backend, int steps) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string load_average() {
+  double l[3] = {0, 0, 0};
+  if (getloadavg(l, 3) != 3) return "?";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %.2f %.2f", l[0], l[1], l[2]);
+  return buf;
+}
+
+// Median seconds per train_step (read to completion) of a fresh session, after one
+// untimed step. *device_bytes: what the backend holds on its device (arena and
+// kernel workspace, allocated once at prepare, so also its peak; 0 on the CPU).
+double time_steps(const Workload& w, const std::shared_ptr<const Model>& model, const std::string& backend,
+                  uint64_t* device_bytes) {
   std::unique_ptr<Backend> be;
   check(make_backend(backend, &be));
-  Timing timing{0, model->arena_alloc_bytes(), 0};
   std::unique_ptr<Session> s;
   check(Session::create(model, std::move(be), &s));
   check(s->init(1, 1000));
   std::mt19937 rng(7);
-  for (auto& [name, range] : b.inputs) {
+  for (auto& [name, range] : w.inputs) {
     int id = model->find_tensor(name);
-    if (id < 0) die(b.model + " has no input " + name);
+    if (id < 0) die(w.model + " has no input " + name);
     int64_t n = numel(model->tensors()[id].type.shape);
     if (range > 0) {
       std::vector<int32_t> v(n);
@@ -84,7 +116,7 @@ Timing time_steps(const Bench& b, const std::shared_ptr<const Model>& model, con
   int prog;
   check(s->find_program("train_step", &prog));
   std::vector<double> t;
-  for (int i = 0; i <= steps; ++i) {
+  for (int i = 0; i <= w.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     check(s->run(prog));
     float loss;
@@ -92,94 +124,120 @@ Timing time_steps(const Bench& b, const std::shared_ptr<const Model>& model, con
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (i > 0) t.push_back(dt);
   }
-  std::sort(t.begin(), t.end());
-  timing.step_s = t[t.size() / 2];
-  timing.device_bytes = s->backend().device_bytes();
-  return timing;
+  *device_bytes = s->backend().device_bytes();
+  return median(t);
 }
 
-// Runs the PyTorch bench; returns its JSON line (empty when unavailable).
-std::string pytorch(const std::string& args) {
-  std::string cmd = "OMP_WAIT_POLICY=passive python3 " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+// PyTorch's median step in seconds (0 when unavailable); its JSON line in *line.
+double pytorch(const std::string& args, bool cpu, std::string* line) {
+  std::string env = "OMP_WAIT_POLICY=passive ";
+#if defined(__x86_64__)
+  if (cpu && cpu::detected_isa() >= cpu::Isa::avx512) env += "OPENBLAS_CORETYPE=SkylakeX ";
+#endif
+  // Debian's interpreter, where python3-torch installs (a pyenv or venv python3 lacks it).
+  std::string cmd = env + "/usr/bin/python3 " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
+  if (!p) return 0;
   std::string out;
   char buf[4096];
   while (std::fgets(buf, sizeof buf, p)) out += buf;
   int rc = pclose(p);
-  if (rc != 0 || out.find('{') == std::string::npos) return "";
+  if (rc != 0 || out.find('{') == std::string::npos) return 0;
   while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out.substr(out.rfind('{'));
-}
-
-double json_number(const std::string& j, const std::string& key) {
-  size_t at = j.find("\"" + key + "\":");
-  return at == std::string::npos ? 0 : std::atof(j.c_str() + at + key.size() + 3);
+  *line = out.substr(out.rfind('{'));
+  size_t at = line->find("\"step_s\":");
+  return at == std::string::npos ? 0 : std::atof(line->c_str() + at + 9);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 5, threads = 2;
+  int steps = 3, reps = 0;
   bool torch = true;
-  std::string backend = "cpu";
+  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,mxfp8,fp4,nvfp4,O2";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
+    else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) models_arg = argv[++i];
+    else if (!std::strcmp(argv[i], "--recipes") && i + 1 < argc) recipes_arg = argv[++i];
     else if (!std::strcmp(argv[i], "--no-pytorch")) torch = false;
-    else die(std::string("unknown argument ") + argv[i] + " (--backend B, --steps N, --threads T, --no-pytorch)");
+    else die(std::string("unknown argument ") + argv[i] +
+             " (--backend B, --threads T[,T], --reps R, --steps N, --models gpt,mlp, --recipes R[,R], --no-pytorch)");
   }
-  cpu::set_num_threads(threads);
-  const std::map<std::string, std::string> gpt = {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"},
-                                                   {"block", "128"}, {"batch", "16"}};
-  // PyTorch runs where sgrt runs: the GPU backends are compared with PyTorch on CUDA.
-  const std::string t = std::to_string(threads), n = std::to_string(steps),
-                    dev = " --device " + std::string(backend == "cpu" ? "cpu" : "cuda");
-  struct Group {
-    std::vector<Bench> runs;
-    std::string torch_args;
+  // The CPU figures are medians of 3 interleaved repetitions on 1 and 2 threads; a
+  // GPU backend has no thread count and a steadier clock: one repetition.
+  if (threads_arg.empty()) threads_arg = backend == "cpu" ? "1,2" : "2";
+  if (reps == 0) reps = backend == "cpu" ? 3 : 1;
+  if (steps < 1 || reps < 1) die("--steps and --reps must be at least 1");
+  std::vector<Variant> variants;
+  for (const std::string& r : split(recipes_arg)) variants.push_back({r});
+  if (variants.empty() || variants[0].name != "fp32") variants.insert(variants.begin(), {"fp32"});  // the ratios' base
+  const std::vector<Workload> all = {
+      {"gpt", "models/gpt.lua", {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"}, {"block", "128"}, {"batch", "16"}},
+       {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s", steps,
+       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16"},
+      {"mlp", "models/fashion_mlp.lua", {{"batch", "1000"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 1000,
+       "samples_per_s", steps * 10, "--bench mlp --batch 1000 --hidden 500"},
   };
-  std::vector<Group> groups = {
-      {{{"models/gpt.lua", "fp32", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"},
-        {"models/gpt.lua", "bf16", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"},
-        {"models/gpt.lua", "fp8", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"},
-        {"models/gpt.lua", "fp4", gpt, {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s"}},
-       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16 --threads " + t + " --steps " + n + dev},
-      {{{"models/fashion_mlp.lua", "fp32", {{"batch", "100"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 100,
-         "samples_per_s"}},
-       "--bench mlp --batch 100 --hidden 500 --threads " + t + " --steps " + std::to_string(steps * 10) + dev},
-  };
-  for (Group& grp : groups) {
-    std::string ref = torch ? pytorch(grp.torch_args) : "";
-    const char* unit = grp.runs[0].unit;
-    double ref_rate = json_number(ref, unit);
-    if (!ref.empty()) std::printf("%s\n", ref.c_str());
-    else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"note\":\"%s\"}\n", grp.runs[0].model.c_str(),
-                     torch ? "PyTorch unavailable (apt-get install python3-torch)" : "skipped (--no-pytorch)");
-    for (const Bench& b : grp.runs) {
-      std::shared_ptr<const Model> model = compile_bench(b);
+  std::printf("{\"load_average_before\":\"%s\"}\n", load_average().c_str());
+  const std::string dev = backend == "cpu" ? "cpu" : "cuda";
+  for (const std::string& mname : split(models_arg)) {
+    auto w = std::find_if(all.begin(), all.end(), [&](const Workload& x) { return x.name == mname; });
+    if (w == all.end()) die("unknown model " + mname + " (gpt, mlp)");
+    std::vector<std::shared_ptr<const Model>> models;
+    for (const Variant& v : variants) {
+      models.emplace_back();
+      check(bench::compile_script(w->model, w->set, v.recipe(), false, &models.back(), v.opt_state()));
       std::vector<std::string> missing;
-      check(missing_ops(backend, *model, &missing));
-      if (!missing.empty()) {
-        std::string ops;
-        for (const std::string& op : missing) ops += (ops.empty() ? "" : " ") + op;
-        std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"recipe\":\"%s\",\"note\":\"no kernel for: %s\"}\n",
-                    backend.c_str(), b.model.c_str(), b.recipe.c_str(), ops.c_str());
-        continue;
+      check(missing_ops(backend, *models.back(), &missing));
+      if (missing.empty()) continue;
+      std::string ops;
+      for (const std::string& op : missing) ops += (ops.empty() ? "" : " ") + op;
+      std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"recipe\":\"%s\",\"note\":\"no kernel for: %s\"}\n",
+                  backend.c_str(), w->model.c_str(), v.name.c_str(), ops.c_str());
+      models.back() = nullptr;
+    }
+    for (const std::string& targ : split(threads_arg)) {
+      const int threads = std::atoi(targ.c_str());
+      cpu::set_num_threads(threads);
+      std::vector<std::vector<double>> t(variants.size());
+      std::vector<uint64_t> device(variants.size(), 0);
+      std::vector<double> torch_t;
+      std::string torch_line;
+      for (int r = 0; r < reps; ++r) {
+        if (torch) {
+          const double s = pytorch(w->torch_args + " --threads " + targ + " --steps " + std::to_string(w->steps) +
+                                       " --device " + dev,
+                                   backend == "cpu", &torch_line);
+          if (s > 0) torch_t.push_back(s);
+        }
+        for (size_t v = 0; v < variants.size(); ++v)
+          if (models[v]) t[v].push_back(time_steps(*w, models[v], backend, &device[v]));
       }
-      int k = b.unit == std::string("samples_per_s") ? steps * 10 : steps;
-      Timing tm = time_steps(b, model, backend, k);
-      double rate = b.items_per_step / tm.step_s;
-      std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"recipe\":\"%s\",\"%s\":%.1f,"
-                  "\"step_s\":%.5f,\"steps\":%d,\"threads\":%d,\"arena_bytes\":%llu",
-                  backend.c_str(), b.model.c_str(), b.recipe.c_str(), unit, rate, tm.step_s, k, threads,
-                  static_cast<unsigned long long>(tm.arena_bytes));
-      if (tm.device_bytes) std::printf(",\"device_peak_mib\":%.1f", tm.device_bytes / 1048576.0);
-      if (ref_rate > 0) std::printf(",\"vs_pytorch\":%.3f", rate / ref_rate);
-      std::printf("}\n");
+      const double ref = median(torch_t), base = median(t[0]);
+      if (ref > 0) std::printf("%s\n", torch_line.c_str());
+      else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"note\":\"%s\"}\n", w->model.c_str(),
+                       torch ? "PyTorch unavailable (apt-get install python3-torch)" : "skipped (--no-pytorch)");
+      if (ref > 0)
+        std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
+                    w->model.c_str(), threads, ref, w->unit, w->items_per_step / ref, torch_t.size());
+      for (size_t v = 0; v < variants.size(); ++v) {
+        if (!models[v]) continue;
+        const double s = median(t[v]);
+        std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"recipe\":\"%s\",\"threads\":%d,"
+                    "\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%d,\"steps\":%d,\"arena_bytes\":%llu,\"vs_fp32\":%.3f",
+                    backend.c_str(), w->model.c_str(), variants[v].name.c_str(), threads, s, w->unit,
+                    w->items_per_step / s, reps, w->steps,
+                    static_cast<unsigned long long>(models[v]->arena_alloc_bytes()), base > 0 ? s / base : 0.0);
+        if (ref > 0) std::printf(",\"vs_pytorch\":%.3f", ref / s);
+        if (device[v] > 0) std::printf(",\"device_peak_mib\":%.1f", static_cast<double>(device[v]) / (1 << 20));
+        std::printf("}\n");
+      }
       std::fflush(stdout);
     }
   }
+  std::printf("{\"load_average_after\":\"%s\"}\n", load_average().c_str());
   return 0;
 }

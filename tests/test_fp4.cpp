@@ -91,6 +91,16 @@ TEST_CASE("dge_grad scales each weight gradient by f'(W 2^e) of its column") {
   for (int i = 0; i < 6; ++i) CHECK(out[i] == doctest::Approx(dw[i] * fmt::dge_derivative(std::ldexp(w[i], e[i % 3]))));
 }
 
+TEST_CASE("dge_grad is exactly dW f'(ldexp(W, e)) at the ends of the exponent range") {
+  std::vector<float> dw(8, 1.5f), w{1e-30f, 3.0f, -2.5e-39f, 0.75f, 1e30f, -1.0f, 6e-3f, -4.0f}, out(8);
+  std::vector<int32_t> e{-126, 127, 126, -3};
+  TensorType t2{{2, 4}, DType::f32}, te{{4}, DType::i32};
+  Attrs none;
+  cpu::OpArgs a{OpCode::DgeGrad, &none, {{dw.data(), &t2, 8}, {w.data(), &t2, 8}, {e.data(), &te, 4}}, {{out.data(), &t2, 8}}};
+  REQUIRE(cpu::k_dge_grad(a).ok());
+  for (int i = 0; i < 8; ++i) CHECK(out[i] == dw[i] * fmt::dge_derivative(std::ldexp(w[i], e[i % 4])));
+}
+
 TEST_CASE("outlier clamping keeps the central quantiles and a sparse residual that adds back exactly") {
   const int64_t rows = 4, cols = 1000;
   std::mt19937 rng(7);
@@ -115,6 +125,30 @@ TEST_CASE("outlier clamping keeps the central quantiles and a sparse residual th
     std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
     std::sort(row.begin(), row.end());
     float hi = *std::max_element(xc.begin() + r * cols, xc.begin() + (r + 1) * cols);
-    CHECK(hi == row[static_cast<size_t>(std::floor(0.99 * (cols - 1)))]);
+    float lo = *std::min_element(xc.begin() + r * cols, xc.begin() + (r + 1) * cols);
+    const size_t hi_k = static_cast<size_t>(std::floor(0.99 * (cols - 1)));
+    CHECK(hi == row[hi_k]);
+    CHECK(lo == row[cols - 1 - hi_k]);
+  }
+}
+
+TEST_CASE("outlier clamping below alpha 0.5 clamps to the sorted row's quantiles too") {
+  const int64_t rows = 3, cols = 101;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(rows * cols), xc(x.size()), res(x.size());
+  for (float& v : x) v = nd(rng);
+  TensorType t{{rows, cols}, DType::f32};
+  for (double alpha : {0.3, 0.5, 0.9}) {
+    Attrs at;
+    at.set_f("alpha", alpha);
+    cpu::OpArgs a{OpCode::ClampOutliers, &at, {{x.data(), &t, rows * cols}}, {{xc.data(), &t, rows * cols}, {res.data(), &t, rows * cols}}};
+    REQUIRE(cpu::k_clamp_outliers(a).ok());
+    const size_t hi_k = static_cast<size_t>(std::floor(alpha * (cols - 1))), lo_k = cols - 1 - hi_k;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+      std::sort(row.begin(), row.end());
+      for (int64_t c = 0; c < cols; ++c) CHECK(xc[r * cols + c] == std::min(std::max(x[r * cols + c], row[lo_k]), row[hi_k]));
+    }
   }
 }

@@ -21,7 +21,7 @@ Status k_dge_grad(const OpArgs& a) {
     for (int64_t r = b; r < en; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         int64_t i = r * cols + c;
-        out[i] = dw[i] * fmt::dge_derivative(std::ldexp(w[i], e[c]));
+        out[i] = dw[i] * fmt::dge_derivative(w[i] * fmt::exp2i(e[c]));  // = ldexp: e is in [-126, 127]
       }
   });
   return Status::Ok();
@@ -45,7 +45,10 @@ Status k_clamp_outliers(const OpArgs& a) {
       std::memcpy(tmp, xr, sizeof(float) * cols);
       std::nth_element(tmp, tmp + hi_k, tmp + cols);
       float hi = tmp[hi_k];
-      std::nth_element(tmp, tmp + lo_k, tmp + cols);
+      // The first selection left every smaller element before hi_k and every larger
+      // one after it: the second searches only the side lo_k is on.
+      if (lo_k < hi_k) std::nth_element(tmp, tmp + lo_k, tmp + hi_k);
+      else if (lo_k > hi_k) std::nth_element(tmp + hi_k + 1, tmp + lo_k, tmp + cols);
       float lo = tmp[lo_k];
       for (int64_t c = 0; c < cols; ++c) {
         float v = std::min(std::max(xr[c], lo), hi);

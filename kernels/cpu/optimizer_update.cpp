@@ -31,26 +31,41 @@ struct Views {
   bool scale_w;  // O3: the master's scale follows its amax
 };
 
+// Elements go through the update in blocks: each view's block is decoded to f32
+// (vectorized, cpu/quantize_kernels.h), updated, then reduced to amaxes or
+// encoded back. Every element sees the same float operations as one at a time.
+constexpr int64_t kBlock = 256;
+
 // One update over every element with the dtypes fixed at compile time: `step`
 // maps the old values to the new ones.
 template <DType W, DType S1, DType S2, DType G, class Step>
 void apply(int64_t n, const Views& v, Step step) {
   float* sc = v.scales;
   const float inv[3] = {1.f / sc[kOptScaleW], 1.f / sc[kOptScaleM], 1.f / sc[kOptScaleV]}, ginv = 1.f / sc[kOptScaleG];
-  auto load = [&](int64_t i) {
-    return Values{Codec<W>::get(v.w.data, i, inv[0]), Codec<S1>::get(v.s1.data, i, inv[1]),
-                  v.nstate == 2 ? Codec<S2>::get(v.s2.data, i, inv[2]) : 0.f, Codec<G>::get(v.g.data, i, ginv)};
+  // The new values of block [i0, i0 + k) in b[0..2] (parameter, first, second state).
+  struct Block { float x[4][kBlock]; };
+  auto update = [&](int64_t i0, int64_t k, Block& b) {
+    load_span(W, v.w.data, i0, k, inv[0], b.x[0]);
+    load_span(S1, v.s1.data, i0, k, inv[1], b.x[1]);
+    if (v.nstate == 2) load_span(S2, v.s2.data, i0, k, inv[2], b.x[2]);
+    else std::fill_n(b.x[2], k, 0.f);
+    load_span(G, v.g.data, i0, k, ginv, b.x[3]);
+    for (int64_t j = 0; j < k; ++j) {
+      const Values x = step(Values{b.x[0][j], b.x[1][j], b.x[2][j], b.x[3][j]});
+      b.x[0][j] = x.w, b.x[1][j] = x.s1, b.x[2][j] = x.s2;
+    }
   };
   if (W != DType::f32 || S1 != DType::f32 || S2 != DType::f32) {
     int64_t chunks = (n + kGrain - 1) / kGrain;
     float* amax = static_cast<float*>(thread_scratch(3, static_cast<size_t>(chunks) * 3 * sizeof(float)));
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
       float m[3] = {0, 0, 0};
-      for (int64_t i = b; i < e; ++i) {
-        Values x = step(load(i));
-        m[0] = std::max(m[0], std::fabs(x.w));
-        m[1] = std::max(m[1], std::fabs(x.s1));
-        m[2] = std::max(m[2], std::fabs(x.s2));
+      Block blk;
+      for (int64_t i0 = b; i0 < e; i0 += kBlock) {
+        const int64_t k = std::min(kBlock, e - i0);
+        update(i0, k, blk);
+        for (int s = 0; s < 3; ++s)
+          for (int64_t j = 0; j < k; ++j) m[s] = std::max(m[s], std::fabs(blk.x[s][j]));
       }
       std::copy(m, m + 3, amax + b / kGrain * 3);
     });
@@ -63,11 +78,13 @@ void apply(int64_t n, const Views& v, Step step) {
   }
   const float out[3] = {sc[kOptScaleW], sc[kOptScaleM], sc[kOptScaleV]};
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      Values x = step(load(i));
-      Codec<W>::set(v.w.data, i, x.w, out[0]);
-      Codec<S1>::set(v.s1.data, i, x.s1, out[1]);
-      if (v.nstate == 2) Codec<S2>::set(v.s2.data, i, x.s2, out[2]);
+    Block blk;
+    for (int64_t i0 = b; i0 < e; i0 += kBlock) {
+      const int64_t k = std::min(kBlock, e - i0);
+      update(i0, k, blk);
+      store_span(W, v.w.data, i0, k, blk.x[0], out[0]);
+      store_span(S1, v.s1.data, i0, k, blk.x[1], out[1]);
+      if (v.nstate == 2) store_span(S2, v.s2.data, i0, k, blk.x[2], out[2]);
     }
   });
 }
@@ -154,13 +171,11 @@ Status quantize_grad(const OpArgs& a) {
     total.amax = std::max(total.amax, part[c].amax);
     total.sumsq += part[c].sumsq;
   }
-  ScaledState q(a.out[0], scales[kOptScaleG]);
-  scales[kOptScaleG] = std::isfinite(total.sumsq) ? q.next_scale(total.amax) : scales[kOptScaleG];
+  const DType qt = a.out[0].type->dtype;
+  if (std::isfinite(total.sumsq)) scales[kOptScaleG] = next_scale(qt, scales[kOptScaleG], total.amax);
   scales[kOptGradNorm] = static_cast<float>(std::sqrt(total.sumsq));
-  ScaledState out(a.out[0], scales[kOptScaleG]);
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out.set(i, g[i]);
-  });
+  const float scale = scales[kOptScaleG];
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) { store_span(qt, a.out[0].data, b, e - b, g + b, scale); });
   return Status::Ok();
 }
 

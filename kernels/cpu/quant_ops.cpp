@@ -23,21 +23,6 @@ bool history_exponent(const float* state, int64_t hist, const QuantParams& p, in
   return true;
 }
 
-// Non-zero inputs whose code is a (signed) zero.
-int64_t count_underflow(const float* x, const void* q, DType fmt, int64_t n) {
-  int64_t c = 0;
-  const uint8_t* b = static_cast<const uint8_t*>(q);
-  const uint16_t* h = static_cast<const uint16_t*>(q);
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] == 0.f) continue;
-    bool zero = fmt == DType::e2m1 ? ((b[i / 2] >> (4 * (i & 1))) & 0x7) == 0
-                : dtype_bits(fmt) == 16 ? (h[i] & 0x7FFF) == 0
-                                        : (b[i] & 0x7F) == 0;
-    c += zero;
-  }
-  return c;
-}
-
 }  // namespace
 
 Status k_quantize(const OpArgs& a) {
@@ -87,7 +72,7 @@ Status k_quantize(const OpArgs& a) {
   if (!update) return Status::Ok();
   state[kStateSaturated] += static_cast<float>(st.saturated);
   state[kStateKept] += static_cast<float>(st.kept_scales);
-  state[kStateUnderflow] += static_cast<float>(count_underflow(x, q, p.fmt, a.in[0].n));
+  state[kStateUnderflow] += static_cast<float>(st.underflow);
   if (hist > 0 && std::isfinite(st.amax)) {
     int64_t pos = static_cast<int64_t>(state[kStateHistoryPos]);
     state[kStateHeader + pos % hist] = st.amax;

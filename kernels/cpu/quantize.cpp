@@ -1,9 +1,11 @@
 #include "cpu/quantize.h"
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "cpu/parallel.h"
+#include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
 #include "formats/nvfp4.h"
 
@@ -24,42 +26,23 @@ const fmt::Spec* spec_for(DType t) {
 // NaN-sticky max of |values|.
 float nan_max(float m, float a) { return (a > m || a != a) ? a : m; }
 
-float amax_span(const float* x, int64_t n) {
-  float m = 0;
-  for (int64_t i = 0; i < n; ++i) m = nan_max(m, std::fabs(x[i]));
-  return m;
-}
+// The inner loops (amax, encode) at the widest ISA this CPU runs.
+const quant_impl::Kernels& simd() { return quant_impl::kernels_for(active_isa()); }
 
-void put(void* q, DType t, int64_t i, uint32_t code) {
-  if (t == DType::e2m1) {
-    uint8_t& b = static_cast<uint8_t*>(q)[i >> 1];
-    b = (i & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | code);
-  } else if (dtype_bits(t) == 8) {
-    static_cast<uint8_t*>(q)[i] = static_cast<uint8_t>(code);
-  } else {
-    static_cast<uint16_t*>(q)[i] = static_cast<uint16_t>(code);
-  }
-}
-
-// Encodes elements [i0, i0 + n) as x[i] * mult[(i - i0) * mstride]; returns how many
-// saturated.
-int64_t encode_span(const float* x, int64_t i0, int64_t n, const float* mult, int64_t mstride,
-                    const QuantParams& p, void* q) {
-  const fmt::Spec& S = *spec_for(p.fmt);
-  const float fmax = format_max(p.fmt);
-  int64_t sat = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t i = i0 + j;
-    const float v = x[i] * mult[j * mstride];
-    sat += std::fabs(v) > fmax;
-    put(q, p.fmt, i, fmt::encode(S, v, p.stochastic, p.stochastic ? fmt::sr_random(p.seed, i) : 0));
-  }
-  return sat;
+// Encodes elements [i0, i0 + n) as x[i] * mult[(i - i0) * mstride] into s's
+// saturated and underflow counts.
+void encode_span(const float* x, int64_t i0, int64_t n, const float* mult, int64_t mstride,
+                 const QuantParams& p, void* q, QuantStats& s) {
+  const quant_impl::EncodeCounts c =
+      simd().encode({x + i0, i0, n, mult, mstride, p.fmt, p.stochastic, p.seed, q});
+  s.saturated += c.saturated;
+  s.underflow += c.underflow;
 }
 
 void merge(QuantStats& into, const QuantStats& s) {
   into.amax = nan_max(into.amax, s.amax);
   into.saturated += s.saturated;
+  into.underflow += s.underflow;
   into.kept_scales += s.kept_scales;
 }
 
@@ -74,6 +57,20 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
   QuantStats total;
   for (const QuantStats& s : part) merge(total, s);
   return total;
+}
+
+// formats/nvfp4.h's nvfp4_block_scale, its two sums of squares vectorized
+// (nvfp4_block_sse's k, p, m and unit, then the kernel's loop).
+uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
+  const uint32_t six = fmt::e4m3_encode(amax / fmt::mul_rn(fmt::kE2M1Max, ts));
+  const uint32_t four = fmt::e4m3_encode(amax / fmt::mul_rn(4.0f, ts));
+  if (four == six) return six;
+  const int k = 127 - static_cast<int>((fmt::float_bits(amax) >> 23) & 0xFFu);
+  const float p = fmt::exp2i(k < -126 ? -126 : k > 127 ? 127 : k);
+  auto sse = [&](uint32_t c) {
+    return simd().nvfp4_sse(x, n, fmt::nvfp4_mult(c, ts), p, fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(c), ts), p));
+  };
+  return sse(four) < sse(six) ? four : six;
 }
 
 constexpr uint8_t kE8M0NaN = 0xFF;
@@ -105,7 +102,7 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
     return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * cols;
-        const float a = amax_span(xr, cols);
+        const float a = simd().amax(xr, cols);
         s.amax = nan_max(s.amax, a);
         if (update_scale) {
           bool kept;
@@ -113,7 +110,7 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
           s.kept_scales += kept;
         }
         const float m = fmt::exp2i(exps[r]);
-        s.saturated += encode_span(x, r * cols, cols, &m, 0, p, q);
+        encode_span(x, r * cols, cols, &m, 0, p, q, s);
       }
     });
   }
@@ -121,19 +118,19 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
   std::vector<float> mult(axis == QuantAxis::col ? cols : 1);
   QuantStats head;
   if (axis == QuantAxis::col) {
-    std::vector<float> a(cols, 0.0f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) a[c] = nan_max(a[c], std::fabs(x[r * cols + c]));
+    std::vector<uint32_t> a(cols, 0u);  // |x|'s bits: a NaN is the largest
+    simd().amax_cols(x, rows, cols, a.data());
     for (int64_t c = 0; c < cols; ++c) {
-      head.amax = nan_max(head.amax, a[c]);
+      const float ac = std::bit_cast<float>(a[c]);
+      head.amax = nan_max(head.amax, ac);
       bool kept = false;
-      if (update_scale) exps[c] = scale_exponent(a[c], fmax, p.margin, exps[c], &kept);
+      if (update_scale) exps[c] = scale_exponent(ac, fmax, p.margin, exps[c], &kept);
       head.kept_scales += kept;
       mult[c] = fmt::exp2i(exps[c]);
     }
   } else if (update_scale) {
     head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-      s.amax = amax_span(x + r0 * cols, (r1 - r0) * cols);
+      s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
     });
     bool kept;
     exps[0] = scale_exponent(head.amax, fmax, p.margin, exps[0], &kept);
@@ -145,8 +142,8 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
   const int64_t ms = axis == QuantAxis::col ? 1 : 0;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     for (int64_t r = r0; r < r1; ++r) {
-      if (measure) s.amax = nan_max(s.amax, amax_span(x + r * cols, cols));
-      s.saturated += encode_span(x, r * cols, cols, mult.data(), ms, p, q);
+      if (measure) s.amax = nan_max(s.amax, simd().amax(x + r * cols, cols));
+      encode_span(x, r * cols, cols, mult.data(), ms, p, q, s);
     }
   });
   merge(body, head);
@@ -163,7 +160,7 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kMxBlock, n = cols - c0 < kMxBlock ? cols - c0 : kMxBlock;
-        const float a = amax_span(x + r * cols + c0, n);
+        const float a = simd().amax(x + r * cols + c0, n);
         s.amax = nan_max(s.amax, a);
         bool kept;
         const int32_t e = scale_exponent(a, fmax, p.margin, 0, &kept);
@@ -171,7 +168,7 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
         // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an infinity.
         scales[r * nb + b] = kept && a != 0 ? kE8M0NaN : static_cast<uint8_t>(127 - e);
         const float m = fmt::exp2i(e);
-        s.saturated += encode_span(x, r * cols + c0, n, &m, 0, p, q);
+        encode_span(x, r * cols + c0, n, &m, 0, p, q, s);
       }
   });
 }
@@ -181,7 +178,7 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   QuantParams pe = p;
   pe.fmt = DType::e2m1;
   QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    s.amax = amax_span(x + r0 * cols, (r1 - r0) * cols);
+    s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
   });
   bool kept;
   const float ts = *tensor_scale = fmt::nvfp4_tensor_scale(head.amax, *tensor_scale, &kept);
@@ -192,10 +189,10 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
         const float* xb = x + r * cols + c0;
-        const uint32_t code = fmt::nvfp4_block_scale(xb, n, amax_span(xb, n), ts);
+        const uint32_t code = nvfp4_block_scale(xb, n, simd().amax(xb, n), ts);
         block_scales[r * nb + b] = static_cast<uint8_t>(code);
         const float m = fmt::nvfp4_mult(code, ts);
-        s.saturated += encode_span(x, r * cols + c0, n, &m, 0, pe, q);
+        encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);
       }
   });
   merge(body, head);

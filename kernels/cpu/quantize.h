@@ -32,6 +32,7 @@ struct QuantParams {
 struct QuantStats {
   float amax = 0;           // max |x| over the whole input (NaN if any NaN)
   int64_t saturated = 0;    // elements with |x * scale| > fmt_max (clamped to ±max)
+  int64_t underflow = 0;    // non-zero elements whose code is a signed zero
   int64_t kept_scales = 0;  // scale groups whose amax was 0/inf/NaN (previous scale kept)
   const char* error = nullptr;  // set when the arguments were rejected (nothing written)
 };

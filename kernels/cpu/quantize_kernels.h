@@ -1,0 +1,69 @@
+// Internal: the vectorized inner loops of cpu/quantize.cpp, one copy per ISA
+// (quantize_generic.cpp, quantize_avx2.cpp, quantize_avx512.cpp), picked by
+// cpu_features' active_isa(); the optimizer updates use them too. Each is
+// bit-identical to formats/formats.h's scalar encode and decode
+// (tests/test_quantize_simd.cpp sweeps every path against them).
+#pragma once
+#include <cstdint>
+
+#include "cpu/cpu_features.h"
+#include "sgrt/dtype.h"
+
+namespace sgrt::cpu::quant_impl {
+
+// Encode x[0, n) (tensor elements i0 .. i0 + n) as x[j] * mult[j * mult_stride]
+// (mult_stride 0 or 1) into q, the whole tensor's codes (E2M1: two per byte, low
+// nibble first; bytes shared with elements outside the span are kept).
+struct EncodeArgs {
+  const float* x;
+  int64_t i0, n;
+  const float* mult;
+  int64_t mult_stride;
+  DType fmt;  // e4m3, e5m2, e2m1, f16 or bf16
+  bool stochastic;
+  uint32_t seed;
+  void* q;
+};
+
+struct EncodeCounts {
+  int64_t saturated = 0;  // |x * mult| > the format's max (inf included, NaN not)
+  int64_t underflow = 0;  // x != 0 whose code is a signed zero
+};
+
+// out[j] = decode(code of element i0 + j) * mult for j in [0, n).
+struct DecodeArgs {
+  const void* q;
+  DType fmt;  // e4m3, e5m2 or f16
+  int64_t i0, n;
+  float mult;
+  float* out;
+};
+
+struct Kernels {
+  // max |x[i]| over [0, n); NaN when any element is NaN (0 when n == 0).
+  float (*amax)(const float* x, int64_t n);
+  // acc[c] = max(acc[c], |x[r, c]|) over rows of a row-major [rows, cols], as
+  // |x|'s bit patterns (so a NaN wins).
+  void (*amax_cols)(const float* x, int64_t rows, int64_t cols, uint32_t* acc);
+  EncodeCounts (*encode)(const EncodeArgs& a);
+  void (*decode)(const DecodeArgs& a);
+  // formats/nvfp4.h's nvfp4_block_sse loop: the sum, in element order, of
+  // (x[i] p - e2m1_decode(e2m1_encode(x[i] m)) unit)^2 over i in [0, n).
+  float (*nvfp4_sse)(const float* x, int64_t n, float m, float p, float unit);
+};
+
+extern const Kernels kGeneric;
+#if defined(__x86_64__) || defined(__i386__)
+extern const Kernels kAvx2, kAvx512;
+#endif
+
+inline const Kernels& kernels_for(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa >= Isa::avx512) return kAvx512;
+  if (isa >= Isa::avx2) return kAvx2;
+#endif
+  (void)isa;
+  return kGeneric;
+}
+
+}  // namespace sgrt::cpu::quant_impl

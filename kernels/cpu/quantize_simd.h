@@ -1,0 +1,316 @@
+// Internal: cpu/quantize_kernels.h's loops written once on GCC/Clang vector
+// extensions of N 32-bit lanes, instantiated per ISA by quantize_<isa>.cpp.
+//
+// The encode is formats/formats.h's, branch-free: the same integer arithmetic on
+// exponent and mantissa with every case (subnormal target, rounding carry,
+// overflow, inf, NaN) a select, so every lane gets the scalar code bit for bit.
+// Everything has internal linkage, like gemm_driver.h: each file compiles its own
+// copy with its own ISA flags, so the linker can never pick an AVX-512 copy for
+// the AVX2 or generic path; for the same reason nothing here calls an inline
+// function of another header.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/quantize_kernels.h"
+#include "formats/formats.h"
+
+namespace sgrt::cpu::quant_impl {
+namespace {
+
+template <int N>
+struct Vec {
+  typedef uint32_t u32 __attribute__((vector_size(4 * N)));
+  typedef int32_t i32 __attribute__((vector_size(4 * N)));
+  typedef float f32 __attribute__((vector_size(4 * N)));
+  typedef uint64_t u64 __attribute__((vector_size(4 * N)));
+  typedef uint16_t u16 __attribute__((vector_size(2 * N)));
+  typedef uint8_t u8 __attribute__((vector_size(N)));
+  typedef uint8_t u8h __attribute__((vector_size(N / 2)));
+};
+
+template <class T, class S>
+T splat(S s) {
+  return T{} + s;
+}
+
+// The same bits as another vector (or scalar) type of the same size.
+template <class T, class S>
+T as(S v) {
+  return __builtin_bit_cast(T, v);
+}
+
+template <class T>
+T load(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <int N>
+typename Vec<N>::u32 iota() {
+  typename Vec<N>::u32 v{};
+  for (int j = 0; j < N; ++j) v[j] = static_cast<uint32_t>(j);
+  return v;
+}
+
+// formats.h's mix32 / sr_random, lane-wise: element i0 + lane's random word.
+template <class U>
+U mix(U x) {
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+template <int N>
+typename Vec<N>::u32 sr_noise(uint32_t key, uint64_t i0) {
+  using U = typename Vec<N>::u32;
+  const U lo0 = splat<U>(static_cast<uint32_t>(i0));
+  const U lo = lo0 + iota<N>();
+  const U hi = splat<U>(static_cast<uint32_t>(i0 >> 32)) - as<U>(lo < lo0);  // carry past 2^32
+  return mix(mix(lo ^ key) + hi);
+}
+
+// The largest finite value of S as float bits (a normal number in every format).
+template <fmt::Spec S>
+constexpr uint32_t max_bits() {
+  const uint32_t e = S.max_code >> S.man_bits, m = S.max_code & ((1u << S.man_bits) - 1u);
+  return ((e - S.bias + 127u) << 23) | (m << (23 - S.man_bits));
+}
+
+// fmt::encode(S, v, stochastic, noise) on every lane.
+template <int N, fmt::Spec S>
+typename Vec<N>::u32 encode_vec(typename Vec<N>::f32 v, typename Vec<N>::u32 noise, bool stochastic) {
+  using U = typename Vec<N>::u32;
+  using I = typename Vec<N>::i32;
+  const U u = as<U>(v);
+  const U sign = (u >> 31) << (S.exp_bits + S.man_bits);
+  const U a = u & 0x7FFFFFFFu;
+  const U fe = a >> 23;
+  const I normal = fe != 0;
+  // Float subnormals have no implicit bit and the exponent of the smallest normal.
+  const U m = normal ? ((a & 0x7FFFFFu) | 0x800000u) : a;
+  const I te = as<I>(normal ? fe : splat<U>(1u)) + (S.bias - 127);
+  const I sub = te < 1;
+  const I shift = (23 - S.man_bits) + (sub ? 1 - te : splat<I>(0));
+  const I gone = shift >= 32;  // below half the smallest step: rounds to 0
+  const U s = as<U>(gone ? splat<I>(31) : shift);
+  const U mask = (splat<U>(1u) << s) - 1u;
+  U r;
+  if (stochastic) {
+    r = (m + (noise & mask)) >> s;
+  } else {
+    const U q = m >> s, rem = m & mask, half = splat<U>(1u) << (s - 1u);
+    const I up = (rem > half) | ((rem == half) & ((q & 1u) != 0));
+    r = q - as<U>(up);
+  }
+  r = gone ? splat<U>(0u) : r;
+  const U base = sub ? splat<U>(0u) : as<U>(te - 1) << S.man_bits;
+  const U code = base + r;
+  const U over = sign | (S.saturate ? S.max_code : S.inf_code);
+  const I is_over = (te > (1 << S.exp_bits)) | (code > S.max_code) | (a == 0x7F800000u);
+  const U out = is_over ? over : (sign | code);
+  return a > 0x7F800000u ? splat<U>(S.nan_code) : out;
+}
+
+// fmt::decode(S, code) on every lane (codes of 16 bits at most).
+template <int N, fmt::Spec S>
+typename Vec<N>::f32 decode_vec(typename Vec<N>::u32 code) {
+  using U = typename Vec<N>::u32;
+  using F = typename Vec<N>::f32;
+  constexpr int nbits = S.exp_bits + S.man_bits;
+  constexpr uint32_t emax = (1u << S.exp_bits) - 1u;
+  const U sign = ((code >> nbits) & 1u) << 31;
+  const U mag = code & ((1u << nbits) - 1u);
+  const U e = mag >> S.man_bits, m = mag & ((1u << S.man_bits) - 1u);
+  const U normal = sign | ((e + (127 - S.bias)) << 23) | (m << (23 - S.man_bits));
+  // Subnormal m * 2^(1 - bias - man_bits): exact in float for every format here.
+  constexpr int p = 1 - S.bias - S.man_bits;
+  static_assert(p >= -126, "the subnormal step is a normal float");
+  const F small = __builtin_convertvector(m, F) * __builtin_bit_cast(float, static_cast<uint32_t>(p + 127) << 23);
+  U out = e == 0u ? (sign | as<U>(small)) : normal;
+  if constexpr (S.nan_is_max) out = mag == ((1u << nbits) - 1u) ? (sign | 0x7FC00000u) : out;
+  if constexpr (S.inf_code != 0) out = e == emax ? (sign | (m != 0u ? splat<U>(0x7FC00000u) : splat<U>(0x7F800000u))) : out;
+  return as<F>(out);
+}
+
+template <int N, fmt::Spec S>
+void decode_span(const DecodeArgs& a) {
+  using W = Vec<N>;
+  constexpr int bytes = (S.exp_bits + S.man_bits + 1) / 8;
+  const uint8_t* src = static_cast<const uint8_t*>(a.q) + a.i0 * bytes;
+  int64_t j = 0;
+  for (; j + N <= a.n; j += N) {
+    typename W::u32 c;
+    if constexpr (bytes == 1) c = __builtin_convertvector(load<typename W::u8>(src + j), typename W::u32);
+    else c = __builtin_convertvector(load<typename W::u16>(src + 2 * j), typename W::u32);
+    const typename W::f32 v = decode_vec<N, S>(c) * a.mult;
+    std::memcpy(a.out + j, &v, sizeof v);
+  }
+  if (j < a.n) {  // the tail through N-wide scratch
+    typename W::u32 c{};
+    for (int l = 0; l < a.n - j; ++l) c[l] = bytes == 1 ? src[j + l] : load<uint16_t>(src + 2 * (j + l));
+    const typename W::f32 v = decode_vec<N, S>(c) * a.mult;
+    for (int l = 0; l < a.n - j; ++l) a.out[j + l] = v[l];
+  }
+}
+
+template <int N>
+void decode(const DecodeArgs& a) {
+  switch (a.fmt) {
+    case DType::e4m3: return decode_span<N, fmt::spec_e4m3()>(a);
+    case DType::e5m2: return decode_span<N, fmt::spec_e5m2()>(a);
+    case DType::f16: return decode_span<N, fmt::spec_f16()>(a);
+    default: return;
+  }
+}
+
+template <fmt::Spec S>
+void put_code(void* q, int64_t i, uint32_t code) {
+  constexpr int bits = S.exp_bits + S.man_bits + 1;
+  if constexpr (bits == 4) {
+    uint8_t& b = static_cast<uint8_t*>(q)[i >> 1];
+    b = (i & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | code);
+  } else if constexpr (bits == 8) {
+    static_cast<uint8_t*>(q)[i] = static_cast<uint8_t>(code);
+  } else {
+    static_cast<uint16_t*>(q)[i] = static_cast<uint16_t>(code);
+  }
+}
+
+template <int N, fmt::Spec S>
+EncodeCounts encode_span(const EncodeArgs& a) {
+  using W = Vec<N>;
+  using U = typename W::u32;
+  using I = typename W::i32;
+  using F = typename W::f32;
+  constexpr int bits = S.exp_bits + S.man_bits + 1;
+  constexpr uint32_t magmask = (1u << (bits - 1)) - 1u;
+  const uint32_t key = mix(a.seed + 0x9E3779B9u);
+  I sat{}, under{};
+  // Codes of elements [j, j + N) and their counts; lanes at or past `valid` count nothing.
+  auto block = [&](const float* xp, const float* mp, int64_t j, int valid) {
+    const F x = load<F>(xp);
+    const F v = x * (a.mult_stride ? load<F>(mp) : splat<F>(a.mult[0]));
+    const U noise = a.stochastic ? sr_noise<N>(key, static_cast<uint64_t>(a.i0 + j)) : U{};
+    const U code = encode_vec<N, S>(v, noise, a.stochastic);
+    const I live = valid >= N ? splat<I>(-1) : (iota<N>() < static_cast<uint32_t>(valid));
+    const U av = as<U>(v) & 0x7FFFFFFFu, ax = as<U>(x) & 0x7FFFFFFFu;
+    sat += live & (av > max_bits<S>()) & (av <= 0x7F800000u);
+    under += live & (ax != 0u) & ((code & magmask) == 0u);
+    return code;
+  };
+  // One element at a time: an odd E2M1 start and the tail, through N-wide scratch.
+  auto partial = [&](int64_t j, int k) {
+    float xs[N] = {}, ms[N] = {};
+    for (int l = 0; l < k; ++l) {
+      xs[l] = a.x[j + l];
+      if (a.mult_stride) ms[l] = a.mult[j + l];
+    }
+    const U code = block(xs, ms, j, k);
+    for (int l = 0; l < k; ++l) put_code<S>(a.q, a.i0 + j + l, code[l]);
+  };
+  int64_t j = 0;
+  if (bits == 4 && (a.i0 & 1) && a.n > 0) partial(j++, 1);
+  for (; j + N <= a.n; j += N) {
+    const U code = block(a.x + j, a.mult + j, j, N);
+    const int64_t e = a.i0 + j;
+    if constexpr (bits == 4) {  // pairs of codes -> bytes, low nibble first
+      const typename W::u64 p = as<typename W::u64>(code);
+      const typename W::u8h b = __builtin_convertvector((p | (p >> 28)) & 0xFFu, typename W::u8h);
+      std::memcpy(static_cast<uint8_t*>(a.q) + (e >> 1), &b, sizeof b);
+    } else if constexpr (bits == 8) {
+      const typename W::u8 b = __builtin_convertvector(code, typename W::u8);
+      std::memcpy(static_cast<uint8_t*>(a.q) + e, &b, sizeof b);
+    } else {
+      const typename W::u16 h = __builtin_convertvector(code, typename W::u16);
+      std::memcpy(static_cast<uint16_t*>(a.q) + e, &h, sizeof h);
+    }
+  }
+  if (j < a.n) partial(j, static_cast<int>(a.n - j));
+  EncodeCounts c;
+  for (int l = 0; l < N; ++l) {
+    c.saturated -= sat[l];
+    c.underflow -= under[l];
+  }
+  return c;
+}
+
+template <int N>
+EncodeCounts encode(const EncodeArgs& a) {
+  switch (a.fmt) {
+    case DType::e4m3: return encode_span<N, fmt::spec_e4m3()>(a);
+    case DType::e5m2: return encode_span<N, fmt::spec_e5m2()>(a);
+    case DType::e2m1: return encode_span<N, fmt::spec_e2m1()>(a);
+    case DType::f16: return encode_span<N, fmt::spec_f16()>(a);
+    case DType::bf16: return encode_span<N, fmt::spec_bf16()>(a);
+    default: return {};
+  }
+}
+
+template <int N>
+float nvfp4_sse(const float* x, int64_t n, float m, float p, float unit) {
+  using F = typename Vec<N>::f32;
+  constexpr fmt::Spec S = fmt::spec_e2m1();
+  float sse = 0.0f;
+  for (int64_t j = 0; j < n; j += N) {
+    const int k = n - j < N ? static_cast<int>(n - j) : N;
+    F xv{};
+    for (int l = 0; l < k; ++l) xv[l] = x[j + l];
+    const F back = decode_vec<N, S>(encode_vec<N, S>(xv * m, typename Vec<N>::u32{}, false)) * unit;
+    const F d = xv * p - back;
+    const F dd = d * d;
+    for (int l = 0; l < k; ++l) sse += dd[l];  // in element order, as the scalar loop adds
+  }
+  return sse;
+}
+
+// Non-negative floats order as their bit patterns, and NaNs above +inf.
+template <int N>
+float amax(const float* x, int64_t n) {
+  using U = typename Vec<N>::u32;
+  U acc0{}, acc1{};
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const U a = load<U>(x + i) & 0x7FFFFFFFu, b = load<U>(x + i + N) & 0x7FFFFFFFu;
+    acc0 = a > acc0 ? a : acc0;
+    acc1 = b > acc1 ? b : acc1;
+  }
+  acc0 = acc1 > acc0 ? acc1 : acc0;
+  uint32_t m = 0;
+  for (int l = 0; l < N; ++l) m = acc0[l] > m ? acc0[l] : m;
+  for (; i < n; ++i) {
+    const uint32_t b = load<uint32_t>(x + i) & 0x7FFFFFFFu;
+    m = b > m ? b : m;
+  }
+  return __builtin_bit_cast(float, m);
+}
+
+template <int N>
+void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
+  using U = typename Vec<N>::u32;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    int64_t c = 0;
+    for (; c + N <= cols; c += N) {
+      const U a = load<U>(xr + c) & 0x7FFFFFFFu, m = load<U>(acc + c);
+      const U out = a > m ? a : m;
+      std::memcpy(acc + c, &out, sizeof out);
+    }
+    for (; c < cols; ++c) {
+      const uint32_t b = load<uint32_t>(xr + c) & 0x7FFFFFFFu;
+      acc[c] = b > acc[c] ? b : acc[c];
+    }
+  }
+}
+
+template <int N>
+constexpr Kernels make_kernels() {
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse<N>};
+}
+
+}  // namespace
+}  // namespace sgrt::cpu::quant_impl

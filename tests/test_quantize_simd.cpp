@@ -1,0 +1,274 @@
+// The quantizer's vectorized loops (cpu/quantize_kernels.h) against formats.h's
+// scalar encode, the oracle, on every ISA path this CPU has: dense sweeps of float
+// bit patterns (every sign/exponent/top-mantissa pattern with low bits at each
+// format's ties and their neighbours: NaN, inf, subnormals, saturation), nearest
+// and stochastic rounding, per-element multipliers, odd E2M1 starts and tails,
+// and the counts; decode on every code; then the public quantize entry points
+// against a scalar model.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "cpu/quantize.h"
+#include "cpu/quantize_kernels.h"
+#include "formats/formats.h"
+#include "formats/nvfp4.h"
+
+using namespace sgrt;
+using namespace sgrt::cpu;
+
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : kIsas)
+    if (i <= detected_isa()) v.push_back(i);
+  return v;
+}
+
+struct Format {
+  DType t;
+  fmt::Spec spec;
+  int bits;
+};
+const Format kFormats[] = {{DType::e4m3, fmt::kE4M3, 8}, {DType::e5m2, fmt::kE5M2, 8}, {DType::e2m1, fmt::kE2M1, 4},
+                           {DType::f16, fmt::kF16, 16}, {DType::bf16, fmt::kBF16, 16}};
+
+uint32_t code_at(const std::vector<uint8_t>& q, int bits, int64_t i) {
+  if (bits == 4) return (q[i >> 1] >> (4 * (i & 1))) & 0xF;
+  if (bits == 8) return q[i];
+  uint16_t h;
+  std::memcpy(&h, q.data() + 2 * i, 2);
+  return h;
+}
+
+// Every pattern of the top 16 bits with low halves at the round-off points of
+// every format (f16's bit 12, bf16's bit 15, the FP8/FP4 ties sit in the top half).
+std::vector<float> sweep() {
+  const uint32_t lows[] = {0, 1, 0x0FFF, 0x1000, 0x1001, 0x3000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x5A5A};
+  std::vector<float> x;
+  for (uint32_t hi = 0; hi < 0x10000; ++hi)
+    for (uint32_t lo : lows) x.push_back(std::bit_cast<float>(hi << 16 | lo));
+  return x;
+}
+
+struct Expect {
+  std::vector<uint32_t> codes;
+  int64_t saturated = 0, underflow = 0;
+};
+
+Expect oracle(const Format& f, const std::vector<float>& x, const std::vector<float>& mult, bool per_elem,
+              bool sr, uint32_t seed, int64_t i0) {
+  Expect e;
+  const float fmax = format_max(f.t);
+  const uint32_t mag = (1u << (f.bits - 1)) - 1u;
+  for (size_t j = 0; j < x.size(); ++j) {
+    const float v = x[j] * mult[per_elem ? j : 0];
+    const uint32_t c = fmt::encode(f.spec, v, sr, sr ? fmt::sr_random(seed, i0 + j) : 0);
+    e.codes.push_back(c);
+    e.saturated += std::fabs(v) > fmax;
+    e.underflow += x[j] != 0.f && (c & mag) == 0;
+  }
+  return e;
+}
+
+void check_encode(const quant_impl::Kernels& k, const Format& f, const std::vector<float>& x,
+                  const std::vector<float>& mult, bool per_elem, bool sr, int64_t i0) {
+  const uint32_t seed = 1234;
+  const Expect e = oracle(f, x, mult, per_elem, sr, seed, i0);
+  // q holds the whole tensor [0, i0 + n): the span's bytes must not touch the rest.
+  const int64_t total = i0 + static_cast<int64_t>(x.size());
+  // A large i0 (stochastic noise past index 2^32) stores 64 codes into q: the
+  // tensor's start lies `off` codes before q (an even count, so nibbles keep their side).
+  const int64_t off = i0 > 64 ? i0 - 64 : 0;
+  std::vector<uint8_t> q((total - off) * f.bits / 8 + 2, 0xA5);
+  const quant_impl::EncodeArgs a{x.data(), i0, static_cast<int64_t>(x.size()), mult.data(), per_elem ? 1 : 0,
+                                 f.t, sr, seed, q.data() - off * f.bits / 8};
+  const quant_impl::EncodeCounts c = k.encode(a);
+  int64_t bad = 0;
+  for (size_t j = 0; j < x.size() && bad < 5; ++j) {
+    const uint32_t got = code_at(q, f.bits, i0 - off + j);
+    if (got != e.codes[j]) {
+      ++bad;
+      CAPTURE(j);
+      CAPTURE(std::bit_cast<uint32_t>(x[j]));
+      CHECK(got == e.codes[j]);
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(c.saturated == e.saturated);
+  CHECK(c.underflow == e.underflow);
+  if (f.bits == 4 && ((i0 - off) & 1)) CHECK((q[(i0 - off) >> 1] & 0xF) == 0x5);  // the neighbour's nibble
+}
+
+}  // namespace
+
+TEST_CASE("vectorized encode is the scalar encode on every float pattern, every ISA") {
+  const std::vector<float> x = sweep();
+  const std::vector<float> one = {1.0f};
+  for (Isa isa : isas()) {
+    const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
+    for (const Format& f : kFormats)
+      for (bool sr : {false, true}) {
+        CAPTURE(std::string(isa_name(isa)));
+        CAPTURE(dtype_name(f.t));
+        CAPTURE(sr);
+        check_encode(k, f, x, one, false, sr, 0);
+      }
+  }
+}
+
+TEST_CASE("vectorized encode: multipliers, odd starts, tails, indices past 2^32") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3, 3);
+  for (Isa isa : isas()) {
+    const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
+    for (const Format& f : kFormats)
+      for (int n : {1, 2, 3, 15, 16, 17, 31, 33, 100})
+        for (int64_t i0 : {int64_t{0}, int64_t{1}, int64_t{7}, (int64_t{1} << 32) - 6})
+          for (bool per_elem : {false, true})
+            for (bool sr : {false, true}) {
+              std::vector<float> x(n), mult(n);
+              for (int j = 0; j < n; ++j) {
+                x[j] = std::ldexp(u(rng), static_cast<int>(rng() % 40) - 20);
+                mult[j] = std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15);
+              }
+              if (n > 2) x[1] = 0.f, x[2] = -std::numeric_limits<float>::infinity();
+              CAPTURE(std::string(isa_name(isa)));
+              CAPTURE(dtype_name(f.t));
+              CAPTURE(n);
+              CAPTURE(i0);
+              CAPTURE(per_elem);
+              CAPTURE(sr);
+              check_encode(k, f, x, mult, per_elem, sr, i0);
+            }
+  }
+}
+
+TEST_CASE("vectorized decode is the scalar decode on every code, every ISA") {
+  for (Isa isa : isas()) {
+    const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
+    for (const Format& f : kFormats) {
+      if (f.bits == 4 || f.t == DType::bf16) continue;
+      const int64_t n = int64_t{1} << f.bits;
+      std::vector<uint8_t> q(n * f.bits / 8);
+      for (int64_t c = 0; c < n; ++c) {
+        if (f.bits == 8) q[c] = static_cast<uint8_t>(c);
+        else std::memcpy(q.data() + 2 * c, &c, 2);
+      }
+      for (int64_t i0 : {0, 3}) {
+        const float mult = 0.25f;
+        std::vector<float> out(n - i0);
+        k.decode({q.data(), f.t, i0, n - i0, mult, out.data()});
+        int64_t bad = 0;
+        for (int64_t c = i0; c < n; ++c)
+          bad += std::bit_cast<uint32_t>(out[c - i0]) != std::bit_cast<uint32_t>(fmt::decode(f.spec, c) * mult);
+        CAPTURE(std::string(isa_name(isa)));
+        CAPTURE(dtype_name(f.t));
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("vectorized amax: max |x| by value, NaN-sticky, every length") {
+  const std::vector<float> x = sweep();
+  for (Isa isa : isas()) {
+    const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
+    CAPTURE(std::string(isa_name(isa)));
+    for (int64_t n : {0, 1, 5, 16, 33, 1000}) {
+      std::vector<float> v(x.begin() + 3000, x.begin() + 3000 + n);  // finite, positive and negative
+      float ref = 0;
+      for (float a : v) ref = std::max(ref, std::fabs(a));
+      CHECK(std::bit_cast<uint32_t>(k.amax(v.data(), n)) == std::bit_cast<uint32_t>(ref));
+    }
+    std::vector<float> v(37, -2.0f);
+    v[36] = -std::numeric_limits<float>::infinity();
+    CHECK(k.amax(v.data(), 37) == std::numeric_limits<float>::infinity());
+    v[3] = std::nanf("");
+    CHECK(std::isnan(k.amax(v.data(), 37)));
+    // Per column, over a [3, 21] tensor.
+    std::vector<float> m(63);
+    for (int i = 0; i < 63; ++i) m[i] = (i % 2 ? -1.f : 1.f) * static_cast<float>((i * 37) % 61);
+    std::vector<uint32_t> acc(21, 0);
+    k.amax_cols(m.data(), 3, 21, acc.data());
+    for (int c = 0; c < 21; ++c) {
+      const float ref = std::max({std::fabs(m[c]), std::fabs(m[21 + c]), std::fabs(m[42 + c])});
+      CHECK(std::bit_cast<float>(acc[c]) == ref);
+    }
+  }
+}
+
+TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
+  // The scalar model of quantize (per row, current scaling) from formats.h alone.
+  const int64_t rows = 5, cols = 77;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / cols) * 3 - 6);
+  x[3] = 0, x[cols + 4] = 1e-30f;
+  for (const Format& f : kFormats) {
+    QuantParams p;
+    p.fmt = f.t;
+    std::vector<uint32_t> want(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      float a = 0;
+      for (int64_t c = 0; c < cols; ++c) a = std::max(a, std::fabs(x[r * cols + c]));
+      bool kept;
+      const float m = fmt::exp2i(scale_exponent(a, format_max(f.t), 0, 0, &kept));
+      for (int64_t c = 0; c < cols; ++c) want[r * cols + c] = fmt::encode(f.spec, x[r * cols + c] * m);
+    }
+    for (Isa isa : isas()) {
+      set_isa_limit(isa);
+      CAPTURE(std::string(isa_name(isa)));
+      CAPTURE(dtype_name(f.t));
+      std::vector<uint8_t> q(rows * cols * 2);
+      std::vector<int32_t> e(rows, 0);
+      quantize(x.data(), rows, cols, QuantAxis::row, p, true, q.data(), e.data());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < rows * cols; ++i) bad += code_at(q, f.bits, i) != want[i];
+      CHECK(bad == 0);
+    }
+  }
+  // NVFP4's block scales are formats/nvfp4.h's choice, from the scalar sums.
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    CAPTURE(std::string(isa_name(isa)));
+    std::vector<uint8_t> q(rows * cols, 0), s(rows * 5, 0);
+    float ts = 0;
+    quantize_nvfp4(x.data(), rows, cols, QuantParams{}, q.data(), s.data(), &ts);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < 5; ++b) {
+        const float* xb = x.data() + r * cols + b * 16;
+        const int64_t n = std::min<int64_t>(16, cols - b * 16);
+        float a = 0;
+        for (int64_t i = 0; i < n; ++i) a = std::max(a, std::fabs(xb[i]));
+        bad += s[r * 5 + b] != fmt::nvfp4_block_scale(xb, n, a, ts);
+      }
+    CHECK(bad == 0);
+  }
+  // The block formats: each ISA's bytes equal the generic path's, which the
+  // reference-dump tests (test_quant_reference) check against Python.
+  for (int nv = 0; nv < 2; ++nv) {
+    std::vector<std::vector<uint8_t>> out;
+    for (Isa isa : isas()) {
+      set_isa_limit(isa);
+      std::vector<uint8_t> q(rows * cols, 0), s(rows * 8, 0);
+      float ts = 0;
+      QuantParams p;
+      if (nv) quantize_nvfp4(x.data(), rows, cols, p, q.data(), s.data(), &ts);
+      else quantize_mx(x.data(), rows, cols, p, q.data(), s.data());
+      q.insert(q.end(), s.begin(), s.end());
+      out.push_back(q);
+    }
+    for (size_t i = 1; i < out.size(); ++i) CHECK(out[i] == out[0]);
+  }
+  set_isa_limit(kTopIsa);
+}
