@@ -134,8 +134,10 @@ double pytorch(const std::string& args, bool cpu, std::string* line) {
 #if defined(__x86_64__)
   if (cpu && cpu::detected_isa() >= cpu::Isa::avx512) env += "OPENBLAS_CORETYPE=SkylakeX ";
 #endif
-  // Debian's interpreter, where python3-torch installs (a pyenv or venv python3 lacks it).
-  std::string cmd = env + "/usr/bin/python3 " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+  // The python3 on PATH (a venv with PyTorch, as on a GPU box), else Debian's
+  // interpreter, where python3-torch installs (a pyenv python3 here lacks it).
+  const std::string script = " " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+  std::string cmd = "{ " + env + "python3" + script + " || " + env + "/usr/bin/python3" + script + "; }";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;
   std::string out;
