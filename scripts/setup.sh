@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev            # baseline for bench/gemm only
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
   python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files
+  clang libclang-rt-14-dev   # scripts/fuzz.sh: the libFuzzer targets (CI runs each for 10 s)
 )
 
 missing=()

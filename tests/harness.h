@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,6 +116,17 @@ template <class T>
 inline void write_vec(Session& s, const std::string& name, const std::vector<T>& v) {
   Status st = s.write(tensor_id(s, name), v.data(), v.size() * sizeof(T));
   REQUIRE_MESSAGE(st.ok(), st.message());
+}
+
+// Writes 16 random token ids below 40 into "tokens" and "targets" (seeds 1, 2):
+// the tiny llama models of test_lora.cpp and test_qlora.cpp (vocab >= 40, batch 2, block 8).
+inline void feed_tiny_llama(Session& s) {
+  for (auto [name, seed] : {std::pair<const char*, uint32_t>{"tokens", 1}, {"targets", 2}}) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> v(16);
+    for (int32_t& x : v) x = static_cast<int32_t>(rng() % 40);
+    write_vec(s, name, v);
+  }
 }
 
 inline void run(Session& s, const std::string& program) {

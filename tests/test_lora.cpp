@@ -27,18 +27,6 @@ std::shared_ptr<const Model> llama(std::map<std::string, std::string> set) {
   return test::compile_model_file("models/llama.lua", set);
 }
 
-std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = static_cast<int32_t>(rng() % 40);
-  return v;
-}
-
-void feed(Session& s) {
-  test::write_vec(s, "tokens", random_ids(16, 1));
-  test::write_vec(s, "targets", random_ids(16, 2));
-}
-
 std::vector<std::string> params_of(const Model& m) {
   std::vector<std::string> r;
   for (const TensorInfo& t : m.tensors())
@@ -84,8 +72,8 @@ TEST_CASE("with B = 0 the LoRA model's logits equal the base model's exactly; a 
   auto base = test::open_session(base_m);
   auto lora = test::open_session(lora_m);
   for (const std::string& n : params_of(*base_m)) test::write_vec(*lora, n, test::read_f32(*base, n));
-  feed(*base);
-  feed(*lora);
+  test::feed_tiny_llama(*base);
+  test::feed_tiny_llama(*lora);
   test::run(*base, "infer");
   test::run(*lora, "infer");
   auto logits = [](const Session& s) { return test::read_f32(s, s.model().tensors()[s.model().outputs()[0].second].name); };
@@ -112,7 +100,7 @@ TEST_CASE("with B = 0 the LoRA model's logits equal the base model's exactly; a 
 TEST_CASE("adapter gradients match finite differences") {
   auto m = llama({{"lora_rank", "2"}, {"lora_alpha", "3"}, {"lora_targets", "q,o,up,down"}});
   auto s = test::open_session(m);
-  feed(*s);
+  test::feed_tiny_llama(*s);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   std::map<std::string, std::vector<float>> values;
@@ -190,7 +178,7 @@ sg.optimizer.adamw{ lr = 0.01 }
 TEST_CASE("trained adapters out (export_safetensors trained) and onto a fresh base (import trained): the same logits") {
   auto m = llama({{"lora_rank", "4"}, {"lora_alpha", "8"}});
   auto trained = test::open_session(m), fresh = test::open_session(m);  // the same seed: the same frozen base
-  feed(*trained);
+  test::feed_tiny_llama(*trained);
   for (int step = 0; step < 3; ++step) test::run(*trained, "train_step");
   test::TempFile adapters(".safetensors");
   REQUIRE(export_safetensors(*trained, adapters.path, DType::f32, ParamSet::trained).ok());
@@ -200,7 +188,7 @@ TEST_CASE("trained adapters out (export_safetensors trained) and onto a fresh ba
   CHECK(file.size() == 2 * 7 * 2);  // layers x the seven projections x {A, B}
 
   auto logits = [](Session& s) {
-    feed(s);
+    test::feed_tiny_llama(s);
     test::run(s, "infer");
     return test::read_f32(s, s.model().tensors()[s.model().outputs()[0].second].name);
   };

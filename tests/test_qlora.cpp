@@ -35,18 +35,6 @@ std::shared_ptr<const Model> llama(const std::string& base) {
   return test::compile_model_file("models/llama.lua", set);
 }
 
-std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = static_cast<int32_t>(rng() % 40);
-  return v;
-}
-
-void feed(Session& s) {
-  test::write_vec(s, "tokens", random_ids(16, 1));
-  test::write_vec(s, "targets", random_ids(16, 2));
-}
-
 std::vector<float> param_values(const Session& s, const std::string& name) {
   std::vector<float> v;
   Status st = read_param(s, test::tensor_id(s, name), &v);
@@ -109,8 +97,8 @@ TEST_CASE("QLoRA logits equal an f32-base model holding the decoded weights") {
       }
       test::write_vec(*f, t.name, v);
     }
-    feed(*q);
-    feed(*f);
+    test::feed_tiny_llama(*q);
+    test::feed_tiny_llama(*f);
     test::run(*q, "infer");
     test::run(*f, "infer");
     auto logits = [](const Session& s) { return test::read_f32(s, s.model().tensors()[s.model().outputs()[0].second].name); };
@@ -129,7 +117,7 @@ TEST_CASE("QLoRA logits equal an f32-base model holding the decoded weights") {
 TEST_CASE("QLoRA adapter gradients match finite differences") {
   auto m = llama("q4_1");
   auto s = test::open_session(m);
-  feed(*s);
+  test::feed_tiny_llama(*s);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-0.2f, 0.2f);
   std::map<std::string, std::vector<float>> values, grads;
