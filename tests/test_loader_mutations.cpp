@@ -66,6 +66,22 @@ TEST_CASE("fuzz_model: a tensor offset off the arena alignment is rejected (was 
   CHECK(st.message().find("not a multiple of 64") != std::string::npos);
 }
 
+TEST_CASE("a block-format tensor that is not a param of whole blocks is rejected") {
+  // The label input i32 [2] relabelled q4_1 (a non-default dtype, so the field is
+  // in the buffer): without the check, dtype_bytes would floor it to 0 blocks.
+  std::vector<uint8_t> p = payload();
+  const sg::Model* root = sg::GetModel(p.data());
+  const sg::Tensor* victim = nullptr;
+  for (const sg::Tensor* t : *root->tensors())
+    if (t->dtype() == sg::DType::i32 && t->role() == sg::Role::input) victim = t;
+  REQUIRE(victim != nullptr);
+  *field_of(p, victim, sg::Tensor::VT_DTYPE) = static_cast<uint8_t>(DType::q4_1);
+  std::unique_ptr<Model> m;
+  Status st = load(p, &m);
+  REQUIRE(!st.ok());
+  CHECK(st.message().find("q4_1 tensor must be a param of whole 32-element blocks") != std::string::npos);
+}
+
 TEST_CASE("fuzz_model: a shape vector with misaligned int64 elements loads bytewise (was a misaligned load)") {
   // The Verifier checks the 4-byte length prefix's alignment only; place a
   // copy of the first tensor's shape at 8k (elements at 8k + 4) and point the

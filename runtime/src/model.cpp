@@ -119,6 +119,13 @@ Status Model::decode() {
     ti.persistent = t->lifetime() == sg::Lifetime::persistent;
     ti.frozen = t->frozen();
     if (ti.frozen && ti.role != Role::param) return Status::Invalid("tensor " + ti.name + ": only a param can be frozen");
+    // A block format (a frozen quantized base) is a param of whole blocks along its
+    // last dimension: dtype_bytes and every kernel count in blocks.
+    if (dtype_is_block(ti.type.dtype) &&
+        (ti.role != Role::param || ti.type.shape.empty() || ti.type.shape.back() % dtype_block_size(ti.type.dtype) != 0))
+      return Status::Invalid("tensor " + ti.name + ": a " + dtype_name(ti.type.dtype) + " tensor must be a param of whole " +
+                             std::to_string(dtype_block_size(ti.type.dtype)) + "-element blocks along its last dimension, got " +
+                             type_str(ti.type));
     if (ti.bytes != 0 && ti.bytes != dtype_bytes(ti.type.dtype, numel(ti.type.shape)))
       return Status::Invalid("tensor " + ti.name + ": " + std::to_string(ti.bytes) + " bytes do not fit " + type_str(ti.type));
     if (ti.offset > arena_bytes_ || ti.bytes > arena_bytes_ - ti.offset)
