@@ -9,7 +9,7 @@
 # --check fails (exit 1) when a library holds Lua or compiler symbols, depends
 # on anything beyond libc, libstdc++, libm, zlib (plus libgcc_s and the GPU
 # runtime of a built-in GPU backend), or when a CPU-only static library is
-# 2.35 MB or more once stripped. ctest runs it on the build tree.
+# 2.5 MB or more once stripped. ctest runs it on the build tree.
 set -eu
 
 check=0
@@ -20,8 +20,11 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # and text generation (pretrained LLMs on the edge) added ~0.15 MB of objects;
 # then the KV-cache decode ops and fine-tuning on the device (instruction data
 # with its JSON reader, frozen parameters, LoRA's PEFT export) ~0.13 MB more
-# (aarch64: 2,276,438 bytes).
-limit=2350000
+# (aarch64: 2,276,438 bytes); then a QLoRA base on the device (q8_0/q4_1
+# blocks decoded inside the CPU GEMM, their init and GGUF binding), gradient
+# accumulation and the vectorized quantizers' three ISA copies ~0.12 MB more
+# (aarch64: 2,393,668 bytes).
+limit=2500000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
