@@ -3,10 +3,10 @@
 // serialize.cpp into the scaled-graph IR (ir/schema/sg.fbs).
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "recipes.h"
 #include "sg_generated.h"
 #include "sgrt/attrs.h"
 #include "sgrt/ops.h"
@@ -91,6 +91,7 @@ struct TrainConfig {
 struct Graph {
   std::string name, source, recipe = "fp32";
   std::vector<std::string> keep;      // layers / params kept in high precision
+  RecipeSwitches switches;
   bool plan_scales = true;            // false: plain per-tensor current amax everywhere
   bool infer_only = false;            // only the eval and infer programs: no gradients, no optimizer state
   std::vector<Tensor> tensors;

@@ -275,6 +275,7 @@ class Rewriter {
 Status apply_precision(Graph& g) {
   Recipe r;
   SG_TRY(find_recipe(g.recipe, &r));
+  SG_TRY(apply_switches(g.switches, &r));
   if (!r.low_precision) {
     for (const std::string& k : g.keep)
       if (g.find_tensor(k) < 0 && g.find_tensor(k + ".w") < 0)

@@ -82,4 +82,28 @@ Status find_recipe(const std::string& name, Recipe* out) {
   return Status::Invalid("unknown recipe '" + name + "' (available: " + avail + ")");
 }
 
+Status apply_switches(const RecipeSwitches& s, Recipe* r) {
+  auto channel = [](const OperandFormat& f) { return f.granularity == G::row || f.granularity == G::column; };
+  bool has_channels = channel(r->activation) || channel(r->weight);
+  if (s.per_channel && !has_channels)
+    return Status::Invalid("recipe '" + r->name + "' has no per-channel scales for 'granularity' to switch");
+  if (s.per_channel == false)
+    for (OperandFormat* f : {&r->activation, &r->weight})
+      if (channel(*f)) f->granularity = G::tensor;
+  if (s.dge) {
+    if (!r->fp4_dge && !(r->weight.dtype == DType::e2m1 && channel(r->weight)))
+      return Status::Invalid("recipe '" + r->name + "': 'dge' applies to E2M1 weights with per-channel scales (fp4)");
+    r->fp4_dge = *s.dge;
+  }
+  if (r->fp4_dge && r->weight.granularity != G::column)
+    return Status::Invalid("recipe '" + r->name + "': 'dge' needs the weights' per-channel scales (with granularity = \"tensor\", set dge = false)");
+  if (s.clamp_alpha) {
+    if (!r->low_precision) return Status::Invalid("recipe '" + r->name + "' quantizes nothing for 'clamp' to act on");
+    if (*s.clamp_alpha != 0 && !(*s.clamp_alpha > 0.5 && *s.clamp_alpha < 1))
+      return Status::Invalid("'clamp' is a quantile in (0.5, 1), or false; got " + std::to_string(*s.clamp_alpha));
+    r->clamp_alpha = *s.clamp_alpha;
+  }
+  return Status::Ok();
+}
+
 }  // namespace sgrt::compiler

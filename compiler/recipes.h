@@ -1,6 +1,7 @@
 // Precision recipes: which format and which scale source each GEMM operand
 // gets (docs/recipes.md says what each guarantees).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,16 @@ struct Recipe {
   bool scales_static_when_bounded = true; // bounded tensors get compile-time scales
 };
 
+// sg.recipe's switches over the named recipe's own settings (unset: the recipe's).
+struct RecipeSwitches {
+  std::optional<bool> dge;            // FP4 weight gradients through the DGE derivative
+  std::optional<double> clamp_alpha;  // activation outlier clamping quantile; 0: off
+  std::optional<bool> per_channel;    // false: per-tensor scales where the recipe has per-row/column ones
+};
+
 Status find_recipe(const std::string& name, Recipe* out);
+// The recipe with the switches applied; a switch the recipe has no use for is refused.
+Status apply_switches(const RecipeSwitches& s, Recipe* r);
 std::vector<std::string> recipe_names();
 
 }  // namespace sgrt::compiler

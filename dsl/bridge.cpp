@@ -469,13 +469,30 @@ int l_checkpoint(lua_State* L) {
   return 0;
 }
 
-// _sg.recipe(name, {keep = {names...}, plan = bool})
+// sg.recipe's dge = bool, clamp = quantile | false, granularity = "channel" | "tensor".
+void read_switches(lua_State* L, int idx, compiler::RecipeSwitches* s) {
+  raw_field(L, idx, "dge");
+  if (lua_isboolean(L, -1)) s->dge = lua_toboolean(L, -1);
+  else if (!lua_isnil(L, -1)) raise_at(L, "sg.recipe: dge must be true or false");
+  lua_pop(L, 1);
+  raw_field(L, idx, "clamp");
+  if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) s->clamp_alpha = 0.0;
+  else if (lua_type(L, -1) == LUA_TNUMBER) s->clamp_alpha = lua_tonumber(L, -1);
+  else if (!lua_isnil(L, -1)) raise_at(L, "sg.recipe: clamp must be a quantile such as 0.99, or false");
+  lua_pop(L, 1);
+  std::string gran = field_string(L, idx, "granularity", "");
+  if (gran == "channel" || gran == "tensor") s->per_channel = gran == "channel";
+  else if (!gran.empty()) raise_at(L, "sg.recipe: granularity must be \"channel\" or \"tensor\", not \"" + gran + "\"");
+}
+
+// _sg.recipe(name, {keep = {names...}, plan = bool, dge, clamp, granularity})
 int l_recipe(lua_State* L) {
   Graph& g = *state(L).g;
   g.recipe = check_string(L, 1);
   if (lua_isnoneornil(L, 2)) return 0;
   check_table(L, 2);
   g.plan_scales = field_bool(L, 2, "plan", true);
+  read_switches(L, 2, &g.switches);
   raw_field(L, 2, "keep");
   if (lua_istable(L, -1)) {
     lua_Integer n = raw_len(L, -1);

@@ -97,3 +97,75 @@ TEST_CASE("recipe errors name what is wrong") {
   CHECK(!st.ok());
   CHECK(st.message().find("'fc9' names no matmul layer") != std::string::npos);
 }
+
+namespace {
+
+// The fp4 MLP compiled with sg.recipe("fp4", {switches}); counts its train_step's ops.
+struct Fp4Parts { int dge = 0, clamp = 0, channel_quantizes = 0, quantizes = 0; };
+
+Status compile_fp4(const std::string& switches, Fp4Parts* parts) {
+  compiler::Graph g;
+  SG_TRY(test::compile_graph(R"(
+    local sg = require "sg"
+    local x = sg.input("image", {8, 784})
+    local y = sg.input("label", {8}, "i32")
+    local h = sg.nn.linear(x, 32, { name = "fc1" }):relu()
+    sg.loss(sg.softmax_cross_entropy(sg.nn.linear(h, 10, { name = "fc2" }), y))
+    sg.optimizer.sgd{ lr = 0.1 }
+    sg.recipe("fp4", {)" + switches + R"(})
+  )", &g));
+  for (const compiler::Program& p : g.programs) {
+    if (p.name != "train_step") continue;
+    for (const compiler::Op& op : p.ops) {
+      parts->dge += op.code == OpCode::DgeGrad;
+      parts->clamp += op.code == OpCode::ClampOutliers;
+      if (op.code != OpCode::Quantize || g.tensors[op.out[0]].type.dtype != DType::e2m1) continue;
+      QuantGranularity gr = g.tensors[op.out[0]].scale.granularity;
+      parts->quantizes++;
+      parts->channel_quantizes += gr == QuantGranularity::row || gr == QuantGranularity::column;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TEST_CASE("fp4's DGE, outlier clamping and per-channel scales switch separately") {
+  Fp4Parts all, no_dge, no_clamp, tensor;
+  REQUIRE(compile_fp4("", &all).ok());
+  // fc1 only (the head stays f32): its activation and weight in E2M1, per token / per input channel.
+  CHECK(all.dge == 1);
+  CHECK(all.clamp == 1);
+  CHECK(all.quantizes == 2);
+  CHECK(all.channel_quantizes == 2);
+  REQUIRE(compile_fp4("dge = false", &no_dge).ok());
+  CHECK(no_dge.dge == 0);
+  CHECK(no_dge.clamp == 1);
+  CHECK(no_dge.channel_quantizes == 2);
+  REQUIRE(compile_fp4("clamp = false", &no_clamp).ok());
+  CHECK(no_clamp.dge == 1);
+  CHECK(no_clamp.clamp == 0);
+  REQUIRE(compile_fp4("granularity = 'tensor', dge = false", &tensor).ok());
+  CHECK(tensor.dge == 0);
+  CHECK(tensor.clamp == 1);
+  CHECK(tensor.quantizes == 2);
+  CHECK(tensor.channel_quantizes == 0);
+
+  Fp4Parts unused;
+  Status st = compile_fp4("granularity = 'tensor'", &unused);  // the DGE reads per-channel weight exponents
+  CHECK(st.message().find("'dge' needs the weights' per-channel scales") != std::string::npos);
+  st = compile_fp4("clamp = 1.5", &unused);
+  CHECK(st.message().find("'clamp' is a quantile in (0.5, 1)") != std::string::npos);
+  st = compile_fp4("granularity = 'row'", &unused);
+  CHECK(st.message().find(":8: sg.recipe: granularity must be \"channel\" or \"tensor\"") != std::string::npos);
+  compiler::Graph fp8;
+  st = test::compile_graph(R"(
+    local sg = require "sg"
+    local x = sg.input("image", {8, 784})
+    local y = sg.input("label", {8}, "i32")
+    sg.loss(sg.softmax_cross_entropy(sg.nn.linear(x, 10, { name = "fc1" }), y))
+    sg.optimizer.sgd{ lr = 0.1 }
+    sg.recipe("fp8", { dge = true })
+  )", &fp8);
+  CHECK(st.message().find("recipe 'fp8': 'dge' applies to E2M1 weights") != std::string::npos);
+}

@@ -20,7 +20,10 @@ Status compile_script(const Args& args, const std::string& path, std::vector<uin
   opts.limits.sandbox = !args.has("--unsafe-lua");
   compiler::Graph g;
   SG_TRY(dsl::load_script(path, opts, &g));
-  if (args.has("--recipe")) g.recipe = args.get("--recipe");
+  if (args.has("--recipe") && args.get("--recipe") != g.recipe) {
+    g.recipe = args.get("--recipe");
+    g.switches = {};  // sg.recipe's switches were the script's recipe's
+  }
   if (args.has("--no-plan")) g.plan_scales = false;
   if (args.has("--opt-level")) g.optimizer.state = args.get("--opt-level");
   g.infer_only = infer_only;

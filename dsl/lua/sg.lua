@@ -357,8 +357,11 @@ end
 function sg.cache(name, shape) return wrap(core.cache(name, shape)) end
 function sg.config(defaults) return core.config(defaults) end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
--- that stay in f32; plan = false turns the static scale planner off.
-function sg.recipe(name, opts) core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan" })) end
+-- that stay in f32; plan = false turns the static scale planner off; dge,
+-- clamp and granularity switch the fp4 recipe's parts (docs/recipes.md).
+function sg.recipe(name, opts)
+  core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan", "dge", "clamp", "granularity" }))
+end
 function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed", "accumulate" })) end
 
 -- A schedule is a table only the sg.schedule constructors make.
