@@ -227,6 +227,18 @@ TEST_CASE("elementwise binary ops") {
   gradcheck({"div broadcast", {{"a", kS23}, {"b", {2, 1}, Gen::nonzero}}, "a / b"});
 }
 
+TEST_CASE("a Lua number on either side of + - * /: scale for products and x / c, a broadcast fill otherwise") {
+  gradcheck({"x + c", {{"x", kS23}}, "x + 1.5"});
+  gradcheck({"c + x (an integer)", {{"x", kS23}}, "2 + x"});
+  gradcheck({"x - c", {{"x", kS23}}, "x - 0.5"});
+  gradcheck({"c - x", {{"x", kS23}}, "0.5 - x"});
+  gradcheck({"x * c", {{"x", kS23}}, "x * 3"});
+  gradcheck({"c * x", {{"x", kS23}}, "-2.5 * x"});
+  gradcheck({"x / c", {{"x", kS23}}, "x / 4"});
+  gradcheck({"c / x", {{"x", kS23, Gen::nonzero}}, "0.7 / x"});
+  gradcheck({"constants chained", {{"x", kS23, Gen::positive}}, "(1 - sg.sigmoid(x)) * 2 + 1 / (x + 1)"});
+}
+
 TEST_CASE("elementwise unary ops") {
   gradcheck({"neg", {{"x", kS234}}, "-x"});
   gradcheck({"scale", {{"x", kS234}}, "sg.scale(x, 2.5)"});

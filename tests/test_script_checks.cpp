@@ -1,7 +1,8 @@
 // What a model script gets wrong must fail at compile time, naming the file
 // and line, instead of training something else silently: unknown option keys
 // (with the nearest valid key), inputs no data set binds, and shapes whose
-// element count overflows (from the script or from --set).
+// element count overflows (from the script or from --set), arithmetic operands
+// that are neither tensors nor numbers.
 #include "harness.h"
 #include "tool_runner.h"
 
@@ -125,4 +126,18 @@ TEST_CASE("a shape whose element count overflows is a compile error at its line,
         std::string::npos);
   msg = compile_error(d, "huge_reshape.lua", "local r = sg.reshape(x, { 1 << 40, 1 << 40, 0 })\n");
   CHECK(msg.find("huge_reshape.lua:5:") != std::string::npos);
+}
+
+TEST_CASE("an arithmetic operand that is neither a tensor nor a number fails at its line, naming the op") {
+  test::TempDir d;
+  std::string msg = compile_error(d, "operand.lua", "local h = x + 'one'\n");
+  CHECK(msg.find("operand.lua:5: add: operand 2 is a string, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "operand2.lua", "local h = sg.sub({}, x)\n");
+  CHECK(msg.find("operand2.lua:5: sub: operand 1 is a table, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "nil.lua", "local h = sg.add(nil, x)\n");
+  CHECK(msg.find("nil.lua:5: add: operand 1 is a nil, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "numbers.lua", "local h = sg.mul(2, 3)\n");
+  CHECK(msg.find("numbers.lua:5: mul: at least one operand must be a tensor") != std::string::npos);
+  msg = compile_error(d, "zero.lua", "local h = x / 0\n");
+  CHECK(msg.find("zero.lua:5: div: division by the constant 0") != std::string::npos);
 }

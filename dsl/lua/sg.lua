@@ -99,13 +99,27 @@ function sg.broadcast_to(x, shape)
   return op("broadcast_to", { x }, { shape = shape })
 end
 
+-- A Lua number on either side: products and x / c are a scale (whose gradient
+-- is the same scale); sums, differences and c / x see a fill [] broadcast.
+local function constant(c) return op("fill", {}, { value = c + 0.0, shape = {} }) end
 local function binary(name)
   return function(a, b)
-    if not is_tensor(a) then a, b = b, a; assert(name == "add" or name == "mul") end
-    if not is_tensor(b) then
-      if name == "mul" then return sg.scale(a, b) end
-      core.fail(name .. ": both operands must be tensors")
+    local operands = { a, b }
+    for i = 1, 2 do
+      local v = operands[i]  -- a nil operand too (ipairs would stop there)
+      if not is_tensor(v) and math.type(v) == nil then
+        core.fail(name .. ": operand " .. i .. " is a " .. type(v) .. ", expected a tensor or a number")
+      end
     end
+    if not is_tensor(a) and not is_tensor(b) then core.fail(name .. ": at least one operand must be a tensor") end
+    if name == "mul" and not is_tensor(a) then a, b = b, a end
+    if name == "mul" and not is_tensor(b) then return sg.scale(a, b) end
+    if name == "div" and not is_tensor(b) then
+      if b == 0 then core.fail("div: division by the constant 0") end
+      return sg.scale(a, 1 / b)
+    end
+    if not is_tensor(a) then a = constant(a) end
+    if not is_tensor(b) then b = constant(b) end
     local s = broadcast_shape(a:shape(), b:shape())
     return op(name, { sg.broadcast_to(a, s), sg.broadcast_to(b, s) })
   end
