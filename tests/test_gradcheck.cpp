@@ -266,6 +266,18 @@ TEST_CASE("shape ops: reshape, transpose, broadcast_to, sum_to") {
   gradcheck({"sum_to leading", {{"x", kS234}}, "sg.op(\"sum_to\", {x}, {shape = {3, 1}})"});
 }
 
+TEST_CASE("slice, pad and concat (pads and adds): each axis, windows at either edge and inside") {
+  gradcheck({"slice axis 0", {{"x", kS234}}, "sg.slice(x, 0, 1, 1)"});
+  gradcheck({"slice axis 1, inside", {{"x", kS234}}, "sg.slice(x, 1, 1, 1)"});
+  gradcheck({"slice last axis to the end", {{"x", kS234}}, "sg.slice(x, -1, 1)"});
+  gradcheck({"slice every axis", {{"x", kS234}}, "sg.op(\"slice\", {x}, {starts = {1, 0, 1}, sizes = {1, 2, 2}})"});
+  gradcheck({"pad every axis", {{"x", kS23}}, "sg.pad(x, {1, 0}, {2, 3})"});
+  gradcheck({"pad one axis", {{"x", kS234}}, "sg.pad(x, {0, 2, 0}, {0, 0, 0})"});
+  gradcheck({"concat axis 0", {{"a", kS23}, {"b", {1, 3}}}, "sg.concat({a, b}, 0)"});
+  gradcheck({"concat last axis, three pieces", {{"a", kS23}, {"b", {2, 1}}, {"c", kS23}}, "sg.concat({a, b, c}, -1)"});
+  gradcheck({"slice of a pad", {{"x", kS23}}, "sg.slice(sg.pad(x, {1, 1}, {1, 1}), 1, 0, 3)"});
+}
+
 TEST_CASE("reductions over each axis, with and without keepdims") {
   for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
     for (int axis : {0, 1, 2, -1}) {
