@@ -285,6 +285,8 @@ TEST_CASE("recurrent cells: every input and parameter of nn.gru_cell and nn.lstm
   gradcheck({"gru_cell", {{"x", {2, 3}}, {"h", {2, 4}}}, "sg.nn.gru_cell(x, h, 4, {name = \"g\"})", "", {}, gru});
   gradcheck({"gru_cell, no bias", {{"x", {2, 3}}, {"h", {2, 4}}}, "sg.nn.gru_cell(x, h, 4, {name = \"g\", bias = false})", "",
              {}, {"g.w_ih", "g.w_hh"}});
+  gradcheck({"gru_cell, two time steps sharing the params", {{"x", {2, 3}}, {"h", {2, 4}}},
+             "sg.nn.gru_cell(x, sg.nn.gru_cell(x, h, 4, {name = \"g\"}), 4, {name = \"g\"})", "", {}, gru});
   // h' and c' both enter the loss (c' through a second weighted sum).
   gradcheck({"lstm_cell", {{"x", {2, 3}}, {"h", {2, 4}}, {"c", {2, 4}}},
              "sg.concat({sg.nn.lstm_cell(x, h, c, 4, {name = \"l\"})}, 0)", "", {},

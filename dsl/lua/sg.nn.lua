@@ -89,17 +89,26 @@ end
 -- Params NAME.w_ih [G hidden, in], NAME.w_hh [G hidden, hidden], NAME.b_ih,
 -- NAME.b_hh [G hidden] (opts.bias = false: none): PyTorch's weight_ih, weight_hh,
 -- bias_ih, bias_hh, the gates stacked in its order. Returns x W_ih^T + b_ih and
--- h W_hh^T + b_hh, each cut into the G gates' [B, hidden] pieces.
+-- h W_hh^T + b_hh, each cut into the G gates' [B, hidden] pieces. A name used
+-- again shares the cell's params: the next time step of an unrolled sequence.
+local cells = {}  -- NAME.ih / NAME.hh -> {w = W, b = b or nil, fn = the layer that made them}
 local function cell_gates(fn, kind, x, h, hidden, opts, g)
   local sg = require "sg"
   opts = sg.check_options(fn, opts, { "name", "bias" })
   local name = opts.name or auto_name(kind)
   local bound = 1 / math.sqrt(hidden)
   local function affine(v, suffix)
-    local w = sg.param(name .. ".w_" .. suffix, { g * hidden, v:dim(-1) }, { "uniform", -bound, bound })
-    local y = sg.matmul(v, w, { trans_b = true })
-    if opts.bias == false then return y end
-    return y + sg.param(name .. ".b_" .. suffix, { g * hidden }, { "uniform", -bound, bound })
+    local p = cells[name .. "." .. suffix]
+    if not p then
+      p = { fn = fn, w = sg.param(name .. ".w_" .. suffix, { g * hidden, v:dim(-1) }, { "uniform", -bound, bound }) }
+      if opts.bias ~= false then p.b = sg.param(name .. ".b_" .. suffix, { g * hidden }, { "uniform", -bound, bound }) end
+      cells[name .. "." .. suffix] = p
+    elseif p.fn ~= fn or p.w:dim(1) ~= g * hidden or p.w:dim(2) ~= v:dim(-1) or (p.b ~= nil) ~= (opts.bias ~= false) then
+      core.fail(fn .. ": '" .. name .. "' was made by " .. p.fn .. " with other sizes or bias (" .. name .. ".w_" .. suffix ..
+                " is [" .. table.concat(p.w:shape(), ", ") .. "]); give this cell another name")
+    end
+    local y = sg.matmul(v, p.w, { trans_b = true })
+    return p.b and y + p.b or y
   end
   local gi, gh = affine(x, "ih"), affine(h, "hh")
   local pi, ph = {}, {}
