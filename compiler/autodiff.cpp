@@ -179,6 +179,16 @@ class Differ {
         a.set_ints("shape", g_.t(in[0]).type.shape);
         return accumulate(in[0], emit(op.code == OpCode::BroadcastTo ? OpCode::SumTo : OpCode::BroadcastTo, {dy}, a));
       }
+      case OpCode::Slice: case OpCode::Pad: {  // each other's gradient: slice's window is pad's interior
+        const Shape xs = g_.t(in[0]).type.shape;
+        bool slice = op.code == OpCode::Slice;
+        std::vector<int64_t> lo = op.attrs.ints(slice ? "starts" : "before"), other(xs.size());
+        const Shape& ys = g_.t(y).type.shape;
+        for (size_t k = 0; k < xs.size(); ++k) other[k] = slice ? xs[k] - lo[k] - ys[k] : xs[k];
+        Attrs a;
+        a.set_ints(slice ? "before" : "starts", lo).set_ints(slice ? "after" : "sizes", other);
+        return accumulate(in[0], emit(slice ? OpCode::Pad : OpCode::Slice, {dy}, a));
+      }
       case OpCode::ReduceSum: case OpCode::ReduceMean: {
         const Shape xs = g_.t(in[0]).type.shape;  // a copy: emitting adds tensors
         int64_t axis;

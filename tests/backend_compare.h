@@ -112,6 +112,22 @@ inline const char* kTransformerModel = R"(
   sg.optimizer.adamw{ lr = 1e-2 }
 )";
 
+// slice (one axis and several), pad and concat (pads and adds) of a product
+// with a param, for the GPU backends' cross-checks: odd shapes, windows at
+// either edge and inside, so every stride and offset path runs.
+inline const char* kWindowModel = R"(
+  local sg = require "sg"
+  local x = sg.input("x", {5, 7, 6})
+  local p = sg.param("p", {5, 7, 6}, {"normal", 0, 0.5})
+  local a = x * p
+  local s = sg.slice(a, 1, 2, 4)
+  local t = sg.op("slice", {a}, {starts = {1, 0, 3}, sizes = {3, 7, 3}})
+  local u = sg.pad(s, {1, 0, 2}, {0, 3, 1})
+  local c = sg.concat({t, sg.slice(sg.slice(a, 0, 0, 2), 2, 3, 3)}, 0)
+  sg.loss(sg.sum(sg.sum(sg.sum(u * u))) + sg.sum(sg.sum(sg.sum(sg.concat({c, a}, 2)))))
+  sg.optimizer.sgd{ lr = 0.05 }
+)";
+
 // Causal attention of projections of x, for the GPU backends' cross-checks
 // (test_cuda_ops.cpp, test_vulkan_ops.cpp): q, k and v all get gradients; the
 // loss weighs y by a random r (a dense dy). n_kv_head < n_head: grouped-query

@@ -83,6 +83,7 @@ TEST_CASE("cuda agrees with the cpu on every f32 op (small odd shapes)") {
   cross_check(kModelA);
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
+  cross_check(test::kWindowModel);       // slice, pad, concat
   cross_check(test::kAttentionModel);    // GQA: 4 query heads on 2 kv heads, t = 5, dh = 16
 }
 

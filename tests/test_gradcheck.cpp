@@ -54,6 +54,7 @@ struct Case {
   std::string expr;        // Lua expression for y, over the parameter names
   std::string extra = "";  // Lua declarations before y (inputs)
   std::vector<int32_t> labels = {};  // for an i32 input named "label"
+  std::vector<std::string> inner = {};  // params the expression declares (a layer's): set and checked too
 };
 
 std::vector<float> generate(Gen gen, int64_t n, std::mt19937& rng) {
@@ -175,6 +176,7 @@ Prepared prepare(const Case& c, uint32_t seed = 1234) {
   Session& s = *p.session;
   std::mt19937 rng(seed);
   for (const ParamSpec& ps : c.params) p.values[ps.name] = generate(ps.gen, numel(ps.shape), rng);
+  for (const std::string& n : c.inner) p.values[n] = generate(Gen::uniform, numel(s.model().tensors()[test::tensor_id(s, n)].type.shape), rng);
   p.values["w"] = generate(Gen::uniform, numel(s.model().tensors()[test::tensor_id(s, "w")].type.shape), rng);
   if (!c.labels.empty()) test::write_vec(s, "label", c.labels);
   test::write_vec(s, "ones", std::vector<float>(numel(s.model().tensors()[test::tensor_id(s, "ones")].type.shape), 1.f));
@@ -227,6 +229,18 @@ TEST_CASE("elementwise binary ops") {
   gradcheck({"div broadcast", {{"a", kS23}, {"b", {2, 1}, Gen::nonzero}}, "a / b"});
 }
 
+TEST_CASE("a Lua number on either side of + - * /: scale for products and x / c, a broadcast fill otherwise") {
+  gradcheck({"x + c", {{"x", kS23}}, "x + 1.5"});
+  gradcheck({"c + x (an integer)", {{"x", kS23}}, "2 + x"});
+  gradcheck({"x - c", {{"x", kS23}}, "x - 0.5"});
+  gradcheck({"c - x", {{"x", kS23}}, "0.5 - x"});
+  gradcheck({"x * c", {{"x", kS23}}, "x * 3"});
+  gradcheck({"c * x", {{"x", kS23}}, "-2.5 * x"});
+  gradcheck({"x / c", {{"x", kS23}}, "x / 4"});
+  gradcheck({"c / x", {{"x", kS23, Gen::nonzero}}, "0.7 / x"});
+  gradcheck({"constants chained", {{"x", kS23, Gen::positive}}, "(1 - sg.sigmoid(x)) * 2 + 1 / (x + 1)"});
+}
+
 TEST_CASE("elementwise unary ops") {
   gradcheck({"neg", {{"x", kS234}}, "-x"});
   gradcheck({"scale", {{"x", kS234}}, "sg.scale(x, 2.5)"});
@@ -252,6 +266,31 @@ TEST_CASE("shape ops: reshape, transpose, broadcast_to, sum_to") {
   gradcheck({"sum_to rows", {{"x", kS234}}, "sg.op(\"sum_to\", {x}, {shape = {4}})"});
   gradcheck({"sum_to middle", {{"x", kS234}}, "sg.op(\"sum_to\", {x}, {shape = {2, 1, 4}})"});
   gradcheck({"sum_to leading", {{"x", kS234}}, "sg.op(\"sum_to\", {x}, {shape = {3, 1}})"});
+}
+
+TEST_CASE("slice, pad and concat (pads and adds): each axis, windows at either edge and inside") {
+  gradcheck({"slice axis 0", {{"x", kS234}}, "sg.slice(x, 0, 1, 1)"});
+  gradcheck({"slice axis 1, inside", {{"x", kS234}}, "sg.slice(x, 1, 1, 1)"});
+  gradcheck({"slice last axis to the end", {{"x", kS234}}, "sg.slice(x, -1, 1)"});
+  gradcheck({"slice every axis", {{"x", kS234}}, "sg.op(\"slice\", {x}, {starts = {1, 0, 1}, sizes = {1, 2, 2}})"});
+  gradcheck({"pad every axis", {{"x", kS23}}, "sg.pad(x, {1, 0}, {2, 3})"});
+  gradcheck({"pad one axis", {{"x", kS234}}, "sg.pad(x, {0, 2, 0}, {0, 0, 0})"});
+  gradcheck({"concat axis 0", {{"a", kS23}, {"b", {1, 3}}}, "sg.concat({a, b}, 0)"});
+  gradcheck({"concat last axis, three pieces", {{"a", kS23}, {"b", {2, 1}}, {"c", kS23}}, "sg.concat({a, b, c}, -1)"});
+  gradcheck({"slice of a pad", {{"x", kS23}}, "sg.slice(sg.pad(x, {1, 1}, {1, 1}), 1, 0, 3)"});
+}
+
+TEST_CASE("recurrent cells: every input and parameter of nn.gru_cell and nn.lstm_cell") {
+  const std::vector<std::string> gru{"g.w_ih", "g.w_hh", "g.b_ih", "g.b_hh"};
+  gradcheck({"gru_cell", {{"x", {2, 3}}, {"h", {2, 4}}}, "sg.nn.gru_cell(x, h, 4, {name = \"g\"})", "", {}, gru});
+  gradcheck({"gru_cell, no bias", {{"x", {2, 3}}, {"h", {2, 4}}}, "sg.nn.gru_cell(x, h, 4, {name = \"g\", bias = false})", "",
+             {}, {"g.w_ih", "g.w_hh"}});
+  gradcheck({"gru_cell, two time steps sharing the params", {{"x", {2, 3}}, {"h", {2, 4}}},
+             "sg.nn.gru_cell(x, sg.nn.gru_cell(x, h, 4, {name = \"g\"}), 4, {name = \"g\"})", "", {}, gru});
+  // h' and c' both enter the loss (c' through a second weighted sum).
+  gradcheck({"lstm_cell", {{"x", {2, 3}}, {"h", {2, 4}}, {"c", {2, 4}}},
+             "sg.concat({sg.nn.lstm_cell(x, h, c, 4, {name = \"l\"})}, 0)", "", {},
+             {"l.w_ih", "l.w_hh", "l.b_ih", "l.b_hh"}});
 }
 
 TEST_CASE("reductions over each axis, with and without keepdims") {

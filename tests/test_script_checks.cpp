@@ -1,7 +1,8 @@
 // What a model script gets wrong must fail at compile time, naming the file
 // and line, instead of training something else silently: unknown option keys
 // (with the nearest valid key), inputs no data set binds, and shapes whose
-// element count overflows (from the script or from --set).
+// element count overflows (from the script or from --set), arithmetic operands
+// that are neither tensors nor numbers, slices, pads and concats that do not fit.
 #include "harness.h"
 #include "tool_runner.h"
 
@@ -125,4 +126,34 @@ TEST_CASE("a shape whose element count overflows is a compile error at its line,
         std::string::npos);
   msg = compile_error(d, "huge_reshape.lua", "local r = sg.reshape(x, { 1 << 40, 1 << 40, 0 })\n");
   CHECK(msg.find("huge_reshape.lua:5:") != std::string::npos);
+}
+
+TEST_CASE("an arithmetic operand that is neither a tensor nor a number fails at its line, naming the op") {
+  test::TempDir d;
+  std::string msg = compile_error(d, "operand.lua", "local h = x + 'one'\n");
+  CHECK(msg.find("operand.lua:5: add: operand 2 is a string, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "operand2.lua", "local h = sg.sub({}, x)\n");
+  CHECK(msg.find("operand2.lua:5: sub: operand 1 is a table, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "nil.lua", "local h = sg.add(nil, x)\n");
+  CHECK(msg.find("nil.lua:5: add: operand 1 is a nil, expected a tensor or a number") != std::string::npos);
+  msg = compile_error(d, "numbers.lua", "local h = sg.mul(2, 3)\n");
+  CHECK(msg.find("numbers.lua:5: mul: at least one operand must be a tensor") != std::string::npos);
+  msg = compile_error(d, "zero.lua", "local h = x / 0\n");
+  CHECK(msg.find("zero.lua:5: div: division by the constant 0") != std::string::npos);
+}
+
+TEST_CASE("a slice, pad or concat that does not fit fails at its line, naming the op and the axis") {
+  test::TempDir d;  // x is f32[4, 784]
+  std::string msg = compile_error(d, "slice.lua", "local h = sg.slice(x, 1, 780, 5)\n");
+  CHECK(msg.find("slice.lua:5: slice: axis 1 of f32[4, 784]: elements 780 .. 780 + 5 - 1 are not inside 0 .. 783") !=
+        std::string::npos);
+  msg = compile_error(d, "starts.lua", "local h = sg.op('slice', {x}, {starts = {0}, sizes = {1}})\n");
+  CHECK(msg.find("starts.lua:5: slice: starts [0] and sizes [1] need one entry per axis of f32[4, 784]") != std::string::npos);
+  msg = compile_error(d, "pad.lua", "local h = sg.pad(x, {0, -1}, {0, 0})\n");
+  CHECK(msg.find("pad.lua:5: pad: axis 1 of f32[4, 784]: padding -1 before and 0 after must be non-negative") !=
+        std::string::npos);
+  msg = compile_error(d, "axis.lua", "local h = sg.slice(x, 2, 0, 1)\n");
+  CHECK(msg.find("axis.lua:5: sg.slice: axis 2 out of range for a rank-2 tensor") != std::string::npos);
+  msg = compile_error(d, "concat.lua", "local h = sg.concat({x, sg.slice(x, 1, 0, 10)}, 0)\n");
+  CHECK(msg.find("concat.lua:5: sg.concat: entry 2 is [4, 10], entry 1 [4, 784]: only axis 0 may differ") != std::string::npos);
 }

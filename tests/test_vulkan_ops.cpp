@@ -72,6 +72,7 @@ TEST_CASE("vulkan agrees with the cpu on every op (small odd shapes)") {
   cross_check(kModelA);
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
+  cross_check(test::kWindowModel);       // slice, pad, concat
 }
 
 TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups") {

@@ -47,4 +47,11 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   return st;
 }
 
+int64_t row_major_offset(const std::vector<int64_t>& index, const Shape& s) {
+  std::vector<int64_t> st = row_major_strides(s);
+  int64_t off = 0;
+  for (size_t k = 0; k < index.size(); ++k) off += index[k] * st[k];
+  return off;
+}
+
 }  // namespace sgrt

@@ -43,6 +43,30 @@ Status check_dims(OpCode code, const Shape& s) {
   return Status::Ok();
 }
 
+// slice (starts, sizes) and pad (before, after): one entry per axis each.
+Status infer_window(OpCode code, const TensorType& x, const Attrs& attrs, TensorType* out) {
+  bool slice = code == OpCode::Slice;
+  const char* an = slice ? "starts" : "before";
+  const char* bn = slice ? "sizes" : "after";
+  const std::vector<int64_t>& a = attrs.ints(an);
+  const std::vector<int64_t>& b = attrs.ints(bn);
+  if (a.size() != x.shape.size() || b.size() != x.shape.size())
+    return fail(code, std::string(an) + " " + shape_str(a) + " and " + bn + " " + shape_str(b) + " need one entry per axis of " +
+                          type_str(x));
+  *out = x;
+  for (size_t k = 0; k < a.size(); ++k) {
+    std::string axis = "axis " + std::to_string(k) + " of " + type_str(x) + ": ";
+    if (slice && (a[k] < 0 || b[k] < 1 || a[k] > x.shape[k] - b[k]))
+      return fail(code, axis + "elements " + std::to_string(a[k]) + " .. " + std::to_string(a[k]) + " + " + std::to_string(b[k]) +
+                            " - 1 are not inside 0 .. " + std::to_string(x.shape[k] - 1));
+    if (!slice && (a[k] < 0 || b[k] < 0 || a[k] > (int64_t{1} << 40) || b[k] > (int64_t{1} << 40)))
+      return fail(code, axis + "padding " + std::to_string(a[k]) + " before and " + std::to_string(b[k]) +
+                            " after must be non-negative and at most 2^40");
+    out->shape[k] = slice ? b[k] : a[k] + x.shape[k] + b[k];
+  }
+  return check_dims(code, out->shape);
+}
+
 Status infer_matmul(OpCode code, const TensorType& a, const TensorType& b, const Attrs& attrs, TensorType* out) {
   // Both operands are seen as 2-D: [product of leading dims, last dim].
   if (a.shape.size() < 2 || b.shape.size() < 2)
@@ -195,6 +219,9 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
       out = TensorType{s, ins[0].dtype};
       return Status::Ok();
     }
+    case OpCode::Slice: case OpCode::Pad:
+      SG_TRY(expect_float(code, ins, 0));
+      return infer_window(code, ins[0], attrs, &out);
     case OpCode::ReduceSum: case OpCode::ReduceMean: case OpCode::ReduceMax:
       SG_TRY(expect_float(code, ins, 0));
       return infer_reduce(code, ins[0], attrs, &out);

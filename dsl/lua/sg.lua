@@ -99,13 +99,27 @@ function sg.broadcast_to(x, shape)
   return op("broadcast_to", { x }, { shape = shape })
 end
 
+-- A Lua number on either side: products and x / c are a scale (whose gradient
+-- is the same scale); sums, differences and c / x see a fill [] broadcast.
+local function constant(c) return op("fill", {}, { value = c + 0.0, shape = {} }) end
 local function binary(name)
   return function(a, b)
-    if not is_tensor(a) then a, b = b, a; assert(name == "add" or name == "mul") end
-    if not is_tensor(b) then
-      if name == "mul" then return sg.scale(a, b) end
-      core.fail(name .. ": both operands must be tensors")
+    local operands = { a, b }
+    for i = 1, 2 do
+      local v = operands[i]  -- a nil operand too (ipairs would stop there)
+      if not is_tensor(v) and math.type(v) == nil then
+        core.fail(name .. ": operand " .. i .. " is a " .. type(v) .. ", expected a tensor or a number")
+      end
     end
+    if not is_tensor(a) and not is_tensor(b) then core.fail(name .. ": at least one operand must be a tensor") end
+    if name == "mul" and not is_tensor(a) then a, b = b, a end
+    if name == "mul" and not is_tensor(b) then return sg.scale(a, b) end
+    if name == "div" and not is_tensor(b) then
+      if b == 0 then core.fail("div: division by the constant 0") end
+      return sg.scale(a, 1 / b)
+    end
+    if not is_tensor(a) then a = constant(a) end
+    if not is_tensor(b) then b = constant(b) end
     local s = broadcast_shape(a:shape(), b:shape())
     return op(name, { sg.broadcast_to(a, s), sg.broadcast_to(b, s) })
   end
@@ -170,6 +184,53 @@ function sg.transpose(x, perm)
   return op("transpose", { x }, { perm = perm })
 end
 Tensor.reshape, Tensor.transpose = sg.reshape, sg.transpose
+
+-- Windows along one axis: sg.slice keeps elements start .. start + size - 1
+-- (0-based, as axes are; size defaults to the rest), sg.pad adds zeros
+-- (before, after: one entry per axis). sg.concat joins tensors along an axis as
+-- a sum of pads: each input padded to the output's shape, so k inputs cost k
+-- output-sized tensors; fine for the few pieces models join.
+local function axis_of(fn, x, axis)
+  local r = x:rank()
+  if math.type(axis) ~= "integer" or axis < -r or axis >= r then
+    core.fail(fn .. ": axis " .. tostring(axis) .. " out of range for a rank-" .. r .. " tensor")
+  end
+  return axis < 0 and axis + r or axis
+end
+function sg.slice(x, axis, start, size)
+  local a = axis_of("sg.slice", x, axis)
+  local starts, sizes = {}, x:shape()
+  for k = 1, #sizes do starts[k] = 0 end
+  starts[a + 1], sizes[a + 1] = start, size or sizes[a + 1] - start
+  return op("slice", { x }, { starts = starts, sizes = sizes })
+end
+function sg.pad(x, before, after) return op("pad", { x }, { before = before, after = after }) end
+function sg.concat(xs, axis)
+  if type(xs) ~= "table" or #xs == 0 then core.fail("sg.concat: expected a list of tensors") end
+  local a = axis_of("sg.concat", xs[1], axis or 0)
+  local total = 0
+  for i, x in ipairs(xs) do
+    if not is_tensor(x) then core.fail("sg.concat: entry " .. i .. " is not a tensor") end
+    local s, s1 = x:shape(), xs[1]:shape()
+    s[a + 1], s1[a + 1] = 0, 0
+    if not same(s, s1) then
+      core.fail("sg.concat: entry " .. i .. " is [" .. table.concat(x:shape(), ", ") .. "], entry 1 [" ..
+                table.concat(xs[1]:shape(), ", ") .. "]: only axis " .. a .. " may differ")
+    end
+    total = total + x:dim(a + 1)
+  end
+  local y, at = nil, 0
+  for _, x in ipairs(xs) do
+    local before, after = {}, {}
+    for k = 1, x:rank() do before[k], after[k] = 0, 0 end
+    before[a + 1], after[a + 1] = at, total - at - x:dim(a + 1)
+    at = at + x:dim(a + 1)
+    local p = #xs == 1 and x or sg.pad(x, before, after)
+    y = y and y + p or p
+  end
+  return y
+end
+Tensor.slice, Tensor.pad = sg.slice, sg.pad
 function Tensor:T() return sg.transpose(self) end
 
 local function reduction(name)

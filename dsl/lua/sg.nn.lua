@@ -84,6 +84,58 @@ function nn.masked_cross_entropy(logits, labels, mask)
   return (x - log_c) * n / sg.sum(mask) + log_c
 end
 
+-- Recurrent cells, one time step, with PyTorch's gate equations, gate order and
+-- init (every param U(-1/sqrt(hidden), 1/sqrt(hidden))): x [B, in], h, c [B, hidden].
+-- Params NAME.w_ih [G hidden, in], NAME.w_hh [G hidden, hidden], NAME.b_ih,
+-- NAME.b_hh [G hidden] (opts.bias = false: none): PyTorch's weight_ih, weight_hh,
+-- bias_ih, bias_hh, the gates stacked in its order. Returns x W_ih^T + b_ih and
+-- h W_hh^T + b_hh, each cut into the G gates' [B, hidden] pieces. A name used
+-- again shares the cell's params: the next time step of an unrolled sequence.
+local cells = {}  -- NAME.ih / NAME.hh -> {w = W, b = b or nil, fn = the layer that made them}
+local function cell_gates(fn, kind, x, h, hidden, opts, g)
+  local sg = require "sg"
+  opts = sg.check_options(fn, opts, { "name", "bias" })
+  local name = opts.name or auto_name(kind)
+  local bound = 1 / math.sqrt(hidden)
+  local function affine(v, suffix)
+    local p = cells[name .. "." .. suffix]
+    if not p then
+      p = { fn = fn, w = sg.param(name .. ".w_" .. suffix, { g * hidden, v:dim(-1) }, { "uniform", -bound, bound }) }
+      if opts.bias ~= false then p.b = sg.param(name .. ".b_" .. suffix, { g * hidden }, { "uniform", -bound, bound }) end
+      cells[name .. "." .. suffix] = p
+    elseif p.fn ~= fn or p.w:dim(1) ~= g * hidden or p.w:dim(2) ~= v:dim(-1) or (p.b ~= nil) ~= (opts.bias ~= false) then
+      core.fail(fn .. ": '" .. name .. "' was made by " .. p.fn .. " with other sizes or bias (" .. name .. ".w_" .. suffix ..
+                " is [" .. table.concat(p.w:shape(), ", ") .. "]); give this cell another name")
+    end
+    local y = sg.matmul(v, p.w, { trans_b = true })
+    return p.b and y + p.b or y
+  end
+  local gi, gh = affine(x, "ih"), affine(h, "hh")
+  local pi, ph = {}, {}
+  for k = 1, g do
+    pi[k], ph[k] = sg.slice(gi, -1, (k - 1) * hidden, hidden), sg.slice(gh, -1, (k - 1) * hidden, hidden)
+  end
+  return pi, ph
+end
+
+-- GRU (gates r, z, n): r = sigmoid(x_r + h_r), z = sigmoid(x_z + h_z),
+-- n = tanh(x_n + r * h_n), h' = (1 - z) * n + z * h. Returns h'.
+function nn.gru_cell(x, h, hidden, opts)
+  local i, g = cell_gates("nn.gru_cell", "gru", x, h, hidden, opts, 3)
+  local r, z = (i[1] + g[1]):sigmoid(), (i[2] + g[2]):sigmoid()
+  local n = (i[3] + r * g[3]):tanh()
+  return n + z * (h - n)
+end
+
+-- LSTM (gates i, f, g, o): i, f, o = sigmoid(x_* + h_*), g = tanh(x_g + h_g),
+-- c' = f * c + i * g, h' = o * tanh(c'). Returns h', c'.
+function nn.lstm_cell(x, h, c, hidden, opts)
+  local a, b = cell_gates("nn.lstm_cell", "lstm", x, h, hidden, opts, 4)
+  local function gate(k) return a[k] + b[k] end
+  local c2 = gate(2):sigmoid() * c + gate(1):sigmoid() * gate(3):tanh()
+  return gate(4):sigmoid() * c2:tanh(), c2
+end
+
 -- Transformer layers (docs/transformers.md). Names follow the PyTorch reference
 -- (scripts/make_gpt_reference.py) so weights move between the two.
 

@@ -1,4 +1,5 @@
-// Data movement: reshape, transpose, broadcast_to and its inverse sum_to.
+// Data movement: reshape, transpose, broadcast_to and its inverse sum_to, slice
+// and its inverse pad.
 #include <cstring>
 
 #include "cpu/op_args.h"
@@ -54,6 +55,19 @@ Status k_layout(const OpArgs& a) {
       std::memset(y, 0, sizeof(float) * a.out[0].n);
       for_each_strided(a.in[0].shape(), broadcast_strides(a.out[0].shape(), a.in[0].shape()), false,
                        [&](int64_t i, int64_t o) { y[o] += x[i]; });
+      return Status::Ok();
+    }
+    case OpCode::Slice: {  // y = the window of x: x's strides from the window's first element
+      int64_t base = row_major_offset(a.attrs->ints("starts"), a.in[0].shape());
+      for_each_strided(a.out[0].shape(), row_major_strides(a.in[0].shape()), true,
+                       [&](int64_t i, int64_t o) { y[i] = x[base + o]; });
+      return Status::Ok();
+    }
+    case OpCode::Pad: {  // zeros, then x written into the window of y
+      std::memset(y, 0, sizeof(float) * a.out[0].n);
+      int64_t base = row_major_offset(a.attrs->ints("before"), a.out[0].shape());
+      for_each_strided(a.in[0].shape(), row_major_strides(a.out[0].shape()), true,
+                       [&](int64_t i, int64_t o) { y[base + o] = x[i]; });
       return Status::Ok();
     }
     default:

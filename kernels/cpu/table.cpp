@@ -17,6 +17,7 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::Reshape, {f}, {f}, k_layout},           {OpCode::Reshape, {i}, {i}, k_layout},
       {OpCode::Transpose, {f}, {f}, k_layout},         {OpCode::BroadcastTo, {f}, {f}, k_layout},
       {OpCode::SumTo, {f}, {f}, k_layout},
+      {OpCode::Slice, {f}, {f}, k_layout},             {OpCode::Pad, {f}, {f}, k_layout},
       {OpCode::ReduceSum, {f}, {f}, k_reduce},         {OpCode::ReduceMean, {f}, {f}, k_reduce},
       {OpCode::ReduceMax, {f}, {f}, k_reduce},         {OpCode::ReduceMaxGrad, {f, f, f}, {f}, k_reduce},
       {OpCode::Softmax, {f}, {f}, k_reduce},           {OpCode::LogSoftmax, {f}, {f}, k_reduce},

@@ -1,5 +1,6 @@
 // Data movement (kernels/cpu/layout.cpp is the definition): reshape is a copy;
-// transpose and broadcast_to gather through strides; sum_to gives each output
+// transpose, broadcast_to and slice gather through strides; pad zeroes y and
+// scatters x into its window; sum_to gives each output
 // element one thread that adds its preimage in input order, the CPU's order, so
 // the sums agree bit for bit and no atomics are needed.
 #include "common.cuh"
@@ -28,6 +29,11 @@ __global__ void gather_kernel(Walk out, const float* x, float* y) {
   SG_GRID_STRIDE(i, out.total) y[i] = x[walk_offset(out, i)];
 }
 
+// y[offset of input index i] = x[i].
+__global__ void scatter_kernel(Walk in, const float* x, float* y) {
+  SG_GRID_STRIDE(i, in.total) y[walk_offset(in, i)] = x[i];
+}
+
 // y[o] = sum over the reduced axes of x, in row-major (input) order.
 __global__ void sum_to_kernel(Walk out, Walk reduced, const float* x, float* y) {
   SG_GRID_STRIDE(o, out.total) {
@@ -46,16 +52,36 @@ Status add_axis(Walk* w, int64_t dim, int64_t stride) {
   return Status::Ok();
 }
 
-Status bind_gather(const OpArgs& a, const std::vector<int64_t>& strides, BindCtx& ctx, Launch* out) {
+// base: x's element where output index 0 reads (a slice's window).
+Status bind_gather(const OpArgs& a, const std::vector<int64_t>& strides, BindCtx& ctx, Launch* out, int64_t base = 0) {
   Walk w;
   const Shape& os = a.out[0].shape();
   for (size_t k = 0; k < os.size(); ++k) SG_TRY(add_axis(&w, os[k], strides[k]));
-  const float* x = a.in[0].f();
+  const float* x = a.in[0].f() + base;
   float* y = a.out[0].f();
   unsigned grid = grid_for(w.total, ctx.dev);
   *out = [=](cudaStream_t s) {
     gather_kernel<<<grid, kThreads, 0, s>>>(w, x, y);
     return launched("gather_kernel");
+  };
+  return Status::Ok();
+}
+
+// pad: y = 0, then x walked with y's strides from y's window.
+Status bind_pad(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  Walk w;
+  const Shape& xs = a.in[0].shape();
+  std::vector<int64_t> st = row_major_strides(a.out[0].shape());
+  for (size_t k = 0; k < xs.size(); ++k) SG_TRY(add_axis(&w, xs[k], st[k]));
+  const float* x = a.in[0].f();
+  float* y = a.out[0].f();
+  float* window = y + row_major_offset(a.attrs->ints("before"), a.out[0].shape());
+  size_t bytes = sizeof(float) * a.out[0].n;
+  unsigned grid = grid_for(w.total, ctx.dev);
+  *out = [=](cudaStream_t s) {
+    SG_TRY(cuda_status(cudaMemsetAsync(y, 0, bytes, s), "cudaMemsetAsync(pad)"));
+    scatter_kernel<<<grid, kThreads, 0, s>>>(w, x, window);
+    return launched("scatter_kernel");
   };
   return Status::Ok();
 }
@@ -105,6 +131,9 @@ Status bind_layout(const OpArgs& a, BindCtx& ctx, Launch* out) {
     case OpCode::BroadcastTo:
       return bind_gather(a, broadcast_strides(a.in[0].shape(), a.out[0].shape()), ctx, out);
     case OpCode::SumTo: return bind_sum_to(a, ctx, out);
+    case OpCode::Slice:
+      return bind_gather(a, row_major_strides(a.in[0].shape()), ctx, out, row_major_offset(a.attrs->ints("starts"), a.in[0].shape()));
+    case OpCode::Pad: return bind_pad(a, ctx, out);
     default: return Status::Runtime("cuda layout binder given " + std::string(op_info(a.code).name));
   }
 }

@@ -16,6 +16,7 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::Reshape, {f}, {f}, bind_layout},            {OpCode::Reshape, {i}, {i}, bind_layout},
       {OpCode::Transpose, {f}, {f}, bind_layout},          {OpCode::BroadcastTo, {f}, {f}, bind_layout},
       {OpCode::SumTo, {f}, {f}, bind_layout},
+      {OpCode::Slice, {f}, {f}, bind_layout},              {OpCode::Pad, {f}, {f}, bind_layout},
       {OpCode::ReduceSum, {f}, {f}, bind_reduce},          {OpCode::ReduceMean, {f}, {f}, bind_reduce},
       {OpCode::ReduceMax, {f}, {f}, bind_reduce},          {OpCode::ReduceMaxGrad, {f, f, f}, {f}, bind_reduce},
       {OpCode::Softmax, {f}, {f}, bind_reduce},            {OpCode::LogSoftmax, {f}, {f}, bind_reduce},

@@ -54,11 +54,40 @@ Status elementwise(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return Status::Ok();
 }
 
+// pad: zeros over y, then gather.comp's scatter variant writes x into y's window
+// (walking x's axes with y's strides).
+Status pad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  const Shape& xs = c.in(0).type.shape;
+  const Shape& ys = c.out(0).type.shape;
+  Dispatch zero = *d;
+  zero.op = static_cast<uint32_t>(OpCode::Fill);
+  zero.shader = "elementwise";
+  zero.push.off[2] = c.word(c.out(0));
+  zero.push.n = static_cast<uint32_t>(numel(ys));
+  zero.groups[0] = groups_for(zero.push.n, c.opts);
+  out->push_back(zero);
+  std::vector<int64_t> st = row_major_strides(ys);
+  Axes axes;
+  for (size_t k = 0; k < xs.size(); ++k) axes.add(xs[k], st[k]);
+  SG_TRY(put_axes(c, axes, 0, &d->push));
+  d->shader = "gather";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0)) + static_cast<uint32_t>(row_major_offset(c.op.attrs.ints("before"), ys));
+  d->push.n = static_cast<uint32_t>(numel(xs));
+  d->push.p[0] = static_cast<uint32_t>(axes.dim.size());
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
 Status gather(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   const Shape& xs = c.in(0).type.shape;
   const Shape& ys = c.out(0).type.shape;
   std::vector<int64_t> st;
-  if (c.op.code == OpCode::Transpose) {
+  uint32_t base = 0;
+  if (c.op.code == OpCode::Slice) {  // x's strides from the window's first element
+    st = row_major_strides(xs);
+    base = static_cast<uint32_t>(row_major_offset(c.op.attrs.ints("starts"), xs));
+  } else if (c.op.code == OpCode::Transpose) {
     const std::vector<int64_t>& perm = c.op.attrs.ints("perm");
     std::vector<int64_t> xst = row_major_strides(xs);
     for (int64_t a : perm) st.push_back(xst[a]);
@@ -71,7 +100,7 @@ Status gather(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   for (size_t k = 0; k < ys.size(); ++k) axes.add(ys[k], st[k]);
   SG_TRY(put_axes(c, axes, 0, &d->push));
   d->shader = "gather";
-  d->push.off[0] = c.word(c.in(0));
+  d->push.off[0] = c.word(c.in(0)) + base;
   d->push.off[2] = c.word(c.out(0));
   d->push.n = static_cast<uint32_t>(numel(ys));
   d->push.p[0] = static_cast<uint32_t>(axes.dim.size());
@@ -193,6 +222,7 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::Reshape, {f}, {f}, gather},           {OpCode::Reshape, {i}, {i}, gather},
       {OpCode::Transpose, {f}, {f}, gather},         {OpCode::BroadcastTo, {f}, {f}, gather},
       {OpCode::SumTo, {f}, {f}, sum_to},
+      {OpCode::Slice, {f}, {f}, gather},             {OpCode::Pad, {f}, {f}, pad},
       {OpCode::ReduceSum, {f}, {f}, reduce},         {OpCode::ReduceMean, {f}, {f}, reduce},
       {OpCode::ReduceMax, {f}, {f}, reduce},         {OpCode::ReduceMaxGrad, {f, f, f}, {f}, lanes},
       {OpCode::Softmax, {f}, {f}, lanes},            {OpCode::LogSoftmax, {f}, {f}, lanes},

@@ -34,4 +34,8 @@ std::vector<int64_t> row_major_strides(const Shape& s);
 // right): missing leading axes and size-1 axes that broadcast step 0.
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 
+// The row-major element offset of index `index` (one entry per axis) in `s`:
+// where a slice's or a pad's window starts.
+int64_t row_major_offset(const std::vector<int64_t>& index, const Shape& s);
+
 }  // namespace sgrt
