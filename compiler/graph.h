@@ -86,6 +86,7 @@ struct TrainConfig {
   int64_t epochs = 1, steps = 0, log_every = 50;
   uint64_t seed = 1;
   int64_t accumulate = 1;  // micro-batches per optimizer step (compiler/accumulate.h)
+  int64_t eval_every = 0;  // held-out evaluation every N steps (0: the command line's --eval-every)
 };
 
 struct Graph {

@@ -71,7 +71,7 @@ std::vector<uint8_t> serialize(const Graph& g) {
   auto metrics = write_named(b, g.metrics);
   auto outputs = write_named(b, g.outputs);
   auto train = sg::CreateTrainConfig(b, g.train.epochs, g.train.steps, g.train.seed, g.train.log_every,
-                                     g.train.accumulate);
+                                     g.train.accumulate, g.train.eval_every);
   auto model = sg::CreateModelDirect(b, kSchemaVersion, g.name.c_str(), g.source.c_str(), g.recipe.c_str(), &tensors,
                                      &programs, nullptr, memory, opt, data, g.loss, &metrics, &outputs, train,
                                      g.train_state, g.lr);

@@ -2,8 +2,11 @@
 // the boundary as integer ids into compiler::Graph::tensors.
 #include <lua.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -441,7 +444,7 @@ int l_data(lua_State* L) {
   return 0;
 }
 
-// _sg.train{epochs=, steps=, log_every=, seed=, accumulate=}
+// _sg.train{epochs=, steps=, log_every=, seed=, accumulate=, eval_every=}
 int l_train(lua_State* L) {
   compiler::TrainConfig& t = state(L).g->train;
   check_table(L, 1);
@@ -450,6 +453,7 @@ int l_train(lua_State* L) {
   t.log_every = field_int(L, 1, "log_every", t.log_every);
   t.seed = static_cast<uint64_t>(field_int(L, 1, "seed", static_cast<int64_t>(t.seed)));
   t.accumulate = field_int(L, 1, "accumulate", t.accumulate);
+  t.eval_every = field_int(L, 1, "eval_every", t.eval_every);
   if (t.accumulate < 1) raise_at(L, "accumulate must be at least 1 (micro-batches per optimizer step)");
   return 0;
 }
@@ -615,6 +619,22 @@ int embedded_searcher(lua_State* L) {
   return 1;
 }
 
+// package.searchers entry for a model script beside the one being compiled:
+// require "llama" loads DIR/llama.lua (a plain name, so nothing outside DIR),
+// as text when sandboxed; upvalues: DIR and the load mode.
+int sibling_searcher(lua_State* L) {
+  std::string name = luaL_checkstring(L, 1);
+  bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  std::string file = std::string(lua_tostring(L, lua_upvalueindex(1))) + name + ".lua";
+  if (!plain || !std::ifstream(file)) {
+    lua_pushfstring(L, "\n\tno model script '%s'", file.c_str());
+    return 1;
+  }
+  if (luaL_loadfilex(L, file.c_str(), lua_tostring(L, lua_upvalueindex(2))) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, file.c_str());
+  return 2;
+}
+
 int open_sg_core(lua_State* L) {
   luaL_newlibtable(L, kFunctions);
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -643,10 +663,14 @@ Status load_script(const std::string& path, const ScriptOptions& opts, compiler:
   lua_getfield(L, -1, "searchers");
   lua_pushcfunction(L, embedded_searcher);
   lua_seti(L, -2, 2);  // ahead of the file-system searchers
+  const char* mode = opts.limits.sandbox ? "t" : nullptr;  // a precompiled chunk is unverified bytecode
+  lua_pushstring(L, path.substr(0, path.find_last_of('/') + 1).c_str());
+  lua_pushstring(L, mode ? mode : "bt");
+  lua_pushcclosure(L, sibling_searcher, 2);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
   lua_pop(L, 2);
 
   Status result;
-  const char* mode = opts.limits.sandbox ? "t" : nullptr;  // a precompiled chunk is unverified bytecode
   bool loaded = luaL_loadfilex(L, path.c_str(), mode) == LUA_OK;
   if (!loaded || lua_pcall(L, 0, 0, 0) != LUA_OK) {
     const char* msg = lua_tostring(L, -1);

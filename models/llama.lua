@@ -11,7 +11,7 @@ local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ff
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
                        lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
                        lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false,
-                       kv_cache = false, accumulate = 1, checkpoint = false }
+                       kv_cache = false, accumulate = 1, checkpoint = false, data = "", steps = 0, eval_every = 0 }
 local dh = cfg.n_embd // cfg.n_head
 -- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
 -- rest frozen (docs/lora.md). lora_rank = 0: full training. lora_base = q4_1 or
@@ -92,13 +92,14 @@ end
 local n = cfg.batch * cfg.block
 if cfg.instruct then  -- sgrt train --data FILE.jsonl: the loss on response tokens only (docs/lora.md)
   local mask = sg.input("mask", { cfg.batch, cfg.block })
-  sg.data.instruct{ tokens = tokens, targets = targets, mask = mask }
+  sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, path = cfg.data ~= "" and cfg.data or nil }
   sg.loss(sg.nn.masked_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n }), sg.reshape(mask, { n })))
 else
   sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
 end
 sg.output("logits", logits)
 sg.optimizer.adamw{ lr = cfg.lr, weight_decay = 0.0 }
--- --set accumulate=k: one optimizer step from k micro-batches of `batch` (docs/lora.md)
-sg.train{ accumulate = cfg.accumulate }
+-- --set accumulate=k: one optimizer step from k micro-batches of `batch` (docs/lora.md);
+-- data, steps, eval_every: what --data, --steps and --eval-every give when omitted (0: their defaults)
+sg.train{ accumulate = cfg.accumulate, steps = cfg.steps, eval_every = cfg.eval_every }
 sg.recipe "fp32"

@@ -14,7 +14,8 @@ Status cmd_export(int argc, char** argv) {
   SG_TRY(parse_command(argc, argv, &a));
   if (!a.has("--output")) return Status::Invalid("export needs -o DEPLOY.sg");
   ExportOptions opts;
-  opts.infer_only = a.has("--infer-only");
+  opts.merge_lora = a.has("--merge");
+  opts.infer_only = a.has("--infer-only") || opts.merge_lora;
   SG_TRY(parse_export_quant(a.get("--quantize"), &opts.quantize).with_context("--quantize"));
   std::shared_ptr<const Model> m;
   SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
@@ -28,8 +29,8 @@ Status cmd_export(int argc, char** argv) {
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   SG_TRY(export_to_file(*s, opts, a.get("--output")));
-  std::printf("exported %s (step %lld%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
-              opts.infer_only ? ", inference only" : "", a.has("--quantize") ? ", weights " : "",
+  std::printf("exported %s (step %lld%s%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
+              opts.infer_only ? ", inference only" : "", opts.merge_lora ? ", adapters merged" : "", a.has("--quantize") ? ", weights " : "",
               a.get("--quantize").c_str(), a.get("--output").c_str());
   return Status::Ok();
 }

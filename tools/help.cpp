@@ -73,6 +73,7 @@ const std::vector<CommandHelp>& commands() {
            kOutput,
            {"--infer-only", nullptr, "keep only the eval and infer programs"},
            {"--quantize", "Q", "store weights as fp8, fp8-channel, fp4 or nvfp4 (with --infer-only)"},
+           {"--merge", nullptr, "fold the LoRA adapters into their base weights (implies --infer-only; docs/lora.md)"},
        })},
       {"run", "[MODEL.sg|MODEL.lua]",
        "sample text from a trained language model (--checkpoint DIR), or from a pretrained GGUF model "

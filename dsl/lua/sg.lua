@@ -416,14 +416,28 @@ function sg.program(name, outputs)
 end
 -- A KV cache: f32 state that decode programs append to, zero at first.
 function sg.cache(name, shape) return wrap(core.cache(name, shape)) end
-function sg.config(defaults) return core.config(defaults) end
+-- sg.preset{key = value, ...}: new defaults for the sg.config of a script this
+-- one builds on (require "llama" loads models/llama.lua beside it); --set
+-- still wins. A key the config does not have is an error.
+local presets = {}
+function sg.preset(t)
+  for k, v in pairs(t) do presets[k] = v end
+end
+function sg.config(defaults)
+  for k, v in pairs(presets) do
+    if defaults[k] == nil then core.fail("sg.preset: '" .. tostring(k) .. "' is not a config key of the script it presets") end
+    if type(v) ~= type(defaults[k]) then core.fail("sg.preset: " .. k .. " must be a " .. type(defaults[k])) end
+    defaults[k] = v
+  end
+  return core.config(defaults)
+end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
 -- that stay in f32; plan = false turns the static scale planner off; dge,
 -- clamp and granularity switch the fp4 recipe's parts (docs/recipes.md).
 function sg.recipe(name, opts)
   core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan", "dge", "clamp", "granularity" }))
 end
-function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed", "accumulate" })) end
+function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed", "accumulate", "eval_every" })) end
 
 -- A schedule is a table only the sg.schedule constructors make.
 local Schedule = {}

@@ -1,5 +1,6 @@
 // The CPU backend: host memory arena and the kernels of kernels/cpu.
-#include <cstdlib>
+#include <sys/mman.h>
+
 #include <cstring>
 
 #include "cpu/op_args.h"
@@ -16,16 +17,21 @@ struct BoundOp {
 
 class CpuBackend final : public Backend {
  public:
-  ~CpuBackend() override { std::free(arena_); }
+  ~CpuBackend() override {
+    if (arena_) ::munmap(arena_, size_);
+  }
   const char* name() const override { return "cpu"; }
 
   Status prepare(const Model& model) override {
     if (arena_) return Status::Runtime("cpu backend: prepare called twice");
     uint64_t bytes;
     SG_TRY(arena_size(model, &bytes));
-    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlignment, bytes));
-    if (!arena_) return Status::Runtime("cpu backend: cannot allocate the " + std::to_string(bytes) + "-byte arena");
-    std::memset(arena_, 0, bytes);
+    // Anonymous pages: zero, page-aligned, and resident only once touched, so
+    // the transient range of a program that never runs (sgrt run's eval)
+    // costs no memory.
+    void* p = bytes ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) return Status::Runtime("cpu backend: cannot allocate the " + std::to_string(bytes) + "-byte arena");
+    arena_ = static_cast<uint8_t*>(p);
     size_ = bytes;
     const std::vector<TensorInfo>& ts = model.tensors();
     for (const ProgramInfo& p : model.programs()) {

@@ -8,8 +8,11 @@
 #include <map>
 
 #include "cpu/op_args.h"
+#include "lora_merge.h"
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
+#include "sgrt/liveness.h"
+#include "sgrt/backend.h"
 #include "sgrt/model_file.h"
 #include "sgrt/quant.h"
 #include "sgrt/scale_codec.h"
@@ -88,8 +91,11 @@ class Exporter {
   Status run(std::vector<uint8_t>* out) {
     if (o_.quantize != ExportQuant::none && !o_.infer_only)
       return Status::Invalid("export: quantizing needs --infer-only (quantized weights are constants that training would not update)");
+    if (o_.merge_lora && !o_.infer_only)
+      return Status::Invalid("export: merging LoRA adapters needs --infer-only (the merged graph has no adapters left to train)");
     upgrade_schema();
     if (o_.infer_only) SG_TRY(strip_training());
+    if (o_.merge_lora) SG_TRY(merge_lora());
     if (o_.quantize != ExportQuant::none)
       for (auto& p : r_->programs) SG_TRY(quantize_program(*p));
     std::vector<bool> used = used_tensors();
@@ -141,6 +147,11 @@ class Exporter {
 
   template <class T>
   Status read(int id, std::vector<T>* v) const {
+    if (auto it = merged_.find(id); it != merged_.end()) {  // a weight with its adapters folded in
+      const auto* p = reinterpret_cast<const T*>(it->second.data());
+      v->assign(p, p + it->second.size() * sizeof(float) / sizeof(T));
+      return Status::Ok();
+    }
     const TensorInfo& t = m_.tensors()[id];
     v->resize(t.bytes / sizeof(T));
     return s_.read(id, v->data(), t.bytes);
@@ -278,16 +289,77 @@ class Exporter {
     op->inputs = w == 1 ? std::vector<int>{x[0], x[1], x[2], wq[0], wq[1], wq[2]}
                         : std::vector<int>{wq[0], wq[1], wq[2], x[0], x[1], x[2]};
     op->attrs.clear();
-    auto attr = [op](const char* name, int64_t v) {
-      auto a = std::make_unique<sg::AttrT>();
-      a->name = name;
-      a->i = v;
-      a->kind = sg::AttrKind::i;
-      op->attrs.push_back(std::move(a));
-    };
-    attr(trans_attr[0], w == 0 ? trans[0] != transpose : trans[0]);
-    attr(trans_attr[1], w == 1 ? trans[1] != transpose : trans[1]);
+    add_attr(*op, trans_attr[0], w == 0 ? trans[0] != transpose : trans[0]);
+    add_attr(*op, trans_attr[1], w == 1 ? trans[1] != transpose : trans[1]);
     return Status::Ok();
+  }
+
+  static void add_attr(sg::OpT& op, const char* name, int64_t v) {
+    auto a = std::make_unique<sg::AttrT>();
+    a->name = name;
+    a->i = v;
+    a->kind = sg::AttrKind::i;
+    op.attrs.push_back(std::move(a));
+  }
+
+  // LoRA adapters folded into their base weights (lora_merge.h): in each kept
+  // program the add that joins an adapter's branch goes, its readers take the
+  // base matmul's output, and the ops left without a use (the branch) go. A
+  // weight stored as blocks becomes f32 and its dequant_matmul a matmul.
+  Status merge_lora() {
+    for (auto& prog : r_->programs) {
+      const ProgramInfo& info = m_.programs()[m_.find_program(prog->name)];
+      std::vector<LoraJoin> joins;
+      SG_TRY(find_lora_joins(m_, info, &joins));
+      std::map<int, int> subst;
+      std::vector<bool> gone(prog->ops.size(), false);
+      for (const LoraJoin& j : joins) {
+        subst[j.y] = j.base_out;
+        gone[j.add_op] = true;
+        if (!merged_.count(j.w)) SG_TRY(merged_weight(s_, j, &merged_[j.w]));
+      }
+      for (size_t k = 0; k < prog->ops.size(); ++k)
+        for (int& in : prog->ops[k]->inputs)
+          if (auto it = subst.find(in); it != subst.end()) in = it->second;
+      auto redirect = [&subst](int& id) { if (auto it = subst.find(id); it != subst.end()) id = it->second; };
+      redirect(r_->loss);
+      for (auto& n : r_->metrics) redirect(n->tensor);
+      for (auto& n : r_->outputs) redirect(n->tensor);
+      drop_dead_ops(*prog, gone);
+    }
+    for (auto& [w, values] : merged_) {
+      sg::TensorT& t = *r_->tensors[w];
+      if (t.dtype == sg::DType::f32) continue;
+      t.dtype = sg::DType::f32;
+      t.bytes = values.size() * sizeof(float);
+      for (auto& prog : r_->programs)
+        for (auto& op : prog->ops)
+          if (op->code == static_cast<int32_t>(OpCode::DequantMatMul) && op->inputs[1] == w) {
+            op->code = static_cast<int32_t>(OpCode::MatMul);
+            op->version = op_info(OpCode::MatMul).version;
+            op->attrs.clear();
+            add_attr(*op, "trans_b", 1);
+          }
+    }
+    return Status::Ok();
+  }
+
+  // Removes the ops in `gone` and then every op whose outputs nothing later
+  // reads (not the loss, a metric or an output either): scanned backwards, so a
+  // chain of them goes at once.
+  void drop_dead_ops(sg::ProgramT& p, std::vector<bool> gone) {
+    std::vector<bool> needed(r_->tensors.size(), false);
+    if (r_->loss >= 0) needed[r_->loss] = true;
+    for (const auto& n : r_->metrics) needed[n->tensor] = true;
+    for (const auto& n : r_->outputs) needed[n->tensor] = true;
+    for (size_t k = p.ops.size(); k-- > 0;) {
+      const sg::OpT& op = *p.ops[k];
+      gone[k] = gone[k] || std::none_of(op.outputs.begin(), op.outputs.end(), [&](int id) { return needed[id]; });
+      if (!gone[k])
+        for (int id : op.inputs) needed[id] = true;
+    }
+    size_t k = 0;
+    std::erase_if(p.ops, [&](const auto&) { return gone[k++]; });
   }
 
   // Every tensor a kept program, the loss, a metric, an output or the data
@@ -357,40 +429,40 @@ class Exporter {
     r_->buffers = std::move(buffers);
   }
 
-  // Persistent tensors are packed again from offset 0. Transient tensors keep
-  // their liveness plan, with the address ranges no kept tensor uses squeezed
-  // out: each run of overlapping tensors moves down as one block, so tensors
-  // that shared bytes still do and those that did not still do not.
+  // Persistent tensors are packed again from offset 0, transient ones placed
+  // again by their liveness in the kept programs (sgrt/liveness.h, the
+  // compiler's rule): removed programs and ops free their bytes, and a merge's
+  // rewired reads extend the lifetimes they need.
   void plan_memory() {
     sg::MemoryPlanT& mem = *r_->memory;
     uint64_t align = mem.alignment ? mem.alignment : 64, off = 0, naive = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> spans;  // [offset, end) of transients
-    for (auto& t : r_->tensors) {
-      naive += align_up(t->bytes, align);
-      if (t->bytes == 0) continue;
-      if (t->lifetime != sg::Lifetime::persistent) {
-        spans.push_back({t->offset, t->offset + t->bytes});
+    std::vector<uint64_t> bytes(r_->tensors.size()), offsets(r_->tensors.size());
+    std::vector<int> transient;
+    for (size_t id = 0; id < r_->tensors.size(); ++id) {
+      sg::TensorT& t = *r_->tensors[id];
+      naive += align_up(t.bytes, align);
+      bytes[id] = t.bytes;
+      if (t.bytes == 0) continue;
+      if (t.lifetime != sg::Lifetime::persistent) {
+        transient.push_back(static_cast<int>(id));
         continue;
       }
-      t->offset = off;
-      off = align_up(off + t->bytes, align);
+      t.offset = off;
+      off = align_up(off + t.bytes, align);
     }
-    std::sort(spans.begin(), spans.end());
-    std::map<uint64_t, uint64_t> moved;  // old start of a block -> new start
-    uint64_t top = off, block = 0, block_end = 0;
-    for (auto [b, e] : spans) {
-      if (moved.empty() || b >= block_end) {
-        block = b;
-        moved[block] = align_up(top, align);
+    std::vector<int> read_back{r_->loss};
+    for (const auto& n : r_->metrics) read_back.push_back(n->tensor);
+    for (const auto& n : r_->outputs) read_back.push_back(n->tensor);
+    std::vector<ProgramTensors> programs;
+    for (const auto& p : r_->programs) {
+      ProgramTensors& ops = programs.emplace_back();
+      for (const auto& op : p->ops) {
+        ops.push_back(op->inputs);
+        ops.back().insert(ops.back().end(), op->outputs.begin(), op->outputs.end());
       }
-      block_end = std::max(block_end, e);
-      top = std::max(top, moved[block] + (block_end - block));
     }
-    for (auto& t : r_->tensors) {
-      if (t->lifetime == sg::Lifetime::persistent || t->bytes == 0) continue;
-      auto it = std::prev(moved.upper_bound(t->offset));
-      t->offset = t->offset - it->first + it->second;
-    }
+    uint64_t top = place_by_liveness(transient, bytes, live_ranges(bytes.size(), programs, read_back), off, align, &offsets);
+    for (int id : transient) r_->tensors[id]->offset = offsets[id];
     for (auto& p : r_->programs) {
       uint64_t peak = off;
       for (auto& op : p->ops)
@@ -412,6 +484,7 @@ class Exporter {
   int f32_scale_ = -1, f32_state_ = -1;
   std::map<int, std::array<int, 3>> done_;
   std::map<std::pair<int, bool>, std::array<int, 3>> quantized_;
+  std::map<int, std::vector<float>> merged_;  // base weight -> W + scale B A
 };
 
 }  // namespace
@@ -429,7 +502,19 @@ Status parse_export_quant(const std::string& name, ExportQuant* out) {
 }
 
 Status export_model(const Session& s, const ExportOptions& opts, std::vector<uint8_t>* out) {
-  return Exporter(s, opts).run(out);
+  if (!opts.merge_lora || opts.quantize == ExportQuant::none) return Exporter(s, opts).run(out);
+  // Merged first; the merged weights are then f32 weights like any other, and
+  // a session on the merged graph hands them to the quantizing pass.
+  std::vector<uint8_t> bytes;
+  SG_TRY(Exporter(s, {opts.infer_only, ExportQuant::none, true}).run(&bytes));
+  std::unique_ptr<Model> merged;
+  SG_TRY(Model::load_bytes(std::move(bytes), s.model().label() + " (merged)", &merged));
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend("cpu", &be));
+  std::unique_ptr<Session> ms;
+  SG_TRY(Session::create(std::move(merged), std::move(be), &ms));
+  SG_TRY(ms->init(0, 0));
+  return Exporter(*ms, {true, opts.quantize, false}).run(out);
 }
 
 Status export_to_file(const Session& s, const ExportOptions& opts, const std::string& path) {

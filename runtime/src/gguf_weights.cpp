@@ -32,15 +32,32 @@ Status reencode_blocks(Session& s, int id, const GgufFile& f, const GgufTensor& 
   const int64_t width = t.shape[0], rows = t.numel() / width, chunk = std::max<int64_t>(1, 65536 / width);
   const size_t row_bytes = t.bytes / static_cast<size_t>(rows);
   const uint8_t* src = f.data(t).data();
-  std::vector<uint8_t> out(dtype_bytes(dt, t.numel()));
+  std::vector<uint8_t> out;
   std::vector<float> rowsf;
   for (int64_t r = 0; r < rows; r += chunk) {
     const int64_t n = std::min(chunk, rows - r) * width;
     rowsf.resize(static_cast<size_t>(n));
+    out.resize(dtype_bytes(dt, n));
     SG_TRY(gguf_dequantize_rows(t.type, src + r * row_bytes, n, rowsf.data()));
-    fmt::gguf_encode_blocks(dt == DType::q8_0, rowsf.data(), n, out.data() + dtype_bytes(dt, r * width));
+    fmt::gguf_encode_blocks(dt == DType::q8_0, rowsf.data(), n, out.data());
+    SG_TRY(s.write_range(id, dtype_bytes(dt, r * width), out.data(), out.size()));
+    f.release(t, r * row_bytes, (n / width) * row_bytes);
   }
-  return s.write(id, out.data(), out.size());
+  return Status::Ok();
+}
+
+// A tensor of the param's own block format, copied bit for bit a MiB at a
+// time, each piece's file pages dropped once written: the file's copy of a
+// large weight (SmolLM2's 30 MB embedding) never sits in memory whole beside
+// the arena (docs/llama.md's peak RSS).
+Status copy_blocks(Session& s, int id, const GgufFile& f, const GgufTensor& t) {
+  const uint8_t* src = f.data(t).data();
+  for (uint64_t at = 0, piece = uint64_t(1) << 20; at < t.bytes; at += piece) {
+    const uint64_t n = std::min(piece, t.bytes - at);
+    SG_TRY(s.write_range(id, at, src + at, n));
+    f.release(t, at, n);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -85,7 +102,7 @@ Status import_gguf(Session& s, const std::string& path) {
   for (auto& [id, t] : plan) {
     const DType dt = m.tensors()[id].type.dtype;
     if (dtype_is_block(dt)) {
-      if (stores_file_blocks(dt, t->type)) SG_TRY(s.write(id, f->data(*t).data(), t->bytes));  // bit for bit
+      if (stores_file_blocks(dt, t->type)) SG_TRY(copy_blocks(s, id, *f, *t));  // bit for bit
       else SG_TRY(reencode_blocks(s, id, *f, *t).with_context(path));
       f->release(*t);
       continue;

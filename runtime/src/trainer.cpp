@@ -285,6 +285,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
   int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
+  const int64_t eval_every = opts.eval_every > 0 ? opts.eval_every : cfg ? cfg->eval_every() : 0;
   RunLock dir_lock;
   SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
   CheckpointMeta run{0, total, opts.seed, per_epoch};
@@ -366,7 +367,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
                           .done()));
       if (opts.on_step) opts.on_step(r);
     }
-    bool epoch_end = pos + 1 == per_epoch, every = opts.eval_every > 0 && (step + 1) % opts.eval_every == 0;
+    bool epoch_end = pos + 1 == per_epoch, every = eval_every > 0 && (step + 1) % eval_every == 0;
     if ((epoch_end || every) && !last) SG_TRY(held_out_eval(step + 1, epoch));
     run.step = out->end_step = step + 1;
     bool signalled = opts.stop_signal && *opts.stop_signal != 0;

@@ -23,6 +23,10 @@ struct ExportOptions {
   bool infer_only = false;
   // Needs infer_only: quantized weights are constants that training would not reach.
   ExportQuant quantize = ExportQuant::none;
+  // Needs infer_only: every nn.lora adapter folded into its base weight,
+  // W + (alpha / rank) B A in f32 (a q4_1/q8_0 base decoded first, then stored
+  // f32 or as `quantize` says), the adapters' ops and tensors gone (docs/lora.md).
+  bool merge_lora = false;
 };
 
 // s's model with s's current persistent state (parameters, optimizer and scale

@@ -91,7 +91,9 @@ class GgufFile {
   // numel(t) floats in storage order (ne[0] fastest); `out` must have exactly that size.
   Status dequantize(const GgufTensor& t, std::span<float> out) const;
   // Drops t's bytes from resident memory (read again from the file if used).
-  void release(const GgufTensor& t) const { map_.release(data_start_ + t.offset, t.bytes); }
+  void release(const GgufTensor& t) const { release(t, 0, t.bytes); }
+  // The same for bytes [at, at + bytes) of t (whole pages inside them).
+  void release(const GgufTensor& t, uint64_t at, uint64_t bytes) const { map_.release(data_start_ + t.offset + at, bytes); }
 
  private:
   GgufFile() = default;

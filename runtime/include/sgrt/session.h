@@ -20,6 +20,9 @@ class Session {
   Status init(uint64_t seed, int64_t total_steps);
 
   Status write(int tensor, const void* src, size_t bytes);
+  // Bytes [at, at + bytes) of the tensor: a large weight written in pieces,
+  // so no copy of the whole of it sits beside the arena.
+  Status write_range(int tensor, uint64_t at, const void* src, size_t bytes);
   Status read(int tensor, void* dst, size_t bytes) const;
   Status read_scalar(int tensor, float* out) const;
   Status run(int program);
