@@ -3,7 +3,7 @@
 -- sgrt train models/fashion_cnn.lua [--recipe fp8] [--set epochs=4]
 local sg = require "sg"
 local nn = sg.nn
-local cfg = sg.config{ batch = 100, epochs = 4, lr = 1e-3 }
+local cfg = sg.config{ batch = 50, epochs = 10, lr = 1e-3 }
 
 local x = sg.input("image", { cfg.batch, 784 })
 local y = sg.input("label", { cfg.batch }, "i32")

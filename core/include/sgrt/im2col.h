@@ -1,6 +1,8 @@
 // The geometry of im2col and its gradient col2im (ops.def), shared by shape
-// inference and the CPU and CUDA kernels (kernels/vulkan/im2col.comp mirrors
-// the two index functions). x [N, H, W, C] is read in KH x KW windows with
+// inference and every backend's kernel. The two index functions below are the
+// definition, one output element each: the CUDA kernels call them,
+// kernels/vulkan/im2col.comp mirrors them, kernels/cpu/im2col.cpp applies them
+// a row of C channels at a time (in the same order). x [N, H, W, C] is read in KH x KW windows with
 // stride (SH, SW) and zero padding (PH, PW) on both sides:
 //   Ho = (H + 2 PH - KH) / SH + 1,  Wo = (W + 2 PW - KW) / SW + 1,
 //   patches [N, Ho, Wo, KH*KW*C], entry (kh, kw, c) of patch (n, oy, ox) =
