@@ -4,7 +4,6 @@
 // errors a bad window gets. Gradients: tests/test_gradcheck.cpp.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <random>
 
 #include "harness.h"
@@ -127,35 +126,34 @@ TEST_CASE("conv2d depthwise (groups = C, two outputs per channel): a direct per-
 
 TEST_CASE("max_pool2d and avg_pool2d: direct window maxima and means") {
   Image x = random_image(2, 7, 5, 3, 13);
+  // reduce(the k x k window's values, zeros in the padding) for each output element.
+  auto pool = [&](int64_t k, int64_t stride, int64_t pad, float (*reduce)(const std::vector<float>&)) {
+    std::vector<float> out, win;
+    const int64_t ho = (x.h + 2 * pad - k) / stride + 1, wo = (x.w + 2 * pad - k) / stride + 1;
+    for (int64_t n = 0; n < x.n; ++n)
+      for (int64_t oy = 0; oy < ho; ++oy)
+        for (int64_t ox = 0; ox < wo; ++ox)
+          for (int64_t ch = 0; ch < x.c; ++ch) {
+            win.clear();
+            for (int64_t dy = 0; dy < k; ++dy)
+              for (int64_t dx = 0; dx < k; ++dx) win.push_back(x.at(n, oy * stride - pad + dy, ox * stride - pad + dx, ch));
+            out.push_back(reduce(win));
+          }
+    return out;
+  };
   SUBCASE("max, kernel 2, stride 2 (the default): odd sizes drop the last row and column") {
     Run r = run_layer(x, "sg.nn.max_pool2d(x)");
     REQUIRE(r.y_shape == Shape{2, 3, 2, 3});
-    std::vector<float> want;
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t oy = 0; oy < 3; ++oy)
-        for (int64_t ox = 0; ox < 2; ++ox)
-          for (int64_t ch = 0; ch < 3; ++ch) {
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int dy = 0; dy < 2; ++dy)
-              for (int dx = 0; dx < 2; ++dx) mx = std::max(mx, x.at(n, 2 * oy + dy, 2 * ox + dx, ch));
-            want.push_back(mx);
-          }
-    check_close(r.y, want);
+    check_close(r.y, pool(2, 2, 0, [](const std::vector<float>& w) { return *std::max_element(w.begin(), w.end()); }));
   }
   SUBCASE("avg, kernel 3, stride 2, padding 1: padding counts as zeros") {
     Run r = run_layer(x, "sg.nn.avg_pool2d(x, {kernel = 3, stride = 2, padding = 1})");
     REQUIRE(r.y_shape == Shape{2, 4, 3, 3});
-    std::vector<float> want;
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t oy = 0; oy < 4; ++oy)
-        for (int64_t ox = 0; ox < 3; ++ox)
-          for (int64_t ch = 0; ch < 3; ++ch) {
-            double s = 0;
-            for (int dy = 0; dy < 3; ++dy)
-              for (int dx = 0; dx < 3; ++dx) s += x.at(n, 2 * oy - 1 + dy, 2 * ox - 1 + dx, ch);
-            want.push_back(static_cast<float>(s / 9));
-          }
-    check_close(r.y, want);
+    check_close(r.y, pool(3, 2, 1, [](const std::vector<float>& w) {
+      double s = 0;
+      for (float v : w) s += v;
+      return static_cast<float>(s / static_cast<double>(w.size()));
+    }));
   }
 }
 

@@ -35,16 +35,9 @@ void col2im(const Im2colGeometry& g, const float* dy, float* dx, int64_t rb, int
     int64_t ix = r % g.w, t = r / g.w, iy = t % g.h, n = t / g.h;
     float* dst = dx + r * g.c;
     std::fill(dst, dst + g.c, 0.f);
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      int64_t ty = iy + g.ph - ky;  // = oy * sh
-      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.ho) continue;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        int64_t tx = ix + g.pw - kx;
-        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.wo) continue;
-        const float* src = dy + ((n * g.ho + ty / g.sh) * g.wo + tx / g.sw) * g.patch() + (ky * g.kw + kx) * g.c;
-        for (int64_t c = 0; c < g.c; ++c) dst[c] += src[c];
-      }
-    }
+    for_each_copy(g, n, iy, ix, [&](int64_t off) {
+      for (int64_t c = 0; c < g.c; ++c) dst[c] += dy[off + c];
+    });
   }
 }
 

@@ -2,7 +2,7 @@
 // inference and every backend's kernel. The two index functions below are the
 // definition, one output element each: the CUDA kernels call them,
 // kernels/vulkan/im2col.comp mirrors them, kernels/cpu/im2col.cpp applies them
-// a row of C channels at a time (in the same order). x [N, H, W, C] is read in KH x KW windows with
+// a row of C channels at a time (in the same order, for_each_copy). x [N, H, W, C] is read in KH x KW windows with
 // stride (SH, SW) and zero padding (PH, PW) on both sides:
 //   Ho = (H + 2 PH - KH) / SH + 1,  Wo = (W + 2 PW - KW) / SW + 1,
 //   patches [N, Ho, Wo, KH*KW*C], entry (kh, kw, c) of patch (n, oy, ox) =
@@ -46,23 +46,29 @@ SGRT_IM2COL_HD inline int64_t im2col_source(const Im2colGeometry& g, int64_t i) 
   return ((n * g.h + iy) * g.w + ix) * g.c + c;
 }
 
-// col2im: dx element i, the sum of the patch entries of dy it was copied to,
-// added in (kh, kw) order: a gather, the same order on every backend.
-SGRT_IM2COL_HD inline float col2im_gather(const Im2colGeometry& g, const float* dy, int64_t i) {
-  int64_t c = i % g.c, t = i / g.c;
-  int64_t ix = t % g.w; t /= g.w;
-  int64_t iy = t % g.h, n = t / g.h;
-  float acc = 0.f;
+// Calls copy(offset) with the offset in patches of each copy of input pixel
+// (n, iy, ix)'s channel 0, in (kh, kw) order: col2im's order on every backend.
+template <class F>
+SGRT_IM2COL_HD inline void for_each_copy(const Im2colGeometry& g, int64_t n, int64_t iy, int64_t ix, F copy) {
   for (int64_t ky = 0; ky < g.kh; ++ky) {
     int64_t ty = iy + g.ph - ky;  // = oy * sh
     if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.ho) continue;
     for (int64_t kx = 0; kx < g.kw; ++kx) {
       int64_t tx = ix + g.pw - kx;
       if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.wo) continue;
-      int64_t row = (n * g.ho + ty / g.sh) * g.wo + tx / g.sw;
-      acc += dy[row * g.patch() + (ky * g.kw + kx) * g.c + c];
+      copy(((n * g.ho + ty / g.sh) * g.wo + tx / g.sw) * g.patch() + (ky * g.kw + kx) * g.c);
     }
   }
+}
+
+// col2im: dx element i, the sum of the patch entries of dy it was copied to,
+// added in (kh, kw) order: a gather, the same sums on every backend.
+SGRT_IM2COL_HD inline float col2im_gather(const Im2colGeometry& g, const float* dy, int64_t i) {
+  int64_t c = i % g.c, t = i / g.c;
+  int64_t ix = t % g.w; t /= g.w;
+  int64_t iy = t % g.h, n = t / g.h;
+  float acc = 0.f;
+  for_each_copy(g, n, iy, ix, [&](int64_t off) { acc += dy[off + c]; });
   return acc;
 }
 
