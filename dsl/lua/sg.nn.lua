@@ -184,14 +184,17 @@ local function pair(fn, key, v, default)
   return v
 end
 
--- The windows of x as [N, Ho, Wo, KH*KW, C]. Defaults: a pool's kernel 2 and
--- stride = kernel, a convolution's kernel 3 and stride 1.
-local function windows(fn, x, opts, pool)
-  local sg = require "sg"
+-- sg.im2col's patches of x [N, Ho, Wo, KH*KW*C] and the kernel. Defaults: a
+-- pool's kernel 2 and stride = kernel, a convolution's kernel 3 and stride 1.
+local function patches(fn, x, opts, pool)
   if x:rank() ~= 4 then core.fail(fn .. ": x must be [N, H, W, C] (channels last), got rank " .. x:rank()) end
   local k = pair(fn, "kernel", opts.kernel, pool and 2 or 3)
-  local p = sg.im2col(x, k, pair(fn, "stride", opts.stride, pool and k or 1), pair(fn, "padding", opts.padding, 0))
-  return sg.reshape(p, { p:dim(1), p:dim(2), p:dim(3), k[1] * k[2], x:dim(4) })
+  return require("sg").im2col(x, k, pair(fn, "stride", opts.stride, pool and k or 1), pair(fn, "padding", opts.padding, 0)), k
+end
+
+-- The patches as windows [N, Ho, Wo, KH*KW, C, ...extra].
+local function windows(p, k, c, extra)
+  return require("sg").reshape(p, { p:dim(1), p:dim(2), p:dim(3), k[1] * k[2], c, extra })
 end
 
 -- y [N, Ho, Wo, out]. opts: kernel (3), stride (1), padding (0), bias (true),
@@ -202,11 +205,11 @@ function nn.conv2d(x, out_channels, opts)
   local sg = require "sg"
   opts = sg.check_options("nn.conv2d", opts, { "name", "kernel", "stride", "padding", "bias", "groups" })
   local name = opts.name or auto_name("conv")
-  local w = windows("nn.conv2d", x, opts)  -- [N, Ho, Wo, KH*KW, C]
-  local n, ho, wo, kk, c = w:dim(1), w:dim(2), w:dim(3), w:dim(4), w:dim(5)
+  local p, k = patches("nn.conv2d", x, opts)
+  local n, ho, wo, kk, c = p:dim(1), p:dim(2), p:dim(3), k[1] * k[2], x:dim(4)
   local groups = opts.groups or 1
   if groups == 1 then
-    local y = nn.linear(sg.reshape(w, { n * ho * wo, kk * c }), out_channels, { name = name, bias = opts.bias })
+    local y = nn.linear(sg.reshape(p, { n * ho * wo, kk * c }), out_channels, { name = name, bias = opts.bias })
     return sg.reshape(y, { n, ho, wo, out_channels })
   end
   if groups ~= c or out_channels % c ~= 0 then
@@ -214,8 +217,8 @@ function nn.conv2d(x, out_channels, opts)
               "), got groups = " .. tostring(groups) .. ", out_channels = " .. out_channels)
   end
   local m, bound = out_channels // c, 1 / math.sqrt(kk)
-  local k = sg.param(name .. ".w", { kk, c, m }, { "uniform", -bound, bound })
-  local y = sg.reduce_sum(sg.reshape(w, { n, ho, wo, kk, c, 1 }) * k, 3)  -- [N, Ho, Wo, C, M]: channel c * M + j
+  local w = sg.param(name .. ".w", { kk, c, m }, { "uniform", -bound, bound })
+  local y = sg.reduce_sum(windows(p, k, c, 1) * w, 3)  -- [N, Ho, Wo, C, M]: channel c * M + j
   y = sg.reshape(y, { n, ho, wo, out_channels })
   if opts.bias == false then return y end
   return y + sg.param(name .. ".b", { out_channels }, { "uniform", -bound, bound })
@@ -227,14 +230,16 @@ function nn.max_pool2d(x, opts)
   opts = require("sg").check_options("nn.max_pool2d", opts, { "kernel", "stride", "padding" })
   local p = pair("nn.max_pool2d", "padding", opts.padding, 0)
   if p[1] ~= 0 or p[2] ~= 0 then core.fail("nn.max_pool2d: padding must be 0 (zero padding would be a wrong maximum for negative inputs)") end
-  return require("sg").reduce_max(windows("nn.max_pool2d", x, opts, true), 3)
+  local w, k = patches("nn.max_pool2d", x, opts, true)
+  return require("sg").reduce_max(windows(w, k, x:dim(4)), 3)
 end
 
 -- Mean over each window, padding counted as zeros (PyTorch's count_include_pad).
 -- opts: kernel (2), stride (kernel), padding (0).
 function nn.avg_pool2d(x, opts)
   opts = require("sg").check_options("nn.avg_pool2d", opts, { "kernel", "stride", "padding" })
-  return require("sg").reduce_mean(windows("nn.avg_pool2d", x, opts, true), 3)
+  local w, k = patches("nn.avg_pool2d", x, opts, true)
+  return require("sg").reduce_mean(windows(w, k, x:dim(4)), 3)
 end
 
 return nn
