@@ -238,6 +238,12 @@ class Differ {
         a.set_i("transpose_w", !op.attrs.i("transpose_w"));
         return accumulate(in[0], emit(OpCode::DequantMatMul, {dy, in[1]}, a));
       }
+      case OpCode::Im2col: {  // the transpose of a copy: each dx element gathers its copies
+        Attrs a = op.attrs;
+        const Shape& xs = g_.t(in[0]).type.shape;
+        a.set_ints("size", {xs[1], xs[2]});
+        return accumulate(in[0], emit(OpCode::Col2im, {dy}, a));
+      }
       case OpCode::RopeAt: case OpCode::KvAttention: break;
       // Gradient and optimizer ops never appear in the forward graph.
       case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:
@@ -245,7 +251,7 @@ class Differ {
       case OpCode::SoftmaxXentGrad: case OpCode::LrSchedule: case OpCode::SgdUpdate:
       case OpCode::AdamwUpdate: case OpCode::StepIncrement: case OpCode::kCount:
       case OpCode::EmbeddingGrad: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
-      case OpCode::AttentionGrad: case OpCode::SiluGrad:
+      case OpCode::AttentionGrad: case OpCode::SiluGrad: case OpCode::Col2im:
       // Low-precision ops are inserted after autodiff (compiler/precision.cpp).
       case OpCode::Quantize: case OpCode::QMatMul: case OpCode::DgeGrad: case OpCode::ClampOutliers:
       case OpCode::CheckFinite: case OpCode::Dequantize: case OpCode::QuantizeGrad:

@@ -128,6 +128,25 @@ inline const char* kWindowModel = R"(
   sg.optimizer.sgd{ lr = 0.05 }
 )";
 
+// Convolution and pooling (im2col, col2im), for the GPU backends' cross-checks
+// (test_cuda_ops.cpp, test_vulkan_ops.cpp): a strided, padded, non-square
+// convolution, a depthwise one (whose input gradient is a col2im), overlapping
+// max pooling and padded average pooling. tanh, not relu, before the max: no
+// ties. Plain SGD, as the attention model below says why.
+inline const char* kConvModel = R"(
+  local sg = require "sg"
+  local nn = sg.nn
+  local cfg = sg.config{ n = 3, h = 9, w = 7, c = 2 }
+  local x = sg.input("x", {cfg.n, cfg.h, cfg.w, cfg.c})
+  local y = sg.input("y", {cfg.n}, "i32")
+  local a = nn.conv2d(x, 4, {kernel = {3, 2}, stride = {2, 1}, padding = 1, name = "c1"}):tanh()
+  local d = nn.conv2d(a, 8, {groups = 4, padding = 1, name = "dw"})
+  local p = nn.avg_pool2d(nn.max_pool2d(d, {kernel = 2, stride = 1}), {kernel = 3, stride = 2, padding = 1})
+  local logits = nn.linear(sg.reshape(p, {cfg.n, -1}), 5, {name = "fc"})
+  sg.loss(sg.softmax_cross_entropy(logits, y))
+  sg.optimizer.sgd{ lr = 0.05, momentum = 0.9 }
+)";
+
 // Causal attention of projections of x, for the GPU backends' cross-checks
 // (test_cuda_ops.cpp, test_vulkan_ops.cpp): q, k and v all get gradients; the
 // loss weighs y by a random r (a dense dy). n_kv_head < n_head: grouped-query

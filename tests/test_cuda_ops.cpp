@@ -84,6 +84,7 @@ TEST_CASE("cuda agrees with the cpu on every f32 op (small odd shapes)") {
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
   cross_check(test::kWindowModel);       // slice, pad, concat
+  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im
   cross_check(test::kAttentionModel);    // GQA: 4 query heads on 2 kv heads, t = 5, dh = 16
 }
 
@@ -92,6 +93,7 @@ TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
   // d = 150: norm rows of one block each, columns past a block.
   cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
+  cross_check(test::kConvModel, {{"n", "16"}, {"h", "28"}, {"w", "28"}, {"c", "3"}});  // im2col: several workgroups
   // Attention: t = 37 and 70 span two and three 32-key tiles (and 16-query steps
   // of dk, dv); dh = 30 fills no whole lane slice; dh = 128 takes more than the
   // default 48 KiB of shared memory; kv = 1 puts every query head on one kv head.

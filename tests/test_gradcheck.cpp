@@ -178,6 +178,9 @@ Prepared prepare(const Case& c, uint32_t seed = 1234) {
   for (const ParamSpec& ps : c.params) p.values[ps.name] = generate(ps.gen, numel(ps.shape), rng);
   for (const std::string& n : c.inner) p.values[n] = generate(Gen::uniform, numel(s.model().tensors()[test::tensor_id(s, n)].type.shape), rng);
   p.values["w"] = generate(Gen::uniform, numel(s.model().tensors()[test::tensor_id(s, "w")].type.shape), rng);
+  // Parameters a layer (sg.nn) made itself are checked as well.
+  for (const TensorInfo& t : s.model().tensors())
+    if (t.role == Role::param && !p.values.count(t.name)) p.values[t.name] = generate(Gen::uniform, numel(t.type.shape), rng);
   if (!c.labels.empty()) test::write_vec(s, "label", c.labels);
   test::write_vec(s, "ones", std::vector<float>(numel(s.model().tensors()[test::tensor_id(s, "ones")].type.shape), 1.f));
   for (auto& [n, v] : p.values) test::write_vec(s, n, v);
@@ -333,6 +336,20 @@ TEST_CASE("softmax_cross_entropy") {
   gradcheck({"softmax_cross_entropy, repeated labels", {{"logits", {6, 3}, Gen::distinct}},
              "sg.softmax_cross_entropy(logits, label)",
              "local label = sg.input(\"label\", {6}, \"i32\")", {2, 2, 0, 1, 2, 0}});
+}
+
+TEST_CASE("im2col, and the convolution and pooling layers built from it (NHWC)") {
+  const Shape img{1, 5, 4, 3};  // small: the FP32 loss stays well inside the error budget
+  gradcheck({"im2col 2x2", {{"x", img}}, "sg.im2col(x, {2, 2}, {1, 1}, {0, 0})"});
+  gradcheck({"im2col 3x2, stride 2, padding 1", {{"x", img}}, "sg.im2col(x, {3, 2}, {2, 2}, {1, 1})"});
+  gradcheck({"im2col 1x3, stride 2x1, padding 0x2", {{"x", img}}, "sg.im2col(x, {1, 3}, {2, 1}, {0, 2})"});
+  gradcheck({"conv2d 3x3, padding 1", {{"x", img}}, "sg.nn.conv2d(x, 4, {padding = 1, name = \"c\"})"});
+  gradcheck({"conv2d 2x3, stride 2, no bias", {{"x", img}}, "sg.nn.conv2d(x, 2, {kernel = {2, 3}, stride = 2, bias = false, name = \"c\"})"});
+  gradcheck({"conv2d depthwise", {{"x", img}}, "sg.nn.conv2d(x, 3, {groups = 3, padding = 1, name = \"d\"})"});
+  gradcheck({"conv2d depthwise x2", {{"x", img}}, "sg.nn.conv2d(x, 6, {groups = 3, kernel = 2, name = \"d\"})"});
+  gradcheck({"max_pool2d", {{"x", img, Gen::distinct}}, "sg.nn.max_pool2d(x)"});
+  gradcheck({"max_pool2d 3x3, stride 1 (overlapping windows)", {{"x", img, Gen::distinct}}, "sg.nn.max_pool2d(x, {kernel = 3, stride = 1})"});
+  gradcheck({"avg_pool2d 3x3, stride 2, padding 1", {{"x", img}}, "sg.nn.avg_pool2d(x, {kernel = 3, stride = 2, padding = 1})"});
 }
 
 TEST_CASE("gradient accumulation: one tensor feeding several ops") {

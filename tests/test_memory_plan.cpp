@@ -182,6 +182,11 @@ TEST_CASE("fashion MLP: no two live tensors overlap, everything inside the arena
   check_graph_and_model(read_text(SGRT_SOURCE_DIR "/models/fashion_mlp.lua"), {{"batch", "3"}, {"hidden", "7"}}, &small);
 }
 
+TEST_CASE("fashion CNN (im2col patches, pooling windows): no two live tensors overlap") {
+  compiler::Graph g;
+  check_graph_and_model(read_text(SGRT_SOURCE_DIR "/models/fashion_cnn.lua"), {{"batch", "3"}}, &g);
+}
+
 TEST_CASE("deep MLP: plan sound, and the arena well below the sum of all tensors") {
   compiler::Graph g;
   check_graph_and_model(deep_mlp(256, 128, 12), {}, &g);

@@ -73,12 +73,14 @@ TEST_CASE("vulkan agrees with the cpu on every op (small odd shapes)") {
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
   cross_check(test::kWindowModel);       // slice, pad, concat
+  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im
 }
 
 TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups") {
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
   cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
+  cross_check(test::kConvModel, {{"n", "16"}, {"h", "28"}, {"w", "28"}, {"c", "3"}});  // im2col: several workgroups
 }
 
 TEST_CASE("vulkan attention agrees with the cpu: GQA, odd lengths, head sizes 16, 64 and 128") {

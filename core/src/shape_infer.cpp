@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sgrt/checked_math.h"
+#include "sgrt/im2col.h"
 #include "sgrt/op_attrs.h"
 #include "sgrt/quant.h"
 #include "shape_infer_transformer.h"
@@ -328,6 +329,14 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
     case OpCode::RopeAt: return infer_rope_at(code, ins, attrs, outs);
     case OpCode::KvAttention: return infer_kv_attention(code, ins, attrs, outs);
     case OpCode::Dropout: return infer_dropout(code, ins, attrs, outs);
+    case OpCode::Im2col: case OpCode::Col2im: {  // sgrt/im2col.h
+      if (ins[0].dtype != DType::f32) return fail(code, "expects f32, got " + type_str(ins[0]));
+      Im2colGeometry g;
+      SG_TRY(im2col_geometry(code, ins[0].shape, attrs, &g));
+      out.dtype = DType::f32;
+      out.shape = code == OpCode::Im2col ? Shape{g.n, g.ho, g.wo, g.patch()} : Shape{g.n, g.h, g.w, g.c};
+      return Status::Ok();
+    }
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");

@@ -530,5 +530,9 @@ function sg.dropout(x, p)
   return op("dropout", { x, wrap(core.train_state()) }, { p = p + 0.0, seed = dropouts, training = 1 })
 end
 
+-- Convolution patches (docs/dsl.md): x [N, H, W, C] -> [N, Ho, Wo, KH*KW*C] in
+-- (kh, kw, c) order; kernel, stride and pad are {rows, cols} (zero padding).
+function sg.im2col(x, kernel, stride, pad) return op("im2col", { x }, { kernel = kernel, stride = stride, pad = pad }) end
+
 sg.nn = require "sg.nn"
 return sg

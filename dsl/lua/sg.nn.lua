@@ -222,4 +222,76 @@ function nn.block(x, opts)
   return x + sg.dropout(m, opts.dropout)
 end
 
+-- Convolution and pooling on channels-last images x [N, H, W, C] (docs/dsl.md):
+-- sg.im2col's patches, then a GEMM (conv2d: nn.linear, so every recipe
+-- quantizes it as any linear layer) or a reduction over each window.
+
+-- An integer or {rows, cols} option as {rows, cols}.
+local function pair(fn, key, v, default)
+  if v == nil then v = default end
+  if math.type(v) == "integer" then v = { v, v } end
+  if type(v) ~= "table" or #v ~= 2 or math.type(v[1]) ~= "integer" or math.type(v[2]) ~= "integer" then
+    core.fail(fn .. ": " .. key .. " must be an integer or {rows, cols}, got " .. tostring(v))
+  end
+  return v
+end
+
+-- sg.im2col's patches of x [N, Ho, Wo, KH*KW*C] and the kernel. Defaults: a
+-- pool's kernel 2 and stride = kernel, a convolution's kernel 3 and stride 1.
+local function patches(fn, x, opts, pool)
+  if x:rank() ~= 4 then core.fail(fn .. ": x must be [N, H, W, C] (channels last), got rank " .. x:rank()) end
+  local k = pair(fn, "kernel", opts.kernel, pool and 2 or 3)
+  return require("sg").im2col(x, k, pair(fn, "stride", opts.stride, pool and k or 1), pair(fn, "padding", opts.padding, 0)), k
+end
+
+-- The patches as windows [N, Ho, Wo, KH*KW, C, ...extra].
+local function windows(p, k, c, extra)
+  return require("sg").reshape(p, { p:dim(1), p:dim(2), p:dim(3), k[1] * k[2], c, extra })
+end
+
+-- y [N, Ho, Wo, out]. opts: kernel (3), stride (1), padding (0), bias (true),
+-- groups (1, or C: depthwise, out a multiple of C), name. Weights .w
+-- [out, KH*KW*C] in (kh, kw, c) order (depthwise: [KH*KW, C, out / C]) and .b
+-- [out], U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = KH*KW*C / groups.
+function nn.conv2d(x, out_channels, opts)
+  local sg = require "sg"
+  opts = sg.check_options("nn.conv2d", opts, { "name", "kernel", "stride", "padding", "bias", "groups" })
+  local name = opts.name or auto_name("conv")
+  local p, k = patches("nn.conv2d", x, opts)
+  local n, ho, wo, kk, c = p:dim(1), p:dim(2), p:dim(3), k[1] * k[2], x:dim(4)
+  local groups = opts.groups or 1
+  if groups == 1 then
+    local y = nn.linear(sg.reshape(p, { n * ho * wo, kk * c }), out_channels, { name = name, bias = opts.bias })
+    return sg.reshape(y, { n, ho, wo, out_channels })
+  end
+  if groups ~= c or out_channels % c ~= 0 then
+    core.fail("nn.conv2d: groups must be 1 or the input's " .. c .. " channels (depthwise, out_channels a multiple of " .. c ..
+              "), got groups = " .. tostring(groups) .. ", out_channels = " .. out_channels)
+  end
+  local m, bound = out_channels // c, 1 / math.sqrt(kk)
+  local w = sg.param(name .. ".w", { kk, c, m }, { "uniform", -bound, bound })
+  local y = sg.reduce_sum(windows(p, k, c, 1) * w, 3)  -- [N, Ho, Wo, C, M]: channel c * M + j
+  y = sg.reshape(y, { n, ho, wo, out_channels })
+  if opts.bias == false then return y end
+  return y + sg.param(name .. ".b", { out_channels }, { "uniform", -bound, bound })
+end
+
+-- Max over each window. opts: kernel (2), stride (kernel), padding (0 only: the
+-- zero padding would win over negative inputs).
+function nn.max_pool2d(x, opts)
+  opts = require("sg").check_options("nn.max_pool2d", opts, { "kernel", "stride", "padding" })
+  local p = pair("nn.max_pool2d", "padding", opts.padding, 0)
+  if p[1] ~= 0 or p[2] ~= 0 then core.fail("nn.max_pool2d: padding must be 0 (zero padding would be a wrong maximum for negative inputs)") end
+  local w, k = patches("nn.max_pool2d", x, opts, true)
+  return require("sg").reduce_max(windows(w, k, x:dim(4)), 3)
+end
+
+-- Mean over each window, padding counted as zeros (PyTorch's count_include_pad).
+-- opts: kernel (2), stride (kernel), padding (0).
+function nn.avg_pool2d(x, opts)
+  opts = require("sg").check_options("nn.avg_pool2d", opts, { "kernel", "stride", "padding" })
+  local w, k = patches("nn.avg_pool2d", x, opts, true)
+  return require("sg").reduce_mean(windows(w, k, x:dim(4)), 3)
+end
+
 return nn

@@ -54,5 +54,6 @@ Status k_norm(const OpArgs& a);         // norm.cpp: layer norm, RMS norm and th
 Status k_attention(const OpArgs& a);    // attention.cpp: fused causal attention, forward and backward; kv_attention
 Status k_rope(const OpArgs& a);         // rope.cpp: rotary position embedding (rope, rope_at)
 Status k_dropout(const OpArgs& a);      // dropout.cpp: counter-based inverted dropout
+Status k_im2col(const OpArgs& a);       // im2col.cpp: convolution patches and their gradient col2im
 
 }  // namespace sgrt::cpu

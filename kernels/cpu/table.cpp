@@ -44,6 +44,7 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::Rope, {f}, {f}, k_rope},                 {OpCode::Dropout, {f, i}, {f}, k_dropout},
       {OpCode::RopeAt, {f, i}, {f}, k_rope},
       {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, k_attention},
+      {OpCode::Im2col, {f}, {f}, k_im2col},             {OpCode::Col2im, {f}, {f}, k_im2col},
   });
   return t;
 }

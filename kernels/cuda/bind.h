@@ -98,5 +98,6 @@ Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: p
 Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, rope_at, dropout
 Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention, its gradient, kv_attention
 Status bind_block_formats(const OpArgs&, BindCtx&, Launch*);  // dequant_matmul.cu: dequant_matmul, embedding of a block table
+Status bind_im2col(const OpArgs&, BindCtx&, Launch*);       // im2col.cu: convolution patches and their gradient col2im
 
 }  // namespace sgrt::cuda

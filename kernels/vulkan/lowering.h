@@ -51,4 +51,7 @@ Status dequant_matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 // lower_attention.cpp: fused causal attention, its gradient, kv_attention.
 Status attention(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
+// lower_im2col.cpp: convolution patches (im2col) and their gradient (col2im).
+Status im2col(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+
 }  // namespace sgrt::vk

@@ -249,6 +249,7 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::AttentionGrad, {f, f, f, f, f, f}, {f, f, f}, attention},
       {OpCode::RopeAt, {f, i}, {f}, rope},
       {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, attention},
+      {OpCode::Im2col, {f}, {f}, im2col},            {OpCode::Col2im, {f}, {f}, im2col},
   });
   return t;
 }
