@@ -1,7 +1,8 @@
 // sg.data.images (sgrt_images): PNG files written here with libpng's encoder
 // and JPEG files with libjpeg's read back as the pixels written / 255, in the
 // input's layout and channel count; a folder of class subfolders gives sorted
-// class labels; a file that fails to decode, or has another size, is named.
+// class labels; a file that fails to decode, or has another size, is named;
+// `sgrt predict` names the classes of new images from a checkpoint.
 #include "sgrt/image_data.h"
 
 #include <jpeglib.h>
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <regex>
 
 #include "harness.h"
 #include "tool_runner.h"
@@ -153,4 +155,34 @@ TEST_CASE("a folder of class subfolders: sorted classes, labels, names; bad file
   CHECK(read_image_folder(bad.path, input({8, 2, 2, 1}), &t).message() == bad.path + "/cat/notes.txt: not a .png, .jpg or .jpeg file");
   std::remove((bad.path + "/cat/notes.txt").c_str());
   CHECK(read_image_folder(bad.path, input({8, 2, 2, 1}), &t).message() == bad.path + "/cat: no images in this class folder");
+}
+
+TEST_CASE("sgrt train and predict: an image-folder classifier names the classes of new images") {
+  test::TempDir d, fresh, work;
+  for (const char* c : {"bright", "dark"}) REQUIRE(::mkdir((d.path + "/" + c).c_str(), 0755) == 0);
+  for (int i = 0; i < 12; ++i) {
+    write_png(d.path + "/dark/" + std::to_string(i) + ".png", 4, 4, 1, std::vector<uint8_t>(16, static_cast<uint8_t>(10 + 5 * i)));
+    write_png(d.path + "/bright/" + std::to_string(i) + ".png", 4, 4, 1, std::vector<uint8_t>(16, static_cast<uint8_t>(190 + 5 * i)));
+  }
+  write_png(fresh.path + "/a.png", 4, 4, 1, std::vector<uint8_t>(16, 240));
+  write_png(fresh.path + "/b.png", 4, 4, 1, std::vector<uint8_t>(16, 20));
+  std::string model = work.file("img.lua",
+                                 "local sg = require 'sg'\n"
+                                 "local x = sg.input('x', {4, 4, 4, 1})\n"
+                                 "local y = sg.input('y', {4}, 'i32')\n"
+                                 "local logits = sg.nn.linear(sg.reshape(x, {4, 16}), 2, {name = 'fc'})\n"
+                                 "sg.loss(sg.softmax_cross_entropy(logits, y))\n"
+                                 "sg.metric('accuracy', sg.accuracy(logits, y))\n"
+                                 "sg.output('logits', logits)\n"
+                                 "sg.data.images{image = x, label = y}\n"
+                                 "sg.optimizer.adamw{lr = 0.1}\n"
+                                 "sg.train{epochs = 40}\n");
+  std::string ck = work.path + "/ck";
+  test::ToolResult r = test::run_tool({"train", model, "--data", d.path, "--checkpoint", ck});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.err.find(d.path + ": 24 images; classes 0 bright, 1 dark\n") != std::string::npos);
+  CHECK(test::slurp(ck + "/classes.txt") == "bright\ndark\n");
+  r = test::run_tool({"predict", "--checkpoint", ck, "--input", fresh.path});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(std::regex_match(r.out, std::regex("a\\.png\t0 bright\t[0-9.]+\nb\\.png\t1 dark\t[0-9.]+\n")));
 }
