@@ -1,4 +1,4 @@
-// sg.data.images (sgrt_images): PNG files written here with libpng's encoder
+// sg.data.images (sgrt_data with SGRT_IMAGES): PNG files written here with libpng's encoder
 // and JPEG files with libjpeg's read back as the pixels written / 255, in the
 // input's layout and channel count; a folder of class subfolders gives sorted
 // class labels; a file that fails to decode, or has another size, is named;

@@ -197,7 +197,7 @@ TEST_CASE("a CSV data set splits into train and test covering every example once
   Status st = test::compile_lua(csv_model(csv, 16), &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Dataset> data;
-  st = open_dataset(*m, "", &data);
+  st = open_dataset(*m, "", &data, nullptr, open_own_dataset);
   REQUIRE_MESSAGE(st.ok(), st.message());
   CHECK(data->size(Split::test) == 40);
   CHECK(data->size(Split::train) == 363);
@@ -243,7 +243,7 @@ TEST_CASE("sg.data.csv and sg.data.npy check their options and inputs when compi
   std::string csv = d.file("p.csv", "a,b,c,cls\n1,2,3,0\n4,5,6,1\n");
   REQUIRE(test::compile_lua(csv_model(csv, 4), &m).ok());
   std::unique_ptr<Dataset> data;
-  st = open_dataset(*m, "", &data);  // the model's x holds 2 features, the file 3
+  st = open_dataset(*m, "", &data, nullptr, open_own_dataset);  // the model's x holds 2 features, the file 3
   CHECK(st.message() == csv + ":2: 4 fields, expected 3 (2 features and a label)");
 
   // npy: labels beside the features file; --data moves both.
@@ -253,8 +253,8 @@ TEST_CASE("sg.data.csv and sg.data.npy check their options and inputs when compi
                          "sg.loss(sg.softmax_cross_entropy(sg.nn.linear(x, 2, {name = 'fc'}), y))\n"
                          "sg.data.npy{features = x, label = y, labels = 'y.npy'}\nsg.optimizer.sgd{lr = 0.1}\n", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  CHECK(open_dataset(*m, "", &data).message() == "test.sg: sg.data.npy needs path = ... or --data FILE");
-  st = open_dataset(*m, d.path + "/x.npy", &data);
+  CHECK(open_dataset(*m, "", &data, nullptr, open_own_dataset).message() == "test.sg: sg.data.npy needs path = ... or --data FILE");
+  st = open_dataset(*m, d.path + "/x.npy", &data, nullptr, open_own_dataset);
   REQUIRE_MESSAGE(st.ok(), st.message());
   CHECK(data->size(Split::train) + data->size(Split::test) == 3);
   std::vector<int32_t> labels(3);

@@ -24,6 +24,12 @@
 namespace sgrt::tool {
 namespace {
 
+#ifdef SGRT_WITH_IMAGES
+constexpr const char* kInputs = "a .csv, .tsv or .npy file, a PNG or JPEG file, or a folder of images";
+#else
+constexpr const char* kInputs = "a .csv, .tsv or .npy file (this build reads no images: SGRT_IMAGES)";
+#endif
+
 bool has_suffix(std::string s, const char* suffix) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   size_t n = std::strlen(suffix);
@@ -62,8 +68,7 @@ Status read_examples(const std::string& path, const Model& m, const TensorInfo& 
   if (is_dir(path) || has_suffix(path, ".png") || has_suffix(path, ".jpg") || has_suffix(path, ".jpeg"))
     return read_image_files(path, x, t);
 #endif
-  return Status::Invalid(path + ": --input takes a .csv, .tsv or .npy file" +
-                         std::string(image_opener() ? ", a PNG or JPEG file, or a folder of images" : ""));
+  return Status::Invalid(path + ": --input takes " + kInputs);
 }
 
 // The classifier's scores: the output named "logits", else the only output; f32 [batch, classes].

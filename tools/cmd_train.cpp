@@ -68,7 +68,7 @@ Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_p
   SG_TRY(apply_threads(a));
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(data_tokenizer(a, *m, &tok));
-  SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get(), image_opener()));
+  SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get(), open_own_data));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   return Session::create(std::move(m), std::move(be), s);

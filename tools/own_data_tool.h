@@ -1,5 +1,6 @@
-// The sgrt tool's side of a user's own data: image folders (sgrt_images,
-// when built) and the class names a checkpoint keeps for sgrt predict.
+// The sgrt tool's side of a user's own data (sgrt_data, sgrt/own_data.h):
+// its opener for open_dataset, and the class names a checkpoint keeps for
+// sgrt predict.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,9 +9,9 @@
 
 namespace sgrt::tool {
 
-// open_dataset's opener for sg.data.images (prints the classes with their
-// labels); null in a build without SGRT_IMAGES.
-ImageDatasetOpener image_opener();
+// open_own_dataset, and for an image folder one line on stderr with the
+// number of images and the classes with their labels.
+Status open_own_data(const Model& m, const std::string& path, std::unique_ptr<Dataset>* out);
 
 // The checkpoint file of an image model's class names, one a line by label.
 constexpr const char* kClassesFile = "classes.txt";

@@ -1,6 +1,5 @@
-// sg.data.images: a folder of class subfolders of PNG and JPEG files. Decoded
-// with libpng and libjpeg in this small library (sgrt_images, linked by the
-// sgrt tool), not in libsgrt, which depends on nothing beyond libc and zlib.
+// sg.data.images: a folder of class subfolders of PNG and JPEG files, decoded
+// with libpng and libjpeg (sgrt_data built with SGRT_IMAGES).
 #pragma once
 #include <string>
 #include <vector>

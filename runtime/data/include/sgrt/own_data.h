@@ -1,8 +1,8 @@
 // A user's own data (sg.data.csv, sg.data.npy, sg.data.images; docs/dsl.md):
 // every example read into memory in file order, already in its inputs' dtypes,
-// then served as a Dataset. The image decoders live outside libsgrt (the
-// sgrt_images library, runtime/images/): libsgrt depends on nothing beyond
-// libc and zlib.
+// then served as a Dataset. The sgrt_data library (runtime/data), outside
+// libsgrt: libsgrt keeps its size and its dependencies (libc, zlib); images
+// need libpng and libjpeg (image_data.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -25,6 +25,9 @@ struct ExampleTable {
 const TensorInfo* bound_input(const Model& model, const std::string& field);
 // The binding's option `key` (sg.data.csv's delimiter, ...), or def.
 std::string data_option(const Model& model, const std::string& key, const std::string& def = "");
+
+// open_dataset's opener (dataset.h) for sg.data.csv, npy and images.
+Status open_own_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out);
 
 // The table as a data set whose fields are feature_field ("features" or
 // "image") and "label". Examples take a fixed pseudo-random order (the same
