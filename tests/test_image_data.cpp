@@ -118,6 +118,10 @@ TEST_CASE("JPEG: quality-100 gray blocks decode within 2/255 of the pixels writt
   std::vector<float> out(w * h);
   REQUIRE(read_image(d.path + "/a.jpg", l, out.data()).ok());
   for (int i = 0; i < w * h; ++i) CHECK(std::abs(out[i] * 255.f - px[i]) <= 2.f);
+  ImageLayout square;
+  REQUIRE(image_layout(input({1, 8, 8, 1}), &square).ok());
+  CHECK(read_image(d.path + "/a.jpg", square, out.data()).message() ==
+        d.path + "/a.jpg: 16x8 pixels, the input takes 8x8 (resize the files first)");
 }
 
 TEST_CASE("a folder of class subfolders: sorted classes, labels, names; bad files named") {

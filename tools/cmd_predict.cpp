@@ -52,8 +52,9 @@ Status feature_input(const Model& m, const TensorInfo** out) {
 // The examples of `path` as x's dtype and layout, in file order.
 Status read_examples(const std::string& path, const Model& m, const TensorInfo& x, ExampleTable* t) {
   if (has_suffix(path, ".csv") || has_suffix(path, ".tsv")) {
-    CsvOptions o;  // a CSV model's own delimiter, header and label column; else the defaults
+    CsvOptions o;  // a CSV model's own delimiter and label column; else the defaults
     SG_TRY(csv_options(m, &o));
+    o.header = -1;  // new examples may come with or without the header line
     return read_csv(path, o, x, nullptr, t);
   }
   if (has_suffix(path, ".npy")) {

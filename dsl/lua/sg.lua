@@ -394,14 +394,16 @@ sg.optimizer = {
 -- to inputs; `settings` pass to the runtime as text, checked when it loads.
 local function own_data(name, fields, settings)
   return function(o)
-    local keys = { "path", "shuffle" }
+    local keys = { "path" }
     for _, k in ipairs(fields) do keys[#keys + 1] = k end
     for _, k in ipairs(settings) do keys[#keys + 1] = k end
     o = check("sg.data." .. name, o, keys)
     local bound, opts = {}, {}
     for _, f in ipairs(fields) do if o[f] then bound[f] = o[f].id end end
-    for _, k in ipairs(settings) do if o[k] ~= nil then opts[k] = tostring(o[k]) end end
-    core.data(name, bound, { shuffle = o.shuffle, path = o.path, options = opts })
+    for _, k in ipairs(settings) do  -- label_column = 5.0 is column "5"
+      if o[k] ~= nil then opts[k] = tostring(math.tointeger(o[k]) or o[k]) end
+    end
+    core.data(name, bound, { shuffle = true, path = o.path, options = opts })
     if name == "images" and o.image then core.default_range(o.image.id, 0, 1) end  -- pixels / 255
   end
 end

@@ -44,13 +44,23 @@ struct Pixels {
   std::vector<uint8_t> data;
 };
 
-Status decode_png(const std::string& path, int channels, Pixels* out) {
+// Another size is refused before any pixel is decoded (a header may claim any size).
+Status wrong_size(const std::string& path, int64_t w, int64_t h, const ImageLayout& l) {
+  return Status::Invalid(path + ": " + std::to_string(w) + "x" + std::to_string(h) + " pixels, the input takes " +
+                         std::to_string(l.width) + "x" + std::to_string(l.height) + " (resize the files first)");
+}
+
+Status decode_png(const std::string& path, const ImageLayout& l, Pixels* out) {
   png_image img;
   std::memset(&img, 0, sizeof img);
   img.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_file(&img, path.c_str()))
     return Status::Invalid(path + ": cannot decode the PNG (" + img.message + ")");
-  img.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  if (img.width != l.width || img.height != l.height) {
+    png_image_free(&img);
+    return wrong_size(path, img.width, img.height, l);
+  }
+  img.format = l.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   out->h = img.height;
   out->w = img.width;
   out->data.resize(PNG_IMAGE_SIZE(img));
@@ -75,9 +85,11 @@ void jpeg_fail(j_common_ptr c) {
   std::longjmp(e->jump, 1);
 }
 
-// Plain C data only between setjmp and longjmp; `data` is sized beforehand.
-bool jpeg_decode(std::FILE* f, int channels, JpegError* err, jpeg_decompress_struct* c, std::vector<uint8_t>* data,
-                 int64_t max_pixels) {
+// Plain C data only between setjmp and longjmp; `data` is sized beforehand for
+// the layout's h x w: another size (*w, *h) stops after the header.
+bool jpeg_decode(std::FILE* f, const ImageLayout& l, JpegError* err, jpeg_decompress_struct* c, std::vector<uint8_t>* data,
+                 int64_t* w, int64_t* h) {
+  const int channels = static_cast<int>(l.channels);
   c->err = jpeg_std_error(&err->mgr);
   err->mgr.error_exit = jpeg_fail;
   if (setjmp(err->jump)) {
@@ -89,10 +101,16 @@ bool jpeg_decode(std::FILE* f, int channels, JpegError* err, jpeg_decompress_str
   jpeg_read_header(c, TRUE);
   c->out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(c);
-  if (static_cast<int64_t>(c->output_width) * c->output_height > max_pixels || c->output_components != channels) {
-    std::snprintf(err->message, sizeof err->message, "%ux%u, not the input's size", c->output_width, c->output_height);
+  *w = c->output_width;
+  *h = c->output_height;
+  if (c->output_components != channels) {
+    std::snprintf(err->message, sizeof err->message, "%d color components, not %d", c->output_components, channels);
     jpeg_destroy_decompress(c);
     return false;
+  }
+  if (*w != l.width || *h != l.height) {
+    jpeg_destroy_decompress(c);
+    return true;
   }
   while (c->output_scanline < c->output_height) {
     JSAMPROW row = data->data() + static_cast<size_t>(c->output_scanline) * c->output_width * channels;
@@ -109,11 +127,10 @@ Status decode_jpeg(const std::string& path, const ImageLayout& l, Pixels* out) {
   JpegError err;
   jpeg_decompress_struct c;
   out->data.assign(static_cast<size_t>(l.height * l.width * l.channels), 0);
-  bool ok = jpeg_decode(f, static_cast<int>(l.channels), &err, &c, &out->data, l.height * l.width);
+  bool ok = jpeg_decode(f, l, &err, &c, &out->data, &out->w, &out->h);
   std::fclose(f);
   if (!ok) return Status::Invalid(path + ": cannot decode the JPEG (" + err.message + ")");
-  out->h = c.output_height;
-  out->w = c.output_width;
+  if (out->w != l.width || out->h != l.height) return wrong_size(path, out->w, out->h, l);
   return Status::Ok();
 }
 
@@ -135,12 +152,9 @@ Status image_layout(const TensorInfo& t, ImageLayout* out) {
 Status read_image(const std::string& path, const ImageLayout& l, float* out) {
   std::string ext = lower_extension(path);
   Pixels px;
-  if (ext == "png") SG_TRY(decode_png(path, static_cast<int>(l.channels), &px));
+  if (ext == "png") SG_TRY(decode_png(path, l, &px));
   else if (ext == "jpg" || ext == "jpeg") SG_TRY(decode_jpeg(path, l, &px));
   else return Status::Invalid(path + ": not a .png, .jpg or .jpeg file");
-  if (px.h != l.height || px.w != l.width)
-    return Status::Invalid(path + ": " + std::to_string(px.w) + "x" + std::to_string(px.h) + " pixels, the input takes " +
-                           std::to_string(l.width) + "x" + std::to_string(l.height) + " (resize the files first)");
   const int64_t plane = l.height * l.width;
   for (int64_t p = 0; p < plane; ++p)
     for (int64_t c = 0; c < l.channels; ++c)
