@@ -3,6 +3,8 @@
 // serialize.cpp into the scaled-graph IR (ir/schema/sg.fbs).
 #pragma once
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,7 @@ struct DataConfig {
   std::vector<std::pair<std::string, int>> fields;  // data field -> input tensor
   bool shuffle = true;
   int64_t batch = 0;
+  std::map<std::string, std::string> options;  // the data set's own settings (sg.data.csv's delimiter, ...)
 };
 
 struct TrainConfig {

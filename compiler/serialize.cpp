@@ -66,8 +66,10 @@ std::vector<uint8_t> serialize(const Graph& g) {
   auto bound = g.data.fields;  // sorted by name, as the attributes: the file's bytes are fixed
   std::sort(bound.begin(), bound.end());
   for (auto& [field, id] : bound) fields.push_back(sg::CreateDataFieldDirect(b, field.c_str(), id));
+  std::vector<Offset<sg::DataOption>> options;
+  for (auto& [key, value] : g.data.options) options.push_back(sg::CreateDataOptionDirect(b, key.c_str(), value.c_str()));
   auto data = sg::CreateDataBindingDirect(b, g.data.dataset.c_str(), g.data.path.c_str(), &fields, g.data.shuffle,
-                                          g.data.batch);
+                                          g.data.batch, &options);
   auto metrics = write_named(b, g.metrics);
   auto outputs = write_named(b, g.outputs);
   auto train = sg::CreateTrainConfig(b, g.train.epochs, g.train.steps, g.train.seed, g.train.log_every,

@@ -411,15 +411,17 @@ int l_optimizer(lua_State* L) {
   return 0;
 }
 
-// _sg.data(dataset, {field = id, ...}, {shuffle=, path=})
+// _sg.data(dataset, {field = id, ...}, {shuffle=, path=, options = {key = "text", ...}})
 int l_data(lua_State* L) {
   State& s = state(L);
   compiler::DataConfig& d = s.g->data;
   d.dataset = check_string(L, 1);
   static const std::map<std::string, std::set<std::string>> kFields = {
-      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask"}}};
+      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask"}},
+      {"csv", {"features", "label"}},        {"npy", {"features", "label"}}, {"images", {"image", "label"}}};
   auto known = kFields.find(d.dataset);
-  if (known == kFields.end()) raise_at(L, "unknown data set '" + d.dataset + "' (fashion_mnist, instruct, text)");
+  if (known == kFields.end())
+    raise_at(L, "unknown data set '" + d.dataset + "' (csv, fashion_mnist, images, instruct, npy, text)");
   check_table(L, 2);
   d.fields.clear();
   lua_pushnil(L);
@@ -441,6 +443,16 @@ int l_data(lua_State* L) {
     if (s.g->t(id).type.shape[0] != d.batch) raise_at(L, "data inputs disagree on the batch size (first dimension)");
   d.shuffle = field_bool(L, 3, "shuffle", true);
   d.path = field_string(L, 3, "path", "");
+  d.options.clear();
+  raw_field(L, 3, "options");
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      d.options[check_string(L, -2)] = check_string(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   return 0;
 }
 

@@ -3,7 +3,7 @@
 # runs one for SECONDS on its corpus; see docs/reliability.md.
 # Usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
 #        scripts/fuzz.sh --smoke [SECONDS]   (every target in turn, 60 s each by default)
-#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_text, fuzz_safetensors, fuzz_lua, fuzz_gguf (tests/fuzz/fuzz_*.cpp)
+#   TARGET: fuzz_model, fuzz_checkpoint, fuzz_idx, fuzz_text, fuzz_safetensors, fuzz_lua, fuzz_gguf, fuzz_npy (tests/fuzz/fuzz_*.cpp)
 # New inputs go to build-fuzz/corpus/TARGET (seeded by the target itself from
 # the current formats), crashes to build-fuzz/findings/TARGET; the committed
 # seeds in tests/fuzz/corpus/TARGET are read, never written.

@@ -9,6 +9,8 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler   # the scaled-graph IR
   doctest-dev                # unit tests
   zlib1g-dev                 # gzip'd IDX data, checkpoints
+  libpng-dev                 # sg.data.images and sgrt predict (the sgrt tool; not libsgrt)
+  libjpeg62-turbo-dev        # the same, JPEG
   dataset-fashion-mnist      # the default data set
   jargon-text                # the GPT's default text corpus (The Jargon File)
   wordnet-base               # scripts/make_wordnet_instructions.py: the LoRA example's instruction set

@@ -18,7 +18,7 @@ using namespace sgrt;
 
 namespace {
 
-const std::vector<std::string> kCommands = {"compile", "info", "train", "eval", "export", "run", "export-weights", "ops"};
+const std::vector<std::string> kCommands = {"compile", "info", "train", "eval", "predict", "export", "run", "export-weights", "ops"};
 
 std::set<std::string> flags_in(const std::string& text) {
   std::set<std::string> r;

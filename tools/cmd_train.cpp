@@ -11,6 +11,7 @@
 #include "cpu/parallel.h"
 #include "gguf_config.h"
 #include "model_source.h"
+#include "own_data_tool.h"
 #include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
@@ -67,7 +68,7 @@ Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_p
   SG_TRY(apply_threads(a));
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(data_tokenizer(a, *m, &tok));
-  SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get()));
+  SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get(), open_own_data));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   return Session::create(std::move(m), std::move(be), s);
@@ -155,7 +156,10 @@ Status cmd_train(int argc, char** argv) {
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
   if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));
-  if (!opts.checkpoint_dir.empty()) opts.checkpoint_files = checkpoint_model_files(a, *m);
+  if (!opts.checkpoint_dir.empty()) {
+    opts.checkpoint_files = checkpoint_model_files(a, *m);
+    SG_TRY(class_names_files(*m, a.get("--data"), &opts.checkpoint_files));  // for sgrt predict
+  }
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
   SG_TRY(open_session(a, m, &s, &data));

@@ -23,7 +23,7 @@ const FlagHelp kCheckpointModel = {"--checkpoint", "DIR",
                                    "the compile flags it was trained with apply unless given (a different value is an error)"};
 const FlagHelp kBackend = {"--backend", "B", "cpu (default), vulkan or cuda, where built in"};
 const FlagHelp kThreads = {"--threads", "N", "CPU threads (default: all cores, or the environment's SGRT_NUM_THREADS)"};
-const FlagHelp kData = {"--data", "PATH", "data set location (a Fashion-MNIST folder, a text file) instead of the model's"};
+const FlagHelp kData = {"--data", "PATH", "data set location (a Fashion-MNIST or image folder, a text, CSV or .npy file) instead of the model's"};
 const FlagHelp kMaxMemory = {"--max-memory", "BYTES", "refuse a model whose arena needs more (suffix K, M or G)"};
 const FlagHelp kOutput = {"--output", "FILE", "output file (also -o FILE)"};
 
@@ -67,6 +67,15 @@ const std::vector<CommandHelp>& commands() {
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",
        with_compile_flags({kCheckpointModel, kData, kBackend, kMaxMemory, kThreads})},
+      {"predict", "[MODEL.sg|MODEL.lua]",
+       "a trained classifier's class and its probability for each example of a file (one line each)",
+       with_compile_flags({
+           kCheckpointModel,
+           {"--input", "FILE", "the examples: a .csv/.tsv or .npy file, a PNG or JPEG image, or a folder of images"},
+           {"--json", nullptr, "JSON lines {example, class, name, probability} instead of tab-separated text"},
+           kBackend,
+           kThreads,
+       })},
       {"export", "[MODEL.sg|MODEL.lua]", "a deployable .sg with the checkpoint's weights folded in",
        with_compile_flags({
            kCheckpointModel,

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   else if (cmd == "run") st = cmd_run(argc, argv);
   else if (cmd == "export-weights") st = cmd_export_weights(argc, argv);
   else if (cmd == "ops") st = cmd_ops(argc, argv);
-  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, export, run, export-weights, ops; see sgrt --help)");
+  else if (cmd == "predict") st = cmd_predict(argc, argv);
+  else st = sgrt::Status::Invalid("unknown command '" + cmd + "' (compile, info, train, eval, predict, export, run, export-weights, ops; see sgrt --help)");
   if (!st.ok()) {
     std::fprintf(stderr, "sgrt %s: error: %s\n", cmd.c_str(), st.message().c_str());
     return st.exit_code();

@@ -468,7 +468,31 @@ sg.optimizer = {
   adamw = optimizer("adamw", { "lr", "beta1", "beta2", "eps", "weight_decay", "schedule", "state", "clip" }),
 }
 
+-- A user's own data set (docs/dsl.md, "Your own data"): binds `fields` of o
+-- to inputs; `settings` pass to the runtime as text, checked when it loads.
+local function own_data(name, fields, settings)
+  return function(o)
+    local keys = { "path" }
+    for _, k in ipairs(fields) do keys[#keys + 1] = k end
+    for _, k in ipairs(settings) do keys[#keys + 1] = k end
+    o = check("sg.data." .. name, o, keys)
+    local bound, opts = {}, {}
+    for _, f in ipairs(fields) do if o[f] then bound[f] = o[f].id end end
+    for _, k in ipairs(settings) do  -- label_column = 5.0 is column "5"
+      if o[k] ~= nil then opts[k] = tostring(math.tointeger(o[k]) or o[k]) end
+    end
+    core.data(name, bound, { shuffle = true, path = o.path, options = opts })
+    if name == "images" and o.image then core.default_range(o.image.id, 0, 1) end  -- pixels / 255
+  end
+end
+
 sg.data = {
+  -- csv{features = x, label = y, path = file, delimiter = ",", header = true, label_column = 5 or "name"}
+  csv = own_data("csv", { "features", "label" }, { "delimiter", "header", "label_column" }),
+  -- npy{features = x, label = y, path = "x.npy", labels = "y.npy" (beside x.npy)}
+  npy = own_data("npy", { "features", "label" }, { "labels" }),
+  -- images{image = x, label = y, path = folder}: one subfolder of PNG/JPEG files per class
+  images = own_data("images", { "image", "label" }, {}),
   -- fashion_mnist{image = x, label = y, shuffle = true, path = dir}
   fashion_mnist = function(o)
     o = check("sg.data.fashion_mnist", o, { "image", "label", "shuffle", "path" })

@@ -31,10 +31,15 @@ class Dataset {
 Status split_validation(std::shared_ptr<const Dataset> data, double fraction, int64_t max_examples,
                         std::unique_ptr<Dataset>* train, std::unique_ptr<Dataset>* validation);
 
+// Opens a user's own data (sg.data.csv, npy, images) at path: open_own_dataset
+// of the sgrt_data library (sgrt/own_data.h), which the sgrt tool links and
+// libsgrt leaves out.
+using OwnDataOpener = Status (*)(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out);
+
 // The data set a model's DataBinding names; `path` overrides its location.
 // `tokenizer`: the model's, for data sets of text in its tokens (instruct).
 Status open_dataset(const Model& model, const std::string& path, std::unique_ptr<Dataset>* out,
-                    const Tokenizer* tokenizer = nullptr);
+                    const Tokenizer* tokenizer = nullptr, OwnDataOpener own = nullptr);
 
 // Fashion-MNIST from IDX files (gzip or plain): train-* and t10k-* in `dir`.
 Status open_fashion_mnist(const std::string& dir, std::unique_ptr<Dataset>* out);
