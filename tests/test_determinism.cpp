@@ -91,3 +91,38 @@ TEST_CASE("the loss curve does not depend on the number of threads") {
   CHECK(bit_identical(curve(one), curve(three)));
   CHECK(bit_identical(one.fc1_w, three.fc1_w));
 }
+
+namespace {
+
+// A linear classifier from zero weights: the seed can only change the data order.
+std::vector<float> zero_init_curve(const std::string& shuffle, uint64_t seed) {
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local x = sg.input("image", {16, 784})
+    local y = sg.input("label", {16}, "i32")
+    local w = sg.param("w", {10, 784}, {"zeros"})
+    local logits = sg.matmul(x, w, {trans_b = true})
+    sg.loss(sg.softmax_cross_entropy(logits, y))
+    sg.data.fashion_mnist{ image = x, label = y, shuffle = )" + shuffle + R"( }
+    sg.optimizer.sgd{ lr = 0.1, momentum = 0 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = test::open_session(m);
+  TrainOptions o;
+  o.steps = 8;
+  o.seed = seed;
+  o.log_every = 1;
+  TrainResult r;
+  st = train(*s, test::fashion(), o, &r);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  Run run{r.losses, 0, {}};
+  return curve(run);
+}
+
+}  // namespace
+
+TEST_CASE("sg.data{shuffle = false} trains on the data set's order whatever the seed; shuffle = true does not") {
+  CHECK(bit_identical(zero_init_curve("false", 1), zero_init_curve("false", 2)));
+  CHECK(!bit_identical(zero_init_curve("true", 1), zero_init_curve("true", 2)));
+}

@@ -55,9 +55,11 @@ class Batcher {
   std::vector<Binding> bindings_;
 };
 
-// A seeded permutation of 0..n-1 for one epoch (Fisher-Yates).
-void shuffle(std::vector<int64_t>* order, uint64_t seed, int64_t epoch) {
+// One epoch's order of 0..n-1: a seeded permutation (Fisher-Yates), or the
+// data set's own order when the model says sg.data{shuffle = false}.
+void epoch_order(std::vector<int64_t>* order, bool shuffle, uint64_t seed, int64_t epoch) {
   std::iota(order->begin(), order->end(), 0);
+  if (!shuffle) return;
   for (int64_t i = static_cast<int64_t>(order->size()) - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(rng_u64(seed, 0x5EED0000ull + epoch, i) % static_cast<uint64_t>(i + 1));
     std::swap((*order)[i], (*order)[j]);
@@ -307,6 +309,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     return Status::Ok();
   };
   std::vector<int64_t> order(data.size(Split::train));
+  const bool shuffled = !m.root().data() || m.root().data()->shuffle();
   QuantCounters counters(m);
   int64_t ignored;
   SG_TRY(counters.delta(s, &ignored, &ignored));  // a resumed run counts from its checkpoint
@@ -323,7 +326,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   int64_t window_steps = 0;
   for (int64_t step = run.step; step < total; ++step) {
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
-    if (pos == 0 || step == out->start_step) shuffle(&order, run.seed, epoch);
+    if (pos == 0 || step == out->start_step) epoch_order(&order, shuffled, run.seed, epoch);
     double loss_sum = 0;  // the step's loss: the mean of its micro-batches'
     for (int64_t j = 0; j < k; ++j) {
       SG_TRY(b.load(s, data, Split::train, order.data() + pos * step_samples + j * micro));
