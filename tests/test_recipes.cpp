@@ -100,10 +100,10 @@ TEST_CASE("recipe errors name what is wrong") {
 
 namespace {
 
-// The fp4 MLP compiled with sg.recipe("fp4", {switches}); counts its train_step's ops.
+// A small MLP compiled with sg.recipe(recipe, {switches}); counts its train_step's ops.
 struct Fp4Parts { int dge = 0, clamp = 0, channel_quantizes = 0, quantizes = 0; };
 
-Status compile_fp4(const std::string& switches, Fp4Parts* parts) {
+Status compile_fp4(const std::string& switches, Fp4Parts* parts, const std::string& recipe = "fp4") {
   compiler::Graph g;
   SG_TRY(test::compile_graph(R"(
     local sg = require "sg"
@@ -112,7 +112,7 @@ Status compile_fp4(const std::string& switches, Fp4Parts* parts) {
     local h = sg.nn.linear(x, 32, { name = "fc1" }):relu()
     sg.loss(sg.softmax_cross_entropy(sg.nn.linear(h, 10, { name = "fc2" }), y))
     sg.optimizer.sgd{ lr = 0.1 }
-    sg.recipe("fp4", {)" + switches + R"(})
+    sg.recipe(")" + recipe + R"(", {)" + switches + R"(})
   )", &g));
   for (const compiler::Program& p : g.programs) {
     if (p.name != "train_step") continue;
@@ -158,14 +158,6 @@ TEST_CASE("fp4's DGE, outlier clamping and per-channel scales switch separately"
   CHECK(st.message().find("'clamp' is a quantile in (0.5, 1)") != std::string::npos);
   st = compile_fp4("granularity = 'row'", &unused);
   CHECK(st.message().find(":8: sg.recipe: granularity must be \"channel\" or \"tensor\"") != std::string::npos);
-  compiler::Graph fp8;
-  st = test::compile_graph(R"(
-    local sg = require "sg"
-    local x = sg.input("image", {8, 784})
-    local y = sg.input("label", {8}, "i32")
-    sg.loss(sg.softmax_cross_entropy(sg.nn.linear(x, 10, { name = "fc1" }), y))
-    sg.optimizer.sgd{ lr = 0.1 }
-    sg.recipe("fp8", { dge = true })
-  )", &fp8);
+  st = compile_fp4("dge = true", &unused, "fp8");
   CHECK(st.message().find("recipe 'fp8': 'dge' applies to E2M1 weights") != std::string::npos);
 }
