@@ -276,6 +276,18 @@ int l_cache(lua_State* L) {
   return 1;
 }
 
+// _sg.statistic(name, shape, init) -> id: f32 running statistics (batch norm's),
+// init "zeros" or "ones"; updated in place by training, saved, never trained.
+int l_statistic(lua_State* L) {
+  compiler::Tensor t = persistent_tensor(L, sg::Role::statistic, "tensor");
+  t.type.dtype = DType::f32;
+  std::string init = opt_string(L, 3, "zeros");
+  if (init != "zeros" && init != "ones") raise_at(L, "statistic '" + t.name + "': init must be zeros or ones, got '" + init + "'");
+  t.init.kind = init == "ones" ? sg::InitKind::ones : sg::InitKind::zeros;
+  lua_pushinteger(L, state(L).g->add_tensor(std::move(t)));
+  return 1;
+}
+
 // _sg.program(name, {ids}): a program of its own computing these outputs.
 int l_program(lua_State* L) {
   Graph& g = *state(L).g;
@@ -613,7 +625,7 @@ const luaL_Reg kFunctions[] = {
     SG_FN("dtype", l_dtype),   SG_FN("loss", l_loss),         SG_FN("metric", l_metric), SG_FN("output", l_output),
     SG_FN("optimizer", l_optimizer), SG_FN("data", l_data),   SG_FN("train", l_train), SG_FN("recipe", l_recipe),
     SG_FN("config", l_config), SG_FN("fail", l_fail),         SG_FN("train_state", l_train_state),
-    SG_FN("unary_ops", l_unary_ops), SG_FN("cache", l_cache), SG_FN("program", l_program),
+    SG_FN("unary_ops", l_unary_ops), SG_FN("cache", l_cache), SG_FN("statistic", l_statistic), SG_FN("program", l_program),
     SG_FN("forward_ops", l_forward_ops), SG_FN("checkpoint", l_checkpoint), {nullptr, nullptr}};
 #undef SG_FN
 

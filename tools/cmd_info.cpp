@@ -14,7 +14,7 @@ namespace sgrt::tool {
 namespace {
 
 const char* role_name(Role r) {
-  static const char* const names[] = {"input", "param", "grad", "opt_state", "activation", "scratch", "constant", "scale_state"};
+  static const char* const names[] = {"input", "param", "grad", "opt_state", "activation", "scratch", "constant", "scale_state", "cache", "statistic"};
   return names[static_cast<int>(r)];
 }
 

@@ -416,6 +416,9 @@ function sg.program(name, outputs)
 end
 -- A KV cache: f32 state that decode programs append to, zero at first.
 function sg.cache(name, shape) return wrap(core.cache(name, shape)) end
+-- Running statistics (nn.batch_norm's): f32 state that training programs update
+-- in place (sg.op "running_stat"), saved with the parameters; init "zeros" or "ones".
+function sg.statistic(name, shape, init) return wrap(core.statistic(name, shape, init)) end
 -- sg.preset{key = value, ...}: new defaults for the sg.config of a script this
 -- one builds on (require "llama" loads models/llama.lua beside it); --set
 -- still wins. A key the config does not have is an error.

@@ -16,7 +16,7 @@ namespace sgrt {
 
 static_assert(static_cast<int>(sg::DType::q4_1) == static_cast<int>(DType::q4_1) && kNumDTypes == 10,
               "sg.fbs DType and sgrt::DType disagree");
-static_assert(static_cast<int>(sg::Role::cache) == static_cast<int>(Role::cache));
+static_assert(static_cast<int>(sg::Role::statistic) == static_cast<int>(Role::statistic));
 static_assert(static_cast<int>(sg::InitKind::buffer) == static_cast<int>(InitKind::buffer));
 static_assert(static_cast<int>(sg::AttrKind::ints) == static_cast<int>(AttrKind::ints));
 
@@ -112,7 +112,7 @@ Status Model::decode() {
     if (!checked_numel(ti.type.shape, &count))
       return Status::Invalid("tensor " + ti.name + ": invalid shape " + shape_str(ti.type.shape));
     int role = static_cast<int>(t->role());
-    if (role < 0 || role > static_cast<int>(Role::cache)) return Status::Invalid("tensor " + ti.name + ": invalid role");
+    if (role < 0 || role > static_cast<int>(Role::statistic)) return Status::Invalid("tensor " + ti.name + ": invalid role");
     ti.role = static_cast<Role>(role);
     ti.offset = t->offset();
     ti.bytes = t->bytes();

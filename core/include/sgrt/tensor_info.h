@@ -19,7 +19,7 @@ constexpr uint64_t kTensorAlignment = 64;
 // Backends allocate the arena in whole blocks of this many bytes.
 constexpr uint64_t kArenaAlignment = 256;
 
-enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state, cache };
+enum class Role : uint8_t { input = 0, param, grad, opt_state, activation, scratch, constant, scale_state, cache, statistic };
 enum class InitKind : uint8_t { zeros = 0, ones, uniform, normal, buffer };
 
 // Proven at load, so backends bind tensors without further checks: offset is a

@@ -30,7 +30,8 @@ Status write_safetensors(const std::string& path, const std::vector<SafeTensor>&
 enum class ParamSet { all, trained };
 
 // Every parameter of the session's model (or every trained one) from the
-// file, by name and shape. Everything is checked before any parameter is
+// file, by name and shape; running statistics (batch norm) go with the
+// parameters in both sets, as PyTorch's state_dict keeps its buffers. Everything is checked before any parameter is
 // written: a missing, unknown or mis-shaped tensor (with `trained`, also one
 // naming a frozen parameter) leaves the session unchanged.
 Status import_safetensors(Session& s, const std::string& path, ParamSet which = ParamSet::all);
