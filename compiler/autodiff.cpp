@@ -244,6 +244,8 @@ class Differ {
         a.set_ints("size", {xs[1], xs[2]});
         return accumulate(in[0], emit(OpCode::Col2im, {dy}, a));
       }
+      // Training passes the batch statistic through (eval programs have no backward).
+      case OpCode::RunningStat: return accumulate(in[0], dy);
       case OpCode::RopeAt: case OpCode::KvAttention: break;
       // Gradient and optimizer ops never appear in the forward graph.
       case OpCode::ReluGrad: case OpCode::GeluGrad: case OpCode::TanhGrad: case OpCode::SigmoidGrad:

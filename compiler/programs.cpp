@@ -30,10 +30,11 @@ std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
   return ops;
 }
 
-// Evaluation and inference run without dropout.
+// Evaluation and inference run without dropout and normalize with the running
+// statistics (which they leave as they are).
 std::vector<Op> inference_mode(std::vector<Op> ops) {
   for (Op& op : ops)
-    if (op.code == OpCode::Dropout) op.attrs.set_i("training", 0);
+    if (op.code == OpCode::Dropout || op.code == OpCode::RunningStat) op.attrs.set_i("training", 0);
   return ops;
 }
 

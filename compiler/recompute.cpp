@@ -45,7 +45,7 @@ Status recompute_segment(Graph& g, size_t begin, size_t end, size_t forward_ops,
     for (int o : op.out) clone[i - begin] = clone[i - begin] || needed.count(o);
     if (!clone[i - begin]) continue;
     for (int o : op.out)
-      if (g.t(o).persistent)
+      if (g.t(o).persistent && op.code != OpCode::RunningStat)  // its copy does not update (below)
         return Status::Invalid(op.loc.str() + ": sg.checkpoint cannot recompute " + std::string(op_info(op.code).name) +
                                ", which writes the persistent '" + g.t(o).name + "'");
     for (int in : op.in)
@@ -58,7 +58,10 @@ Status recompute_segment(Graph& g, size_t begin, size_t end, size_t forward_ops,
     Op c = g.forward[i];
     for (int& in : c.in)
       if (fresh.count(in)) in = fresh[in];
+    // A running statistic is updated once per step, by the original op.
+    if (c.code == OpCode::RunningStat) c.attrs.set_i("update", 0);
     for (int& o : c.out) {
+      if (g.t(o).persistent) continue;
       Tensor t = g.t(o);
       t.name += ".recomputed";
       int id = g.add_tensor(std::move(t));

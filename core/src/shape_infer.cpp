@@ -337,6 +337,16 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
       out.shape = code == OpCode::Im2col ? Shape{g.n, g.ho, g.wo, g.patch()} : Shape{g.n, g.h, g.w, g.c};
       return Status::Ok();
     }
+    case OpCode::RunningStat: {  // (stat [C], running [C]) -> (stat's type, running)
+      if (ins[0].dtype != DType::f32 || ins[0].shape.size() != 1 || !(ins[1] == ins[0]))
+        return fail(code, "expects two f32 vectors of one length, got " + type_str(ins[0]) + " and " + type_str(ins[1]));
+      double m = attrs.f("momentum"), u = attrs.f("unbias");
+      if (!(m >= 0 && m <= 1)) return fail(code, "attr momentum must lie in [0, 1]");
+      if (!(u >= 1 && u <= 2)) return fail(code, "attr unbias must lie in [1, 2] (N / (N - 1))");
+      out = ins[0];
+      (*outs)[1] = ins[1];
+      return Status::Ok();
+    }
     case OpCode::kCount: break;
   }
   return fail(code, "unknown op");

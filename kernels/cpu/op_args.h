@@ -55,5 +55,6 @@ Status k_attention(const OpArgs& a);    // attention.cpp: fused causal attention
 Status k_rope(const OpArgs& a);         // rope.cpp: rotary position embedding (rope, rope_at)
 Status k_dropout(const OpArgs& a);      // dropout.cpp: counter-based inverted dropout
 Status k_im2col(const OpArgs& a);       // im2col.cpp: convolution patches and their gradient col2im
+Status k_running_stat(const OpArgs& a);  // running_stat.cpp: batch norm's running statistics
 
 }  // namespace sgrt::cpu

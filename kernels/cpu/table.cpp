@@ -45,6 +45,7 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::RopeAt, {f, i}, {f}, k_rope},
       {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, k_attention},
       {OpCode::Im2col, {f}, {f}, k_im2col},             {OpCode::Col2im, {f}, {f}, k_im2col},
+      {OpCode::RunningStat, {f, f}, {f, f}, k_running_stat},
   });
   return t;
 }

@@ -95,7 +95,7 @@ Status bind_optimizer(const OpArgs&, BindCtx&, Launch*);    // optimizer.cu: lr,
 Status bind_quantize(const OpArgs&, BindCtx&, Launch*);     // quantize.cu: scaled FP8/FP4/16-bit quantization
 Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul and qmatmul on cuBLASLt
 Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
-Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, rope_at, dropout
+Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, rope_at, dropout, running_stat
 Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention, its gradient, kv_attention
 Status bind_block_formats(const OpArgs&, BindCtx&, Launch*);  // dequant_matmul.cu: dequant_matmul, embedding of a block table
 Status bind_im2col(const OpArgs&, BindCtx&, Launch*);       // im2col.cu: convolution patches and their gradient col2im

@@ -45,6 +45,7 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::RopeAt, {f, i}, {f}, bind_transformer},
       {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, bind_attention},
       {OpCode::Im2col, {f}, {f}, bind_im2col},             {OpCode::Col2im, {f}, {f}, bind_im2col},
+      {OpCode::RunningStat, {f, f}, {f, f}, bind_transformer},
   });
   return t;
 }

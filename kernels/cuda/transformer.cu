@@ -1,6 +1,7 @@
 // The transformer ops (definitions: kernels/cpu/embedding.cpp, norm.cpp,
 // rope.cpp, dropout.cpp): embedding and its scatter-add gradient, layer and RMS
-// norm with their gradients, rope (and rope_at), dropout. Every sum runs in a fixed order:
+// norm with their gradients, rope (and rope_at), dropout, batch norm's running
+// statistics. Every sum runs in a fixed order:
 // the embedding gradient walks the positions in order per column (the CPU's
 // loop: bit-identical), a norm row is a fixed tree over one block, dgain/dbias
 // walk the rows in order per column. Rope's angle is computed in double as the
@@ -181,6 +182,32 @@ __global__ void dropout_kernel(int64_t n, uint64_t seed, const int32_t* state, f
   SG_GRID_STRIDE(i, n) y[i] = rng_uniform(seed, step, static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
 }
 
+// Batch norm's running statistic (kernels/cpu/running_stat.cpp): mode 0
+// evaluation, 1 training, 2 training with the in-place update.
+__global__ void running_stat_kernel(int64_t n, int mode, float momentum, float unbias, const float* stat,
+                                    float* running, float* used) {
+  SG_GRID_STRIDE(c, n) {
+    float st = stat[c], r = running[c];
+    used[c] = mode == 0 ? r : st;
+    if (mode == 2) running[c] = (1.f - momentum) * r + momentum * (unbias * st);
+  }
+}
+
+Status bind_running_stat(const OpArgs& a, BindCtx& ctx, Launch* out) {
+  int64_t n = a.in[0].n;
+  const float* stat = a.in[0].f();
+  float* running = a.out[1].f();
+  float* used = a.out[0].f();
+  int mode = !a.attrs->i("training") ? 0 : a.attrs->i("update", 1) ? 2 : 1;
+  float momentum = static_cast<float>(a.attrs->f("momentum")), unbias = static_cast<float>(a.attrs->f("unbias"));
+  unsigned grid = grid_for(n, ctx.dev);
+  *out = [=](cudaStream_t s) {
+    running_stat_kernel<<<grid, kThreads, 0, s>>>(n, mode, momentum, unbias, stat, running, used);
+    return launched("running_stat_kernel");
+  };
+  return Status::Ok();
+}
+
 Status bind_embedding(const OpArgs& a, BindCtx& ctx, Launch* out) {
   ErrorRecord* err = ctx.errors;
   int32_t tag = ctx.tag;
@@ -298,6 +325,7 @@ Status bind_transformer(const OpArgs& a, BindCtx& ctx, Launch* out) {
       return bind_norm(a, ctx, out);
     case OpCode::Rope: case OpCode::RopeAt: return bind_rope(a, ctx, out);
     case OpCode::Dropout: return bind_dropout(a, ctx, out);
+    case OpCode::RunningStat: return bind_running_stat(a, ctx, out);
     default: return Status::Runtime("cuda transformer binder given " + std::string(op_info(a.code).name));
   }
 }

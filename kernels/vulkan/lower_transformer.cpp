@@ -1,5 +1,6 @@
 // The transformer ops (semantics: kernels/cpu/embedding.cpp, norm.cpp, rope.cpp,
-// dropout.cpp): embedding.comp, norm.comp, rope.comp, dropout.comp.
+// dropout.cpp, running_stat.cpp): embedding.comp, norm.comp, rope.comp, dropout.comp,
+// running_stat.comp.
 #include <algorithm>
 #include <cmath>
 
@@ -118,6 +119,21 @@ Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   d->push.p[2] = kStep;
   d->push.f[0] = drop ? p : 0.f;
   d->push.f[1] = drop ? 1.f / (1.f - p) : 1.f;
+  d->groups[0] = groups_for(d->push.n, c.opts);
+  return Status::Ok();
+}
+
+// (stat, running) -> (stat or running, running updated in place).
+Status running_stat(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+  bool training = c.op.attrs.i("training") != 0;
+  d->shader = "running_stat";
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[1] = c.word(c.in(1));
+  d->push.off[2] = c.word(c.out(0));
+  d->push.n = u32(numel(c.in(0).type.shape));
+  d->push.p[0] = !training ? 0u : c.op.attrs.i("update", 1) ? 2u : 1u;
+  d->push.f[0] = static_cast<float>(c.op.attrs.f("momentum"));
+  d->push.f[1] = static_cast<float>(c.op.attrs.f("unbias"));
   d->groups[0] = groups_for(d->push.n, c.opts);
   return Status::Ok();
 }

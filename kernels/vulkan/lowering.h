@@ -37,11 +37,13 @@ Status update(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dequantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status quantize_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
-// lower_transformer.cpp: embedding, the norms, rope (and rope_at), dropout.
+// lower_transformer.cpp: embedding, the norms, rope (and rope_at), dropout,
+// batch norm's running statistics.
 Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status running_stat(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
 // lower_blocks.cpp: a frozen quantized base. block_kind: blocks.glsl's code of a
 // q8_0 / q4_1 table (0 for f32).

@@ -250,6 +250,7 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::RopeAt, {f, i}, {f}, rope},
       {OpCode::KvAttention, {f, f, f, f, f, i}, {f, f, f}, attention},
       {OpCode::Im2col, {f}, {f}, im2col},            {OpCode::Col2im, {f}, {f}, im2col},
+      {OpCode::RunningStat, {f, f}, {f, f}, running_stat},
   });
   return t;
 }

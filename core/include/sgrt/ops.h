@@ -98,9 +98,14 @@ inline const OpInfo& op_info(OpCode c) { return kOpInfo[static_cast<int>(c)]; }
 inline bool op_is_elementwise(OpCode c) { return op_info(c).shape != OpShape::own; }
 inline bool op_code_valid(int32_t code) { return code >= 0 && code < kNumOps; }
 // The input that an op's output `out` writes in place, or -1: kv_attention
-// appends to its caches (outputs 1, 2 are inputs 3, 4). The compiler gives such
-// an output the input's tensor.
-inline int op_inplace_input(OpCode c, int out) { return c == OpCode::KvAttention && out > 0 ? out + 2 : -1; }
+// appends to its caches (outputs 1, 2 are inputs 3, 4), running_stat updates its
+// running statistic (output 1 is input 1). The compiler gives such an output the
+// input's tensor.
+inline int op_inplace_input(OpCode c, int out) {
+  if (c == OpCode::KvAttention && out > 0) return out + 2;
+  if (c == OpCode::RunningStat && out == 1) return 1;
+  return -1;
+}
 // Returns false when no op has this name.
 bool op_from_name(std::string_view name, OpCode* out);
 
