@@ -130,8 +130,8 @@ inline const char* kWindowModel = R"(
 
 // Convolution and pooling (im2col, col2im), for the GPU backends' cross-checks
 // (test_cuda_ops.cpp, test_vulkan_ops.cpp): a strided, padded, non-square
-// convolution, a depthwise one (whose input gradient is a col2im), overlapping
-// max pooling and padded average pooling. tanh, not relu, before the max: no
+// convolution with batch norm (running_stat), a depthwise one (whose input
+// gradient is a col2im), overlapping max pooling and padded average pooling. tanh, not relu, before the max: no
 // ties. Plain SGD, as the attention model below says why.
 inline const char* kConvModel = R"(
   local sg = require "sg"
@@ -139,7 +139,7 @@ inline const char* kConvModel = R"(
   local cfg = sg.config{ n = 3, h = 9, w = 7, c = 2 }
   local x = sg.input("x", {cfg.n, cfg.h, cfg.w, cfg.c})
   local y = sg.input("y", {cfg.n}, "i32")
-  local a = nn.conv2d(x, 4, {kernel = {3, 2}, stride = {2, 1}, padding = 1, name = "c1"}):tanh()
+  local a = nn.batch_norm(nn.conv2d(x, 4, {kernel = {3, 2}, stride = {2, 1}, padding = 1, name = "c1"}), {name = "bn"}):tanh()
   local d = nn.conv2d(a, 8, {groups = 4, padding = 1, name = "dw"})
   local p = nn.avg_pool2d(nn.max_pool2d(d, {kernel = 2, stride = 1}), {kernel = 3, stride = 2, padding = 1})
   local logits = nn.linear(sg.reshape(p, {cfg.n, -1}), 5, {name = "fc"})

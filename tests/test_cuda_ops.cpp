@@ -84,7 +84,7 @@ TEST_CASE("cuda agrees with the cpu on every f32 op (small odd shapes)") {
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
   cross_check(test::kWindowModel);       // slice, pad, concat
-  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im
+  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im, running_stat
   cross_check(test::kAttentionModel);    // GQA: 4 query heads on 2 kv heads, t = 5, dh = 16
 }
 

@@ -73,7 +73,7 @@ TEST_CASE("vulkan agrees with the cpu on every op (small odd shapes)") {
   cross_check(kModelB);
   cross_check(test::kTransformerModel);  // backend_compare.h
   cross_check(test::kWindowModel);       // slice, pad, concat
-  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im
+  cross_check(test::kConvModel);         // backend_compare.h: im2col, col2im, running_stat
 }
 
 TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups") {

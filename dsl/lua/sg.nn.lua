@@ -150,6 +150,40 @@ function nn.layernorm(x, opts)
   return sg.layer_norm(x, w, b, opts.eps or 1e-5)
 end
 
+-- PyTorch's BatchNorm over the last (channel) axis of x [N, C] or [N, H, W, C]:
+-- training normalizes with this batch's mean and biased variance over every
+-- other axis and moves the running ones toward them (momentum 0.1, the variance
+-- unbiased: PyTorch's rule); eval, infer and declared programs use the running
+-- ones. Gain .w = 1, bias .b = 0 (affine = false: none), running statistics
+-- .running_mean = 0 and .running_var = 1, saved in checkpoints and exports.
+function nn.batch_norm(x, opts)
+  local sg = require "sg"
+  opts = sg.check_options("nn.batch_norm", opts, { "name", "eps", "momentum", "affine" })
+  local name = opts.name or auto_name("bn")
+  local momentum, eps = opts.momentum or 0.1, opts.eps or 1e-5
+  if type(momentum) ~= "number" or momentum < 0 or momentum > 1 then core.fail("nn.batch_norm: momentum must lie in [0, 1]") end
+  if type(eps) ~= "number" or eps <= 0 then core.fail("nn.batch_norm: eps must be a positive number") end
+  local c, rows = x:dim(-1), 1
+  for i = 1, x:rank() - 1 do rows = rows * x:dim(i) end
+  if x:rank() < 2 or rows < 2 then
+    core.fail("nn.batch_norm: '" .. name .. "' needs more than one value per channel (x is [" .. table.concat(x:shape(), ", ") .. "])")
+  end
+  local x2 = sg.reshape(x, { rows, c })
+  local mean = sg.reduce_mean(x2, 0)                                   -- [C]
+  local var = sg.reduce_mean((x2 - mean) * (x2 - mean), 0)             -- [C], biased
+  local function stat(value, suffix, init, unbias)
+    local running = sg.statistic(name .. suffix, { c }, init)
+    return sg.op("running_stat", { value, running }, { momentum = momentum + 0.0, unbias = unbias, training = 1 })
+  end
+  local m = stat(mean, ".running_mean", "zeros", 1.0)
+  local v = stat(var, ".running_var", "ones", rows / (rows - 1))
+  local y = (x2 - m) / sg.sqrt(v + eps)
+  if opts.affine ~= false then
+    y = y * sg.param(name .. ".w", { c }, "ones") + sg.param(name .. ".b", { c }, "zeros")
+  end
+  return sg.reshape(y, x:shape())
+end
+
 -- x / rms(x) * w over the last axis.
 function nn.rmsnorm(x, opts)
   local sg = require "sg"
