@@ -45,6 +45,12 @@ std::vector<Recipe> make_recipes() {
                   {DType::e5m2, G::mx, 0});
   r.push_back(mx);
 
+  // torchao's rowwise FP8: E4M3 for every operand of all three GEMMs, gradients
+  // included, one power-of-two scale per outer index from this step's amax (a
+  // tensor is quantized along a different axis in each GEMM that reads it).
+  constexpr OperandFormat kE4M3Outer{DType::e4m3, G::tensor, 0, true};
+  r.push_back(low("fp8-row", kE4M3Outer, kE4M3Outer, kE4M3Outer, kE4M3Outer));
+
   // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
   // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
   Recipe fp4 = low("fp4", {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2);
@@ -52,12 +58,6 @@ std::vector<Recipe> make_recipes() {
   fp4.clamp_alpha = 0.99;
   fp4.keep_last_layer = true;
   r.push_back(fp4);
-
-  // torchao's rowwise FP8: E4M3 for every operand of all three GEMMs, gradients
-  // included, one power-of-two scale per outer index from this step's amax (a
-  // tensor is quantized along a different axis in each GEMM that reads it).
-  constexpr OperandFormat kE4M3Outer{DType::e4m3, G::tensor, 0, true};
-  r.push_back(low("fp8-row", kE4M3Outer, kE4M3Outer, kE4M3Outer, kE4M3Outer));
 
   // NVFP4: 16-element E2M1 blocks with E4M3 block scales and an FP32 tensor scale.
   Recipe nv = low("nvfp4", {DType::e2m1, G::nvfp4, 0}, {DType::e2m1, G::nvfp4, 0}, kE4M3, kE5M2);

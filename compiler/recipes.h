@@ -16,8 +16,8 @@ struct OperandFormat {
   QuantGranularity granularity = QuantGranularity::tensor;
   int history = 0;  // > 0: delayed scaling over this many steps
   // One scale per outer (non-contracted) index of the GEMM, so it applies after
-  // the FP32 accumulation: each GEMM resolves it to row or column from the
-  // operand's side and transposition (granularity is then ignored).
+  // the FP32 accumulation: each GEMM sets granularity to row or column from the
+  // operand's side and transposition.
   bool outer = false;
 };
 
