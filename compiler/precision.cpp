@@ -119,7 +119,8 @@ class Rewriter {
     const Tensor s = g_.t(src);  // a copy: make_tensor moves the tensors
     auto it = cache_.find(key);
     if (it == cache_.end()) {
-      std::string base = s.name + "." + dtype_name(f.dtype);
+      // An outer-scaled tensor is quantized along each axis in turn: the axis names them apart.
+      std::string base = s.name + "." + dtype_name(f.dtype) + (f.outer ? std::string(".") + granularity_name(f.granularity) : "");
       ScaleSpec spec = choose_scale(src, f);
       std::vector<TensorType> types;
       SG_TRY(infer_types(OpCode::Quantize, {s.type, TensorType{{kStateHeader + f.history}, DType::f32}}, {}, &types, &spec)
@@ -185,6 +186,10 @@ class Rewriter {
       // Weights change every step: their own amax, in the backward GEMMs too
       // (so FP8 recipes reuse the forward's quantized copy).
       if (is_param) fmt[i].history = 0;
+      // Per outer index: A's is M (its stored rows unless transposed), B's is N
+      // (its stored rows only when transposed).
+      bool rows_outer = i == 0 ? !trans[i] : trans[i];
+      if (fmt[i].outer) fmt[i].granularity = rows_outer ? QuantGranularity::row : QuantGranularity::column;
     }
     // FP4 outlier clamping: the activation operand is clamped before quantizing
     // and the residual goes through an f32 matmul with the other operand.

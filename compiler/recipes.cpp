@@ -1,5 +1,7 @@
 #include "recipes.h"
 
+#include <algorithm>
+
 namespace sgrt::compiler {
 namespace {
 
@@ -43,6 +45,12 @@ std::vector<Recipe> make_recipes() {
                   {DType::e5m2, G::mx, 0});
   r.push_back(mx);
 
+  // torchao's rowwise FP8: E4M3 for every operand of all three GEMMs, gradients
+  // included, one power-of-two scale per outer index from this step's amax (a
+  // tensor is quantized along a different axis in each GEMM that reads it).
+  constexpr OperandFormat kE4M3Outer{DType::e4m3, G::tensor, 0, true};
+  r.push_back(low("fp8-row", kE4M3Outer, kE4M3Outer, kE4M3Outer, kE4M3Outer));
+
   // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
   // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
   Recipe fp4 = low("fp4", {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2);
@@ -83,13 +91,16 @@ Status find_recipe(const std::string& name, Recipe* out) {
 }
 
 Status apply_switches(const RecipeSwitches& s, Recipe* r) {
-  auto channel = [](const OperandFormat& f) { return f.granularity == G::row || f.granularity == G::column; };
-  bool has_channels = channel(r->activation) || channel(r->weight);
+  auto channel = [](const OperandFormat& f) {
+    return f.outer || f.granularity == G::row || f.granularity == G::column;
+  };
+  const std::initializer_list<OperandFormat*> all = {&r->activation, &r->weight, &r->saved, &r->grad};
+  bool has_channels = std::any_of(all.begin(), all.end(), [&](const OperandFormat* f) { return channel(*f); });
   if (s.per_channel && !has_channels)
     return Status::Invalid("recipe '" + r->name + "' has no per-channel scales for 'granularity' to switch");
   if (s.per_channel == false)
-    for (OperandFormat* f : {&r->activation, &r->weight})
-      if (channel(*f)) f->granularity = G::tensor;
+    for (OperandFormat* f : all)
+      if (channel(*f)) *f = {f->dtype, G::tensor, f->history};
   if (s.dge) {
     if (!r->fp4_dge && !(r->weight.dtype == DType::e2m1 && channel(r->weight)))
       return Status::Invalid("recipe '" + r->name + "': 'dge' applies to E2M1 weights with per-channel scales (fp4)");

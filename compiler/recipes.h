@@ -15,6 +15,10 @@ struct OperandFormat {
   DType dtype = DType::f32;
   QuantGranularity granularity = QuantGranularity::tensor;
   int history = 0;  // > 0: delayed scaling over this many steps
+  // One scale per outer (non-contracted) index of the GEMM, so it applies after
+  // the FP32 accumulation: each GEMM sets granularity to row or column from the
+  // operand's side and transposition.
+  bool outer = false;
 };
 
 struct Recipe {
@@ -32,7 +36,7 @@ struct Recipe {
 struct RecipeSwitches {
   std::optional<bool> dge;            // FP4 weight gradients through the DGE derivative
   std::optional<double> clamp_alpha;  // activation outlier clamping quantile; 0: off
-  std::optional<bool> per_channel;    // false: per-tensor scales where the recipe has per-row/column ones
+  std::optional<bool> per_channel;    // false: per-tensor scales where the recipe has per-row/column/outer ones
 };
 
 Status find_recipe(const std::string& name, Recipe* out);
