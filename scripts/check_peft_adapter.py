@@ -10,8 +10,9 @@ that runs on torch 1.13 (4.48 and 4.49 use torch 2's device context manager,
 loads the GGUF too but leaves SmolLM2's head untied (below). --no-deps
 because Debian's torch calls itself 1.13.0a0, which pip does not count as
 peft's torch >= 1.13.0, so it would fetch a torch 2 wheel. Tested with
-transformers 4.47.1 (and 4.46.3), peft 0.13.2, accelerate 0.34.2, gguf 0.19.0,
-tokenizers 0.21.4, safetensors 0.8.0, torch 1.13.0a0, numpy 1.24.2.
+transformers 4.47.1 (and 4.46.3), peft 0.13.2 (and 0.15.2, 0.17.1, 0.18.1,
+0.21.2), accelerate 0.34.2, gguf 0.19.0, tokenizers 0.21.4, safetensors 0.8.0,
+torch 1.13.0a0, numpy 1.24.2.
 
     /usr/bin/python3 -m venv --system-site-packages ~/venv-peft
     ~/venv-peft/bin/pip install --no-deps transformers==4.47.1 "tokenizers>=0.21,<0.22" \
@@ -182,9 +183,9 @@ def main():
     assert err < 1e-3, "PEFT's logits differ"
 
     if args.checkpoint:
-        sys_ids, got = sgrt_logits(args.checkpoint, args.lib or DEFAULT_LIB, vocab)
-        theirs = peft_logits(model, sys_ids)
-        err, moved = rel_diff(got, theirs), rel_diff(peft_logits(model, sys_ids, adapters=False), theirs)
+        ids, got = sgrt_logits(args.checkpoint, args.lib or DEFAULT_LIB, vocab)
+        theirs = peft_logits(model, ids)
+        err, moved = rel_diff(got, theirs), rel_diff(peft_logits(model, ids, adapters=False), theirs)
         print(f"sgrt: the checkpoint's infer logits {list(got.shape)} vs PEFT's on the same ids, max rel diff "
               f"{err:.2e} (the adapters move PEFT's by {moved:.2e})")
         assert err < 1e-3, "sgrt's logits differ from PEFT's"
