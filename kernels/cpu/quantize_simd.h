@@ -7,7 +7,8 @@
 // Everything has internal linkage, like gemm_driver.h: each file compiles its own
 // copy with its own ISA flags, so the linker can never pick an AVX-512 copy for
 // the AVX2 or generic path; for the same reason nothing here calls an inline
-// function of another header.
+// function of another header (arm_neon.h's intrinsics, in quantize_neon.cpp's
+// SGRT_QUANT_NEON parts, are builtins: always inlined, never linked).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -84,12 +85,29 @@ constexpr uint32_t max_bits() {
   return ((e - S.bias + 127u) << 23) | (m << (23 - S.man_bits));
 }
 
+// IEEE binary16, which NEON converts to and from in hardware.
+template <fmt::Spec S>
+constexpr bool is_f16() {
+  return S.exp_bits == 5 && S.man_bits == 10 && !S.saturate;
+}
+
 // fmt::encode(S, v, stochastic, noise) on every lane. Always inlined: gcc otherwise
 // calls it from the unswitched encode loops, spilling their accumulators around it.
 template <int N, fmt::Spec S>
 [[gnu::always_inline]] inline typename Vec<N>::u32 encode_vec(typename Vec<N>::f32 v, typename Vec<N>::u32 noise, bool stochastic) {
   using U = typename Vec<N>::u32;
   using I = typename Vec<N>::i32;
+#ifdef SGRT_QUANT_NEON
+  if constexpr (N == 4 && is_f16<S>()) {
+    if (!stochastic) {
+      // fcvtn: IEEE binary16, nearest even (FPCR's default rounding, which Linux gives
+      // every process): formats.h's f16 code for every float but NaN, which gets nan_code.
+      const float32x4_t f = as<float32x4_t>(v);
+      const uint32x4_t h = vmovl_u16(vreinterpret_u16_f16(vcvt_f16_f32(f)));
+      return as<U>(vbslq_u32(vceqq_f32(f, f), h, vdupq_n_u32(S.nan_code)));
+    }
+  }
+#endif
   const U u = as<U>(v);
   const U sign = (u >> 31) << (S.exp_bits + S.man_bits);
   const U a = u & 0x7FFFFFFFu;
@@ -125,6 +143,16 @@ template <int N, fmt::Spec S>
 typename Vec<N>::f32 decode_vec(typename Vec<N>::u32 code) {
   using U = typename Vec<N>::u32;
   using F = typename Vec<N>::f32;
+#ifdef SGRT_QUANT_NEON
+  if constexpr (N == 4 && is_f16<S>()) {
+    // fcvtl is exact; a NaN becomes sign | 0x7FC00000 as in formats.h, not fcvtl's
+    // quieted payload.
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(as<uint32x4_t>(code))));
+    const uint32x4_t bits = vreinterpretq_u32_f32(f);
+    const uint32x4_t nan = vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x80000000u)), vdupq_n_u32(0x7FC00000u));
+    return as<F>(vbslq_u32(vceqq_f32(f, f), bits, nan));
+  }
+#endif
   constexpr int nbits = S.exp_bits + S.man_bits;
   constexpr uint32_t emax = (1u << S.exp_bits) - 1u;
   const U sign = ((code >> nbits) & 1u) << 31;
