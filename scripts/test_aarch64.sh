@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # AArch64 under emulation (docs/edge.md): cross-builds the runtime side with
 # cmake/aarch64-linux-gnu.cmake into build-aarch64 and runs, under qemu-aarch64:
-#   - its test suites (layering, formats, GEMM with each path, quantize) and the
+#   - its test suites (layering, formats, GEMM and quantize with each path) and the
 #     size report of the aarch64 libsgrt,
 #   - the deployment check: a graph compiled, trained and exported by this machine's
 #     build (`sgrt export`) is fine-tuned 3 steps and run by examples/edge (the C API)
@@ -42,7 +42,7 @@ qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
 # thread-count independence is tested natively.
 export SGRT_NUM_THREADS=1
 single_thread='*thread count*,*thread-count*,parallel_for*'
-for t in test_layering test_formats test_quantize; do
+for t in test_layering test_formats test_quantize test_quantize_simd; do
   "${qemu[@]}" "$cross/tests/$t" -tce="$single_thread" >/dev/null
 done
 # test_gemm on the default CPU (qemu's "max", with BF16) covers every path (portable,
@@ -52,6 +52,12 @@ done
 "${qemu[@]}" "$cross/tests/test_gemm" -tce="$single_thread" >/dev/null
 QEMU_CPU=cortex-a53 "${qemu[@]}" "$cross/tests/test_gemm" -tc='NEON*,FP8*' >/dev/null
 SGRT_ISA=generic "${qemu[@]}" "$cross/tests/test_gemm" -tc='gemm_f32*' >/dev/null
+# The quantizer likewise: test_quantize_simd above sweeps the portable and NEON
+# kernels against formats.h's scalar encode/decode on the default CPU (~5 s); the
+# Cortex-A53 run checks the dispatch and the public entry points without BF16, and
+# SGRT_ISA=generic runs the public quantize tests on the portable kernels.
+QEMU_CPU=cortex-a53 "${qemu[@]}" "$cross/tests/test_quantize_simd" -tc='AArch64*,quantize? quantize_mx*' >/dev/null
+SGRT_ISA=generic "${qemu[@]}" "$cross/tests/test_quantize" -tce="$single_thread" >/dev/null
 scripts/size_report.sh --check "$cross"
 echo "test_aarch64: suites pass under qemu-aarch64"
 

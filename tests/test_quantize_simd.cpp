@@ -4,7 +4,8 @@
 // format's ties and their neighbours: NaN, inf, subnormals, saturation), nearest
 // and stochastic rounding, per-element multipliers, odd E2M1 starts and tails,
 // and the counts; decode on every code; then the public quantize entry points
-// against a scalar model.
+// against a scalar model. On AArch64 the paths are the portable kernels and
+// quantize_neon.cpp's (scripts/test_aarch64.sh runs this suite under qemu).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -272,3 +273,15 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
   }
   set_isa_limit(kTopIsa);
 }
+
+#if defined(__aarch64__)
+// The sweeps above cover the NEON kernels only if Isa::neon (detected on every
+// AArch64 CPU, HWCAP2_BF16 or not) maps to them rather than to the portable copy.
+TEST_CASE("AArch64: the neon levels run quantize_neon.cpp's kernels, generic the portable ones") {
+  CHECK(detected_isa() >= Isa::neon);
+  CHECK(&quant_impl::kernels_for(Isa::neon) == &quant_impl::kNeon);
+  CHECK(&quant_impl::kernels_for(Isa::neon_bf16) == &quant_impl::kNeon);
+  CHECK(&quant_impl::kernels_for(Isa::generic) == &quant_impl::kGeneric);
+  CHECK(&quant_impl::kNeon != &quant_impl::kGeneric);
+}
+#endif

@@ -1,6 +1,6 @@
 // Internal: the vectorized inner loops of cpu/quantize.cpp, one copy per ISA
-// (quantize_generic.cpp, quantize_avx2.cpp, quantize_avx512.cpp), picked by
-// cpu_features' active_isa(); the optimizer updates use them too. Each is
+// (quantize_generic.cpp, quantize_avx2.cpp, quantize_avx512.cpp, quantize_neon.cpp),
+// picked by cpu_features' active_isa(); the optimizer updates use them too. Each is
 // bit-identical to formats/formats.h's scalar encode and decode
 // (tests/test_quantize_simd.cpp sweeps every path against them).
 #pragma once
@@ -55,12 +55,16 @@ struct Kernels {
 extern const Kernels kGeneric;
 #if defined(__x86_64__) || defined(__i386__)
 extern const Kernels kAvx2, kAvx512;
+#elif defined(__aarch64__)
+extern const Kernels kNeon;
 #endif
 
 inline const Kernels& kernels_for(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (isa >= Isa::avx512) return kAvx512;
   if (isa >= Isa::avx2) return kAvx2;
+#elif defined(__aarch64__)
+  if (isa >= Isa::neon) return kNeon;
 #endif
   (void)isa;
   return kGeneric;

@@ -7,13 +7,17 @@
 // Everything has internal linkage, like gemm_driver.h: each file compiles its own
 // copy with its own ISA flags, so the linker can never pick an AVX-512 copy for
 // the AVX2 or generic path; for the same reason nothing here calls an inline
-// function of another header.
+// function of another header (arm_neon.h's intrinsics, in quantize_neon.cpp's
+// SGRT_QUANT_NEON parts, are builtins: always inlined, never linked).
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#ifdef SGRT_QUANT_NEON  // quantize_neon.cpp: NEON intrinsics where gcc's lowering is poor
+#include <arm_neon.h>
+#endif
 
 namespace sgrt::cpu::quant_impl {
 namespace {
@@ -81,11 +85,29 @@ constexpr uint32_t max_bits() {
   return ((e - S.bias + 127u) << 23) | (m << (23 - S.man_bits));
 }
 
-// fmt::encode(S, v, stochastic, noise) on every lane.
+// IEEE binary16, which NEON converts to and from in hardware.
+template <fmt::Spec S>
+constexpr bool is_f16() {
+  return S.exp_bits == 5 && S.man_bits == 10 && !S.saturate;
+}
+
+// fmt::encode(S, v, stochastic, noise) on every lane. Always inlined: gcc otherwise
+// calls it from the unswitched encode loops, spilling their accumulators around it.
 template <int N, fmt::Spec S>
-typename Vec<N>::u32 encode_vec(typename Vec<N>::f32 v, typename Vec<N>::u32 noise, bool stochastic) {
+[[gnu::always_inline]] inline typename Vec<N>::u32 encode_vec(typename Vec<N>::f32 v, typename Vec<N>::u32 noise, bool stochastic) {
   using U = typename Vec<N>::u32;
   using I = typename Vec<N>::i32;
+#ifdef SGRT_QUANT_NEON
+  if constexpr (N == 4 && is_f16<S>()) {
+    if (!stochastic) {
+      // fcvtn: IEEE binary16, nearest even (FPCR's default rounding, which Linux gives
+      // every process): formats.h's f16 code for every float but NaN, which gets nan_code.
+      const float32x4_t f = as<float32x4_t>(v);
+      const uint32x4_t h = vmovl_u16(vreinterpret_u16_f16(vcvt_f16_f32(f)));
+      return as<U>(vbslq_u32(vceqq_f32(f, f), h, vdupq_n_u32(S.nan_code)));
+    }
+  }
+#endif
   const U u = as<U>(v);
   const U sign = (u >> 31) << (S.exp_bits + S.man_bits);
   const U a = u & 0x7FFFFFFFu;
@@ -103,9 +125,9 @@ typename Vec<N>::u32 encode_vec(typename Vec<N>::f32 v, typename Vec<N>::u32 noi
   if (stochastic) {
     r = (m + (noise & mask)) >> s;
   } else {
-    const U q = m >> s, rem = m & mask, half = splat<U>(1u) << (s - 1u);
-    const I up = (rem > half) | ((rem == half) & ((q & 1u) != 0));
-    r = q - as<U>(up);
+    // Nearest even: adding half a step less one, plus one when the truncation is odd,
+    // carries into the kept bits exactly when the scalar rounds up (s >= 1).
+    r = (m + (mask >> 1) + ((m >> s) & 1u)) >> s;
   }
   r = gone ? splat<U>(0u) : r;
   const U base = sub ? splat<U>(0u) : as<U>(te - 1) << S.man_bits;
@@ -121,6 +143,16 @@ template <int N, fmt::Spec S>
 typename Vec<N>::f32 decode_vec(typename Vec<N>::u32 code) {
   using U = typename Vec<N>::u32;
   using F = typename Vec<N>::f32;
+#ifdef SGRT_QUANT_NEON
+  if constexpr (N == 4 && is_f16<S>()) {
+    // fcvtl is exact; a NaN becomes sign | 0x7FC00000 as in formats.h, not fcvtl's
+    // quieted payload.
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(as<uint32x4_t>(code))));
+    const uint32x4_t bits = vreinterpretq_u32_f32(f);
+    const uint32x4_t nan = vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x80000000u)), vdupq_n_u32(0x7FC00000u));
+    return as<F>(vbslq_u32(vceqq_f32(f, f), bits, nan));
+  }
+#endif
   constexpr int nbits = S.exp_bits + S.man_bits;
   constexpr uint32_t emax = (1u << S.exp_bits) - 1u;
   const U sign = ((code >> nbits) & 1u) << 31;
@@ -137,17 +169,34 @@ typename Vec<N>::f32 decode_vec(typename Vec<N>::u32 code) {
   return as<F>(out);
 }
 
+// N codes of `bytes` bytes each at p, widened to 32 bits.
+template <int N, int bytes>
+typename Vec<N>::u32 load_codes(const uint8_t* p) {
+  using W = Vec<N>;
+#ifdef SGRT_QUANT_NEON
+  // uxtl instead of gcc's lane-by-lane inserts for the vector extensions' conversions.
+  if constexpr (N == 4) {
+    if constexpr (bytes == 1) {
+      const uint16x8_t h = vmovl_u8(vcreate_u8(load<uint32_t>(p)));
+      return as<typename W::u32>(vmovl_u16(vget_low_u16(h)));
+    } else {
+      return as<typename W::u32>(vmovl_u16(vcreate_u16(load<uint64_t>(p))));
+    }
+  }
+#endif
+  if constexpr (bytes == 1) return __builtin_convertvector(load<typename W::u8>(p), typename W::u32);
+  else return __builtin_convertvector(load<typename W::u16>(p), typename W::u32);
+}
+
 template <int N, fmt::Spec S>
-void decode_span(const DecodeArgs& a) {
+void decode_span(const DecodeArgs& args) {
+  const DecodeArgs a = args;  // a local copy: the stores through out cannot alias it
   using W = Vec<N>;
   constexpr int bytes = (S.exp_bits + S.man_bits + 1) / 8;
   const uint8_t* src = static_cast<const uint8_t*>(a.q) + a.i0 * bytes;
   int64_t j = 0;
   for (; j + N <= a.n; j += N) {
-    typename W::u32 c;
-    if constexpr (bytes == 1) c = __builtin_convertvector(load<typename W::u8>(src + j), typename W::u32);
-    else c = __builtin_convertvector(load<typename W::u16>(src + 2 * j), typename W::u32);
-    const typename W::f32 v = decode_vec<N, S>(c) * a.mult;
+    const typename W::f32 v = decode_vec<N, S>(load_codes<N, bytes>(src + bytes * j)) * a.mult;
     std::memcpy(a.out + j, &v, sizeof v);
   }
   if (j < a.n) {  // the tail through N-wide scratch
@@ -181,8 +230,41 @@ void put_code(void* q, int64_t i, uint32_t code) {
   }
 }
 
-template <int N, fmt::Spec S>
-EncodeCounts encode_span(const EncodeArgs& a) {
+// Codes of elements [e, e + N) (e even for 4-bit codes) into q.
+template <int N, int bits>
+void store_codes(void* q, int64_t e, typename Vec<N>::u32 code) {
+  using W = Vec<N>;
+#ifdef SGRT_QUANT_NEON
+  // gcc lowers the narrowing conversions below to a lane-by-lane insert on AArch64.
+  if constexpr (N == 4 && bits == 8) {
+    const uint16x4_t h = vmovn_u32(as<uint32x4_t>(code));
+    vst1_lane_u32(reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(q) + e),
+                  vreinterpret_u32_u8(vmovn_u16(vcombine_u16(h, h))), 0);
+    return;
+  } else if constexpr (N == 4 && bits == 16) {
+    vst1_u16(static_cast<uint16_t*>(q) + e, vmovn_u32(as<uint32x4_t>(code)));
+    return;
+  }
+#endif
+  if constexpr (bits == 4) {  // pairs of codes -> bytes, low nibble first
+    const typename W::u64 p = as<typename W::u64>(code);
+    const typename W::u8h b = __builtin_convertvector((p | (p >> 28)) & 0xFFu, typename W::u8h);
+    std::memcpy(static_cast<uint8_t*>(q) + (e >> 1), &b, sizeof b);
+  } else if constexpr (bits == 8) {
+    const typename W::u8 b = __builtin_convertvector(code, typename W::u8);
+    std::memcpy(static_cast<uint8_t*>(q) + e, &b, sizeof b);
+  } else {
+    const typename W::u16 h = __builtin_convertvector(code, typename W::u16);
+    std::memcpy(static_cast<uint16_t*>(q) + e, &h, sizeof h);
+  }
+}
+
+// SR: stochastic rounding, a template argument so the loop holds no branch on it.
+template <int N, fmt::Spec S, bool SR>
+EncodeCounts encode_span(const EncodeArgs& args) {
+  // A local copy: the code stores cannot alias it, so its fields stay in registers
+  // (through `args` every store through q reloads them) and the loop unswitches.
+  const EncodeArgs a = args;
   using W = Vec<N>;
   using U = typename W::u32;
   using I = typename W::i32;
@@ -191,12 +273,13 @@ EncodeCounts encode_span(const EncodeArgs& a) {
   constexpr uint32_t magmask = (1u << (bits - 1)) - 1u;
   const uint32_t key = mix(a.seed + 0x9E3779B9u);
   I sat{}, under{};
+  const F mult0 = splat<F>(a.mult[0]);  // read once: stores through q could alias it
   // Codes of elements [j, j + N) and their counts; lanes at or past `valid` count nothing.
   auto block = [&](const float* xp, const float* mp, int64_t j, int valid) {
     const F x = load<F>(xp);
-    const F v = x * (a.mult_stride ? load<F>(mp) : splat<F>(a.mult[0]));
-    const U noise = a.stochastic ? sr_noise<N>(key, static_cast<uint64_t>(a.i0 + j)) : U{};
-    const U code = encode_vec<N, S>(v, noise, a.stochastic);
+    const F v = x * (a.mult_stride ? load<F>(mp) : mult0);
+    const U noise = SR ? sr_noise<N>(key, static_cast<uint64_t>(a.i0 + j)) : U{};
+    const U code = encode_vec<N, S>(v, noise, SR);
     const I live = valid >= N ? splat<I>(-1) : (iota<N>() < static_cast<uint32_t>(valid));
     const U av = as<U>(v) & 0x7FFFFFFFu, ax = as<U>(x) & 0x7FFFFFFFu;
     sat += live & (av > max_bits<S>()) & (av <= 0x7F800000u);
@@ -217,18 +300,7 @@ EncodeCounts encode_span(const EncodeArgs& a) {
   if (bits == 4 && (a.i0 & 1) && a.n > 0) partial(j++, 1);
   for (; j + N <= a.n; j += N) {
     const U code = block(a.x + j, a.mult + j, j, N);
-    const int64_t e = a.i0 + j;
-    if constexpr (bits == 4) {  // pairs of codes -> bytes, low nibble first
-      const typename W::u64 p = as<typename W::u64>(code);
-      const typename W::u8h b = __builtin_convertvector((p | (p >> 28)) & 0xFFu, typename W::u8h);
-      std::memcpy(static_cast<uint8_t*>(a.q) + (e >> 1), &b, sizeof b);
-    } else if constexpr (bits == 8) {
-      const typename W::u8 b = __builtin_convertvector(code, typename W::u8);
-      std::memcpy(static_cast<uint8_t*>(a.q) + e, &b, sizeof b);
-    } else {
-      const typename W::u16 h = __builtin_convertvector(code, typename W::u16);
-      std::memcpy(static_cast<uint16_t*>(a.q) + e, &h, sizeof h);
-    }
+    store_codes<N, bits>(a.q, a.i0 + j, code);
   }
   if (j < a.n) partial(j, static_cast<int>(a.n - j));
   EncodeCounts c;
@@ -239,16 +311,21 @@ EncodeCounts encode_span(const EncodeArgs& a) {
   return c;
 }
 
-template <int N>
-EncodeCounts encode(const EncodeArgs& a) {
+template <int N, bool SR>
+EncodeCounts encode_rounded(const EncodeArgs& a) {
   switch (a.fmt) {
-    case DType::e4m3: return encode_span<N, fmt::spec_e4m3()>(a);
-    case DType::e5m2: return encode_span<N, fmt::spec_e5m2()>(a);
-    case DType::e2m1: return encode_span<N, fmt::spec_e2m1()>(a);
-    case DType::f16: return encode_span<N, fmt::spec_f16()>(a);
-    case DType::bf16: return encode_span<N, fmt::spec_bf16()>(a);
+    case DType::e4m3: return encode_span<N, fmt::spec_e4m3(), SR>(a);
+    case DType::e5m2: return encode_span<N, fmt::spec_e5m2(), SR>(a);
+    case DType::e2m1: return encode_span<N, fmt::spec_e2m1(), SR>(a);
+    case DType::f16: return encode_span<N, fmt::spec_f16(), SR>(a);
+    case DType::bf16: return encode_span<N, fmt::spec_bf16(), SR>(a);
     default: return {};
   }
+}
+
+template <int N>
+EncodeCounts encode(const EncodeArgs& a) {
+  return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
 }
 
 template <int N>
