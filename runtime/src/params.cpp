@@ -18,7 +18,7 @@ struct Storage {
 Status storage_of(const Session& s, int param, Storage* out) {
   const Model& m = s.model();
   const TensorInfo& p = m.tensors().at(param);
-  if (p.role != Role::param && p.role != Role::statistic) return Status::Invalid(p.name + " is not a parameter");
+  if (!is_weight(p)) return Status::Invalid(p.name + " is not a parameter");
   out->tensor = param;
   if (p.persistent) return Status::Ok();
   int master = m.find_tensor(p.name + ".master"), scales = m.find_tensor(p.name + ".opt_scales");

@@ -165,7 +165,7 @@ Status import_safetensors(Session& s, const std::string& path, ParamSet which) {
   std::vector<std::pair<int, const SafeTensor*>> plan;
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& p = m.tensors()[id];
-    if (p.role != Role::param && p.role != Role::statistic) continue;  // statistics: batch norm's running state
+    if (!is_weight(p)) continue;
     auto it = by_name.find(p.name);
     if (which == ParamSet::trained && p.frozen) {
       if (it != by_name.end())
@@ -195,7 +195,7 @@ Status export_safetensors(const Session& s, const std::string& path, DType dtype
   std::vector<SafeTensor> out;
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& p = m.tensors()[id];
-    if ((p.role != Role::param && p.role != Role::statistic) || (which == ParamSet::trained && p.frozen)) continue;
+    if (!is_weight(p) || (which == ParamSet::trained && p.frozen)) continue;
     SafeTensor t;
     t.name = p.name;
     t.dtype = dtype;

@@ -15,6 +15,9 @@ Status read_param(const Session& s, int param, std::vector<float>* out);
 // trained one beside frozen ones (an adapter on a frozen base, sg.freeze)
 // keeps its initializer. Any other missing parameter is an error.
 bool may_keep_init(const Model& m, const TensorInfo& param);
+// What weight files hold: parameters and running statistics (batch norm's),
+// as PyTorch's state_dict holds parameters and buffers.
+inline bool is_weight(const TensorInfo& t) { return t.role == Role::param || t.role == Role::statistic; }
 
 // The bytes that store `values` as the parameter (write them with
 // Session::write); NaN, inf and values the master's format cannot hold under
