@@ -30,11 +30,12 @@ std::vector<Op> ops_for(const Graph& g, const std::vector<int>& targets) {
   return ops;
 }
 
-// Evaluation and inference run without dropout and normalize with the running
-// statistics (which they leave as they are).
+// Evaluation and inference run every op with a training mode (its `training`
+// attribute: dropout, running_stat) in inference mode: no dropout, the running
+// statistics left as they are.
 std::vector<Op> inference_mode(std::vector<Op> ops) {
   for (Op& op : ops)
-    if (op.code == OpCode::Dropout || op.code == OpCode::RunningStat) op.attrs.set_i("training", 0);
+    if (op.attrs.has("training")) op.attrs.set_i("training", 0);
   return ops;
 }
 

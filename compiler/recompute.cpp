@@ -7,6 +7,14 @@
 namespace sgrt::compiler {
 namespace {
 
+// An op that writes persistent state in place only while its `update`
+// attribute allows it (running_stat): a recomputed copy runs with update = 0.
+bool has_update_switch(OpCode code) {
+  std::vector<AttrDecl> decls;
+  if (!op_attr_decls(code, &decls).ok()) return false;
+  return std::any_of(decls.begin(), decls.end(), [](const AttrDecl& d) { return d.name == "update"; });
+}
+
 // Tensors made inside forward[begin, end) that nothing after the segment reads:
 // the ones backward would otherwise keep alive from the forward pass.
 std::set<int> internal_tensors(const Graph& g, size_t begin, size_t end) {
@@ -45,7 +53,7 @@ Status recompute_segment(Graph& g, size_t begin, size_t end, size_t forward_ops,
     for (int o : op.out) clone[i - begin] = clone[i - begin] || needed.count(o);
     if (!clone[i - begin]) continue;
     for (int o : op.out)
-      if (g.t(o).persistent && op.code != OpCode::RunningStat)  // its copy does not update (below)
+      if (g.t(o).persistent && !has_update_switch(op.code))
         return Status::Invalid(op.loc.str() + ": sg.checkpoint cannot recompute " + std::string(op_info(op.code).name) +
                                ", which writes the persistent '" + g.t(o).name + "'");
     for (int in : op.in)
@@ -58,8 +66,8 @@ Status recompute_segment(Graph& g, size_t begin, size_t end, size_t forward_ops,
     Op c = g.forward[i];
     for (int& in : c.in)
       if (fresh.count(in)) in = fresh[in];
-    // A running statistic is updated once per step, by the original op.
-    if (c.code == OpCode::RunningStat) c.attrs.set_i("update", 0);
+    // The state is updated once per step, by the original op.
+    if (has_update_switch(c.code)) c.attrs.set_i("update", 0);
     for (int& o : c.out) {
       if (g.t(o).persistent) continue;
       Tensor t = g.t(o);
