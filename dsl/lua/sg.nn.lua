@@ -170,7 +170,8 @@ function nn.batch_norm(x, opts)
   end
   local x2 = sg.reshape(x, { rows, c })
   local mean = sg.reduce_mean(x2, 0)                                   -- [C]
-  local var = sg.reduce_mean((x2 - mean) * (x2 - mean), 0)             -- [C], biased
+  local centered = x2 - mean
+  local var = sg.reduce_mean(centered * centered, 0)                   -- [C], biased
   local function stat(value, suffix, init, unbias)
     local running = sg.statistic(name .. suffix, { c }, init)
     return sg.op("running_stat", { value, running }, { momentum = momentum + 0.0, unbias = unbias, training = 1 })
