@@ -86,14 +86,12 @@ def child_sgrt(args):
 def child_torch(args):
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    from check_peft_adapter import hf_model
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(args.gguf)),
-                                                 gguf_file=os.path.basename(args.gguf), torch_dtype=torch.float32,
-                                                 tie_word_embeddings=True)
-    model = get_peft_model(model, LoraConfig(r=args.rank, lora_alpha=args.alpha, lora_dropout=0.0,
-                                             target_modules=HF_TARGETS, bias="none", task_type="CAUSAL_LM"))
+    lora = LoraConfig(r=args.rank, lora_alpha=args.alpha, lora_dropout=0.0, target_modules=HF_TARGETS, bias="none",
+                      task_type="CAUSAL_LM")
+    model = get_peft_model(hf_model(args.gguf, tied=True), lora)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     ids = torch.from_numpy(batch_ids(args.batch, args.block, args.vocab).astype(np.int64))

@@ -105,14 +105,18 @@ def rel_diff(got, ref):
     return float(np.abs(got - ref).max() / np.abs(ref).max())
 
 
-def peft_model(gguf_path, adapter, tied):
+def hf_model(gguf_path, tied):
+    """transformers' f32 model of the GGUF; tied: the head is the embedding (its GGUF loader does not infer it)."""
     import torch
-    from peft import PeftModel
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),
-                                                 gguf_file=os.path.basename(gguf_path), torch_dtype=torch.float32,
-                                                 tie_word_embeddings=tied)
-    model = PeftModel.from_pretrained(model, adapter)
+    return AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),
+                                                gguf_file=os.path.basename(gguf_path), torch_dtype=torch.float32,
+                                                tie_word_embeddings=tied)
+
+
+def peft_model(gguf_path, adapter, tied):
+    from peft import PeftModel
+    model = PeftModel.from_pretrained(hf_model(gguf_path, tied), adapter)
     model.eval()
     return model
 
