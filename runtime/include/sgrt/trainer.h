@@ -12,13 +12,32 @@
 
 namespace sgrt {
 
+// One quantized tensor's counters over a report window, from its quantize's
+// state (sgrt/quant.h). A large flushed share means the scale group spans a
+// wider range than the format: its small elements become zero (docs/recipes.md).
+struct QuantTensorCounts {
+  std::string tensor;     // the quantized tensor (its codes), e.g. "h1.e2m1"
+  int64_t elements = 0;   // elements the training steps of the window quantized
+  int64_t saturated = 0;  // clamped to the format's max
+  int64_t flushed = 0;    // non-zero elements that became zero
+  double flushed_share() const { return elements > 0 ? static_cast<double>(flushed) / static_cast<double>(elements) : 0; }
+};
+
+// A flushed share above this in one report window deserves a warning: on the
+// Fashion-MNIST MLP and the GPT of models/ the shares stay below 0.15 (E2M1
+// weights 0.07-0.13, activations 0.03; FP8 below 0.01), while an input whose
+// 16-element blocks differ 1000x, which costs fp4 1.5 points, flushes 0.26.
+constexpr double kFlushedShareWarning = 0.2;
+
 struct StepReport {
   int64_t step = 0, total = 0, epoch = 0;
   int64_t start_step = 0;  // where this run began (> 0 when resumed)
+  int64_t window_first = 0;  // the first step this report's rates and counts cover
   float loss = 0, lr = 0;
   double samples_per_s = 0;
   int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
   int64_t nonfinite_steps = 0;             // steps so far with NaN/inf gradients (skipped) or loss
+  std::vector<QuantTensorCounts> quant;    // per quantized tensor (its sums are overflows / underflows)
 };
 
 struct EvalReport {
