@@ -23,11 +23,11 @@ struct QuantTensorCounts {
   double flushed_share() const { return elements > 0 ? static_cast<double>(flushed) / static_cast<double>(elements) : 0; }
 };
 
-// A flushed share above this in one report window deserves a warning: on the
-// Fashion-MNIST MLP and the GPT of models/ the shares stay below 0.15 (E2M1
-// weights 0.07-0.13, activations 0.03; FP8 below 0.01), while an input whose
-// 16-element blocks differ 1000x, which costs fp4 1.5 points, flushes 0.26.
-constexpr double kFlushedShareWarning = 0.2;
+// A flushed share above this in one report window is never healthy: more of
+// the tensor is erased than kept. Healthy runs stay well below it (the GPT of
+// models/ under fp4: weights up to 0.07, GELU outputs up to 0.31), so it warns
+// without crying wolf; milder losses show only in the log (docs/recipes.md).
+constexpr double kFlushedShareWarning = 0.5;
 
 struct StepReport {
   int64_t step = 0, total = 0, epoch = 0;
