@@ -196,6 +196,28 @@ TEST_CASE("softmax, log_softmax and softmax cross-entropy against FP64") {
   CHECK(std::fabs(xent.out[0][0] - loss) <= 1e-5 * std::fabs(loss) + 1e-6);
 }
 
+TEST_CASE("softmax and reduce_max along a strided axis equal those of the transposed rows") {
+  const int64_t R = 33, C = 7;  // x [R, C] along axis 0; xt [C, R] along its last axis
+  std::vector<float> x = randoms(R * C, 11, -5.f, 5.f), xt(R * C);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) xt[c * R + r] = x[r * C + c];
+  for (OpCode code : {OpCode::Softmax, OpCode::LogSoftmax, OpCode::ReduceMax}) {
+    bool reduce = code == OpCode::ReduceMax;
+    Op strided({f32({R, C})}, {f32(reduce ? Shape{C} : Shape{R, C})});
+    Op rows({f32({C, R})}, {f32(reduce ? Shape{C} : Shape{C, R})});
+    strided.attrs.set_i("axis", 0);
+    rows.attrs.set_i("axis", 1);
+    strided.in[0] = x, rows.in[0] = xt;
+    REQUIRE(strided.run(code, k_reduce).ok());
+    REQUIRE(rows.run(code, k_reduce).ok());
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < (reduce ? 1 : R); ++r) {
+        float a = reduce ? strided.out[0][c] : strided.out[0][r * C + c], b = reduce ? rows.out[0][c] : rows.out[0][c * R + r];
+        CHECK(std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b));
+      }
+  }
+}
+
 TEST_CASE("layer_norm and rms_norm forward against FP64") {
   const int64_t R = 13, D = 771;
   std::vector<float> x = randoms(R * D, 7), g = randoms(D, 8), b = randoms(D, 9);

@@ -33,16 +33,16 @@ void for_rows(const AxisSplit& s, const float* x, const float* dy, float* y, F f
     float* tmp = s.inner > 1 ? static_cast<float*>(thread_scratch(0, sizeof(float) * 3 * s.n)) : nullptr;
     for (int64_t l = b; l < e; ++l) {
       int64_t base = l / s.inner * s.n * s.inner + l % s.inner, st = s.inner;
-      if (st == 1) {
-        fn(l, x + base, dy ? dy + base : nullptr, y ? y + base : nullptr);
-        continue;
+      const float *xr = x + base, *dyr = dy ? dy + base : nullptr;
+      float* yr = y ? y + base : nullptr;
+      if (st > 1) {  // one call site below: fn inlines once
+        for (int64_t k = 0; k < s.n; ++k) tmp[k] = x[base + k * st];
+        if (dy)
+          for (int64_t k = 0; k < s.n; ++k) tmp[s.n + k] = dy[base + k * st];
+        xr = tmp, dyr = dy ? tmp + s.n : nullptr, yr = y ? tmp + 2 * s.n : nullptr;
       }
-      auto gather = [&](const float* src, float* row) {
-        for (int64_t k = 0; k < s.n; ++k) row[k] = src[base + k * st];
-        return row;
-      };
-      fn(l, gather(x, tmp), dy ? gather(dy, tmp + s.n) : nullptr, y ? tmp + 2 * s.n : nullptr);
-      if (y)
+      fn(l, xr, dyr, yr);
+      if (st > 1 && y)
         for (int64_t k = 0; k < s.n; ++k) y[base + k * st] = tmp[2 * s.n + k];
     }
   });
