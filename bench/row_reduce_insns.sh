@@ -26,16 +26,6 @@ float row_max(const float* x, int64_t n) {  // attention.cpp's; classifier.cpp c
 float sumexp(const float* x, float m, int64_t n) {  // classifier.cpp and reduce.cpp: libm's expf
   float s = 0.f; for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m); return s;
 }
-float adamw(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, int64_t n, float b1, float b2, float step, float bc2s,
-            float eps, float decay) {  // optimizer_update.cpp's AdamW step, f32 state
-  for (int64_t i = 0; i < n; ++i) {
-    w[i] *= decay;
-    m[i] = b1 * m[i] + (1.f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-    w[i] -= step * m[i] / (std::sqrt(v[i]) / bc2s + eps);
-  }
-  return 0.f;
-}
 }
 CPP
 # After: row_reduce.cpp's row functions, and lane_sum as norm.cpp and
@@ -49,19 +39,26 @@ using namespace sgrt::cpu;
 namespace bench {
 float sqdev(const float* x, float m, int64_t n) { return lane_sum(n, [&](int64_t i) { return (x[i] - m) * (x[i] - m); }); }
 float sumexp(const float* x, float m, int64_t n) { return lane_sum(n, [&](int64_t i) { return fast_exp(x[i] - m); }); }
-float adamw(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, int64_t n, float b1, float b2, float step, float bc2s,
-            float eps, float decay) {  // optimizer_update.cpp's AdamW step, f32 state
+}
+CPP
+cat kernels/cpu/row_reduce.cpp >>"$work/after.cpp"
+# The AdamW step, the same source in both.
+cat >"$work/adamw.cpp" <<'CPP'
+namespace bench {
+// optimizer_update.cpp's AdamW step on f32 state (its blocks do not alias: __restrict).
+void adamw(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, int64_t n,
+           float b1, float b2, float step, float bc2s, float eps, float decay) {
   for (int64_t i = 0; i < n; ++i) {
     w[i] *= decay;
     m[i] = b1 * m[i] + (1.f - b1) * g[i];
     v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
     w[i] -= step * m[i] / (std::sqrt(v[i]) / bc2s + eps);
   }
-  return 0.f;
 }
 }
 CPP
-cat kernels/cpu/row_reduce.cpp >>"$work/after.cpp"
+cat "$work/adamw.cpp" >>"$work/before.cpp"
+cat "$work/adamw.cpp" >>"$work/after.cpp"
 for arch in aarch64 x86; do
   cxx=g++ objdump=objdump
   [ $arch = aarch64 ] && cxx=aarch64-linux-gnu-g++ objdump=aarch64-linux-gnu-objdump
