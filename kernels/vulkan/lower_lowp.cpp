@@ -41,6 +41,8 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
       want = g == QuantGranularity::mx ? DType::e8m0 : DType::e4m3;
       *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
       break;
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      return Status::Unsupported("qmatmul: blockwise FP8 (" + std::string(granularity_name(g)) + ") on Vulkan");
   }
   if (scale.type.dtype != want)
     return Status::Unsupported("qmatmul: scale " + scale.name + " of granularity " + granularity_name(g) +
@@ -59,6 +61,7 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const Shape& xs = c.in(0).type.shape;
   uint64_t n = numel(xs), cols = xs.back(), rows = n / cols;
   bool blocks = is_block(g);
+  if (is_k_chunked(g)) return Status::Unsupported(std::string("quantize: blockwise FP8 (") + granularity_name(g) + ") on Vulkan");
   if (!is_code_format(fmt) || (blocks && dtype_bits(fmt) != 8 && fmt != DType::e2m1))
     return Status::Unsupported(std::string("quantize to ") + dtype_name(fmt));
   if (g != QuantGranularity::tensor && (mode == ScaleMode::static_pow2 || mode == ScaleMode::delayed_amax))
