@@ -28,17 +28,18 @@ namespace {
 constexpr float kE4M3Max = 448.0f;  // NUMERICS.md §1
 constexpr int64_t kTile = 128;
 
-// The definition: a tile with a NaN or an infinity gets a NaN scale; an
-// all-zero one (or one so small that 448 / amax overflows) scale 1 and
-// multiplier 1; otherwise scale amax / 448 and multiplier 448 / amax, both in f32.
+// The definition: a tile with a NaN or an infinity gets a NaN scale and
+// multiplier 1; one whose amax / 448 is not a normal float (all zero, tiny)
+// scale 1 and multiplier 1; otherwise scale amax / 448 and multiplier 1 / scale,
+// each rounded once in f32.
 struct TileRef {
   float scale, mult;
 };
 TileRef tile_ref(float amax) {
   if (std::isnan(amax) || std::isinf(amax)) return {std::numeric_limits<float>::quiet_NaN(), 1.f};
-  const float mult = kE4M3Max / amax;
-  if (std::isinf(mult)) return {1.f, 1.f};
-  return {amax / kE4M3Max, mult};
+  const float scale = amax / kE4M3Max;
+  if (!std::isnormal(scale)) return {1.f, 1.f};
+  return {scale, 1.f / scale};
 }
 
 // Expected scales of x [rows, cols] in tiles of tile_rows x 128: [ceil(rows / tile_rows), ceil(cols / 128)].
@@ -98,6 +99,7 @@ void check_quantizer(int64_t tile_rows) {
   std::vector<float> x(rows * cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = n(rng) * std::pow(10.f, static_cast<float>(r % 7 - 3));
+  for (int64_t c = 0; c < kTile; ++c) x[9 * cols + c] = 1e-37f * static_cast<float>(c % 3);  // tile (9, 0): amax / 448 subnormal
   for (int64_t r = 128; r < rows; ++r)  // tiles (r, 2) / block (1, 2): all zero
     for (int64_t c = 256; c < cols; ++c) x[r * cols + c] = 0.f;
   x[5 * cols + 130] = std::numeric_limits<float>::quiet_NaN();  // tile (5, 1) / block (0, 1)

@@ -215,10 +215,11 @@ QuantStats quantize_fp8_tiles(const float* x, int64_t rows, int64_t cols, int64_
         float a = 0;
         for (int64_t r = r0; r < r1; ++r) a = nan_max(a, simd().amax(x + r * cols + c0, n));
         s.amax = nan_max(s.amax, a);
-        const fmt::Fp8TileScale t = fmt::fp8_tile_scale(a, fmax);
-        s.kept_scales += t.kept;
-        scales[g * nb + b] = t.scale;
-        for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols + c0, n, &t.mult, 0, p, q, s);
+        bool kept;
+        const float scale = scales[g * nb + b] = fmt::fp8_tile_scale(a, fmax, &kept);
+        const float mult = fmt::fp8_tile_mult(scale);
+        s.kept_scales += kept;
+        for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols + c0, n, &mult, 0, p, q, s);
       }
     }
   });

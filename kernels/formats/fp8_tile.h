@@ -10,25 +10,29 @@
 
 namespace sgrt::fmt {
 
-struct Fp8TileScale {
-  float scale;  // dequantization multiplier stored beside the codes: x' = code * scale
-  float mult;   // encoding multiplier: code = encode(x * mult)
-  bool kept;    // amax was 0, too small for a finite mult, inf or NaN
-};
+constexpr uint32_t kF32InfBits = 0x7F800000u, kF32MinNormalBits = 0x00800000u;
 
-// scale = amax / fmt_max and mult = fmt_max / amax, each rounded once. Both round,
-// so amax * mult may exceed fmt_max by an ulp: it still encodes to fmt_max, and no
-// element of the tile can saturate otherwise. A tile holding a NaN or an infinity
-// gets a NaN scale (its products are NaN, and the non-finite step logic sees
-// them); an all-zero tile, or one whose amax is so small (< fmt_max / FLT_MAX)
-// that mult overflows, gets scale 1 (its codes are zero or flushed, counted as
-// underflow).
-SGRT_HD inline Fp8TileScale fp8_tile_scale(float amax, float fmt_max) {
-  constexpr uint32_t kInfBits = 0x7F800000u;
-  if ((float_bits(amax) & 0x7FFFFFFFu) >= kInfBits) return {bits_float(0x7FC00000u), 1.0f, true};
-  const float mult = fmt_max / amax;
-  if ((float_bits(mult) & 0x7FFFFFFFu) >= kInfBits) return {1.0f, 1.0f, true};
-  return {amax / fmt_max, mult, false};
+// The dequantization multiplier stored beside the codes (x' = code * scale):
+// amax / fmt_max, rounded once. A tile holding a NaN or an infinity gets a NaN
+// scale (its products are NaN, and the non-finite step logic sees them); a tile
+// whose scale would not be a normal float (all zero, or amax < fmt_max * 2^-126)
+// gets scale 1, so its codes are zero or flushed (counted as underflow). Both
+// set *kept.
+SGRT_HD inline float fp8_tile_scale(float amax, float fmt_max, bool* kept) {
+  *kept = true;
+  if ((float_bits(amax) & 0x7FFFFFFFu) >= kF32InfBits) return bits_float(0x7FC00000u);
+  const float s = amax / fmt_max;
+  if (float_bits(s) < kF32MinNormalBits) return 1.0f;
+  *kept = false;
+  return s;
+}
+
+// The encoding multiplier, from the stored scale alone (so every backend's encode
+// pass needs nothing else): code = encode(x * (1 / scale)), rounded once; 1 under
+// a NaN scale. 1 / scale may put the tile's amax an ulp or two above fmt_max: it
+// still encodes to fmt_max, and no element can saturate otherwise.
+SGRT_HD inline float fp8_tile_mult(float scale) {
+  return (float_bits(scale) & 0x7FFFFFFFu) > kF32InfBits ? 1.0f : 1.0f / scale;
 }
 
 }  // namespace sgrt::fmt

@@ -13,7 +13,7 @@ namespace {
 constexpr uint32_t kQuantScratchWords = 5;  // quantize.comp's S_WORDS
 enum QuantPhase : uint32_t { kAmax, kScales, kEncode, kState };
 // gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's OperandScale).
-enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale };
+enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale, kTileScale, kBlock2dScale };
 constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
 
 bool is_code_format(DType t) {
@@ -42,7 +42,11 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
       *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
       break;
     case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
-      return Status::Unsupported("qmatmul: blockwise FP8 (" + std::string(granularity_name(g)) + ") on Vulkan");
+      if (!rows_outer) return Status::Unsupported("qmatmul: block scales must run along the contracting dimension");
+      *kind = g == QuantGranularity::tile1x128 ? kTileScale : kBlock2dScale;
+      want = DType::f32;
+      *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
+      break;
   }
   if (scale.type.dtype != want)
     return Status::Unsupported("qmatmul: scale " + scale.name + " of granularity " + granularity_name(g) +
@@ -61,7 +65,6 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const Shape& xs = c.in(0).type.shape;
   uint64_t n = numel(xs), cols = xs.back(), rows = n / cols;
   bool blocks = is_block(g);
-  if (is_k_chunked(g)) return Status::Unsupported(std::string("quantize: blockwise FP8 (") + granularity_name(g) + ") on Vulkan");
   if (!is_code_format(fmt) || (blocks && dtype_bits(fmt) != 8 && fmt != DType::e2m1))
     return Status::Unsupported(std::string("quantize to ") + dtype_name(fmt));
   if (g != QuantGranularity::tensor && (mode == ScaleMode::static_pow2 || mode == ScaleMode::delayed_amax))
@@ -92,6 +95,7 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   if (g == QuantGranularity::nvfp4 || (g == QuantGranularity::tensor && (mode != ScaleMode::static_pow2 || hist > 0)))
     phase(kAmax, n);
   uint64_t block = blocks ? static_cast<uint64_t>(block_size(g)) : 1, scale_words = (rows * ((cols + block - 1) / block) + 3) / 4;
+  if (is_k_chunked(g)) scale_words = static_cast<uint64_t>(numel(quant_scale_type(g, xs).shape));  // one f32 each
   phase(kScales, g == QuantGranularity::tensor ? 1 : g == QuantGranularity::row ? rows
                  : g == QuantGranularity::column ? cols : scale_words);
   phase(kEncode, (n * dtype_bits(fmt) + 31) / 32);
@@ -102,6 +106,8 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   uint32_t kind[2] = {}, ld[2] = {};
   for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
+  if ((kind[0] >= kTileScale) != (kind[1] >= kTileScale))
+    return Status::Unsupported("qmatmul: 1x128 / 128x128 operands go with each other only");
   SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, false, d));
   d->op |= static_cast<uint32_t>(c.in(0).type.dtype) << 2 | static_cast<uint32_t>(c.in(3).type.dtype) << 5 |
            kind[0] << 8 | kind[1] << 11;
