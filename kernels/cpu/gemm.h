@@ -67,7 +67,7 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
 
 // Blockwise FP8 (DeepSeek-V3; gemm_k_chunked.cpp): FP32 accumulation promoted
 // every kFp8Tile (128) elements of K,
-//   C[m, n] = sum over chunks c of (sum_{k in c} a[m, k] b[k, n]) * sa(m, c) * sb(n, c),
+//   C[m, n] = sum over chunks c of ((sum_{k in c} a[m, k] b[k, n]) * sb(n, c)) * sa(m, c),
 // each chunk's sum in FP32 by gemm() above, added to C in chunk order. A is
 // stored [M, K] and B [N, K] (K contiguous in both), e4m3 / e5m2 codes with no
 // scale of their own; an operand's chunk scale is

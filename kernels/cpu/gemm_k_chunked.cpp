@@ -1,12 +1,11 @@
 // Blockwise FP8's GEMM (DeepSeek-V3): FP32 accumulation promoted every 128
 // elements of K. Each K chunk's product of the raw codes runs through the
 // ordinary GEMM (codes are exact in BF16, so the BF16 kernel is exact per
-// product), then an epilogue multiplies it by the chunk's two FP32 scales and
+// product), whose epilogue multiplies it by the chunk's two FP32 scales and
 // adds it to C in chunk order.
 #include <vector>
 
 #include "cpu/gemm.h"
-#include "cpu/parallel.h"
 
 namespace sgrt::cpu {
 
@@ -24,25 +23,21 @@ const char* gemm_k_chunked(int64_t M, int64_t N, int64_t K, const GemmOperand& a
       for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = 0;
     return nullptr;
   }
-  std::vector<float> part(static_cast<size_t>(M * N));
-  const int64_t grain = (1 << 14) / N + 1;
+  // Chunk c's scales as the GEMM's outer (epilogue) multipliers; beta = 1 after
+  // the first chunk adds the chunk to C, as the driver does between its K blocks.
+  std::vector<float> rs(static_cast<size_t>(M)), cs(static_cast<size_t>(N));
   for (int64_t c = 0; c * kFp8Tile < K; ++c) {
     const int64_t k0 = c * kFp8Tile, kc = K - k0 < kFp8Tile ? K - k0 : kFp8Tile;
+    for (int64_t m = 0; m < M; ++m) rs[m] = sa.scale[(m / sa.outer_per_scale) * sa.ld + c];
+    for (int64_t n = 0; n < N; ++n) cs[n] = sb.scale[(n / sb.outer_per_scale) * sb.ld + c];
     GemmOperand ac = a, bc = b;  // one byte per code: the chunk starts k0 bytes in
     ac.data = static_cast<const uint8_t*>(a.data) + k0;
     bc.data = static_cast<const uint8_t*>(b.data) + k0;
-    if (const char* err = gemm(M, N, kc, 1.f, ac, bc, 0.f, part.data(), N)) return err;
-    parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m) {
-        const float s = sa.scale[(m / sa.outer_per_scale) * sa.ld + c];
-        const float* p = part.data() + m * N;
-        float* y = C + m * ldc;
-        for (int64_t n = 0; n < N; ++n) {
-          const float v = p[n] * (s * sb.scale[(n / sb.outer_per_scale) * sb.ld + c]);
-          y[n] = c == 0 ? v : y[n] + v;
-        }
-      }
-    });
+    ac.scale_mode = bc.scale_mode = OperandScale::outer;
+    ac.scale_dtype = bc.scale_dtype = DType::f32;
+    ac.scale = rs.data();
+    bc.scale = cs.data();
+    if (const char* err = gemm(M, N, kc, 1.f, ac, bc, c == 0 ? 0.f : 1.f, C, ldc)) return err;
   }
   return nullptr;
 }
