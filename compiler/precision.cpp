@@ -183,6 +183,9 @@ class Rewriter {
       const Tensor& t = g_.t(src[i]);
       bool is_param = t.role == sg::Role::param;
       fmt[i] = forward ? (is_param ? r_.weight : r_.activation) : (t.role == sg::Role::grad ? r_.grad : r_.saved);
+      // 128x128 weight blocks are square: the backward GEMMs read the same quantized
+      // weight (transposed), as DeepSeek-V3's recipe does.
+      if (is_param && is_k_chunked(r_.weight.granularity)) fmt[i] = r_.weight;
       // Weights change every step: their own amax, in the backward GEMMs too
       // (so FP8 recipes reuse the forward's quantized copy).
       if (is_param) fmt[i].history = 0;

@@ -51,6 +51,12 @@ std::vector<Recipe> make_recipes() {
   constexpr OperandFormat kE4M3Outer{DType::e4m3, G::tensor, 0, true};
   r.push_back(low("fp8-row", kE4M3Outer, kE4M3Outer, kE4M3Outer, kE4M3Outer));
 
+  // DeepSeek-V3's blockwise FP8: E4M3 everywhere, activations and gradients in
+  // 1x128 tiles along K, weights in 128x128 blocks (in the backward GEMMs too),
+  // FP32 scales amax / 448; the GEMM promotes its FP32 sum every 128 elements of K.
+  constexpr OperandFormat kE4M3Tile{DType::e4m3, G::tile1x128, 0};
+  r.push_back(low("fp8-block", kE4M3Tile, {DType::e4m3, G::block128x128, 0}, kE4M3Tile, kE4M3Tile));
+
   // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
   // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
   Recipe fp4 = low("fp4", {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2);

@@ -69,7 +69,7 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
     --m 512 --n 4096 --k 4096 --reps 10
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
-  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp4
+  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300
 done

@@ -24,7 +24,7 @@ using namespace sgrt;
 
 namespace {
 
-const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp4", "nvfp4"};
+const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp4", "nvfp4"};
 
 // Three layers (the first two quantized under every recipe; fp4 and nvfp4 keep
 // the last in f32), a transposed weight, gelu and relu activations; `opt` is
@@ -104,7 +104,7 @@ void check_ops(Session& cpu, Session& gpu, const std::string& program, size_t co
 
 // Inputs no random draw gives: a zero first weight (NVFP4's tensor scale with
 // no previous one) and, in x, a NaN, an infinity and an all-zero row (MX's NaN
-// and zero block scales, fp8-row's kept row scales).
+// and zero block scales, fp8-row's kept row scales, fp8-block's NaN and zero tile scales).
 void special_inputs(Session& s) {
   test::write_vec(s, "w1", std::vector<float>(test::read_f32(s, "w1").size(), 0.f));
   std::vector<float> x = test::read_f32(s, "x");
@@ -185,7 +185,7 @@ TEST_CASE("vulkan low-precision ops agree with the cpu op by op, every recipe") 
 
 TEST_CASE("vulkan quantize agrees with the cpu on a zero weight and on NaN, inf and zero blocks") {
   if (!test::vulkan_device_present()) return;
-  for (const char* r : {"mxfp8", "fp8-row", "nvfp4"}) op_by_op(r, kSmall, 0, kAdamW, special_inputs);
+  for (const char* r : {"mxfp8", "fp8-row", "fp8-block", "nvfp4"}) op_by_op(r, kSmall, 0, kAdamW, special_inputs);
 }
 
 TEST_CASE("vulkan optimizer state levels O1-O3 agree with the cpu op by op") {

@@ -10,7 +10,9 @@ static_assert(static_cast<int>(sg::Granularity::column) == static_cast<int>(Quan
 sg::ScaleSpecT encode_scale_spec(const ScaleSpec& s) {
   sg::ScaleSpecT t;
   t.mode = static_cast<sg::ScaleMode>(s.mode);
-  t.granularity = is_block(s.granularity) ? sg::Granularity::block : static_cast<sg::Granularity>(s.granularity);
+  t.granularity = s.granularity == QuantGranularity::block128x128 ? sg::Granularity::block2d
+                  : is_block(s.granularity)                        ? sg::Granularity::block
+                                                                   : static_cast<sg::Granularity>(s.granularity);
   t.block_size = static_cast<int32_t>(block_size(s.granularity));
   if (is_block(s.granularity)) t.block_scale_dtype = static_cast<sg::DType>(block_scale_dtype(s.granularity));
   t.static_log2 = s.static_log2;
@@ -26,22 +28,30 @@ sg::ScaleSpecT encode_scale_spec(const ScaleSpec& s) {
 namespace {
 
 // Block granularity names its kind by block size; version 2 also by the block
-// scales' dtype (version 1 wrote e8m0 for both).
+// scales' dtype (version 1 wrote e8m0 for both; 128-blocks came later and always
+// name theirs).
 Status decode_granularity(const sg::ScaleSpec& s, uint32_t version, QuantGranularity* g) {
   int gran = static_cast<int>(s.granularity());
-  if (gran < 0 || gran > static_cast<int>(sg::Granularity::block)) return Status::Invalid("invalid granularity " + std::to_string(gran));
-  if (s.granularity() != sg::Granularity::block) {
+  if (gran < 0 || gran > static_cast<int>(sg::Granularity::block2d)) return Status::Invalid("invalid granularity " + std::to_string(gran));
+  const bool square = s.granularity() == sg::Granularity::block2d;
+  if (s.granularity() != sg::Granularity::block && !square) {
     if (s.block_size() != 0) return Status::Invalid("block size " + std::to_string(s.block_size()) + " on a non-block granularity");
     *g = static_cast<QuantGranularity>(gran);
     return Status::Ok();
   }
-  if (s.block_size() == kMxBlock) *g = QuantGranularity::mx;
+  if (square && s.block_size() == kFp8Tile) *g = QuantGranularity::block128x128;
+  else if (square)
+    return Status::Invalid("block2d granularity with block size " + std::to_string(s.block_size()) + " (takes " +
+                           std::to_string(kFp8Tile) + ")");
+  else if (s.block_size() == kMxBlock) *g = QuantGranularity::mx;
   else if (s.block_size() == kNvfp4Block) *g = QuantGranularity::nvfp4;
+  else if (s.block_size() == kFp8Tile) *g = QuantGranularity::tile1x128;
   else
     return Status::Invalid("block granularity with block size " + std::to_string(s.block_size()) + " (takes " +
-                           std::to_string(kMxBlock) + ": mx, or " + std::to_string(kNvfp4Block) + ": nvfp4)");
+                           std::to_string(kMxBlock) + ": mx, " + std::to_string(kNvfp4Block) + ": nvfp4, or " +
+                           std::to_string(kFp8Tile) + ": 1x128 tiles)");
   DType want = block_scale_dtype(*g);
-  if (version >= 2 && static_cast<int>(s.block_scale_dtype()) != static_cast<int>(want))
+  if ((version >= 2 || is_k_chunked(*g)) && static_cast<int>(s.block_scale_dtype()) != static_cast<int>(want))
     return Status::Invalid(std::string(granularity_name(*g)) + " blocks need " + dtype_name(want) + " block scales, got " +
                            sg::EnumNameDType(s.block_scale_dtype()));
   return Status::Ok();

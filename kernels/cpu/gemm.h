@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "sgrt/dtype.h"
+#include "sgrt/scale_spec.h"  // kFp8Tile
 
 namespace sgrt::cpu {
 
@@ -63,5 +64,21 @@ struct GemmOperand {
 // must be exact in BF16 (powers of two, E8M0, or E4M3 scales on 4-bit data).
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
                  const GemmOperand& b, float beta, float* C, int64_t ldc);
+
+// Blockwise FP8 (DeepSeek-V3; gemm_k_chunked.cpp): FP32 accumulation promoted
+// every kFp8Tile (128) elements of K,
+//   C[m, n] = sum over chunks c of ((sum_{k in c} a[m, k] b[k, n]) * sb(n, c)) * sa(m, c),
+// each chunk's sum in FP32 by gemm() above, added to C in chunk order. A is
+// stored [M, K] and B [N, K] (K contiguous in both), e4m3 / e5m2 codes with no
+// scale of their own; an operand's chunk scale is
+//   scale[(outer / outer_per_scale) * ld + c]
+// (1x128 tiles: outer_per_scale 1; 128x128 blocks: 128).
+struct ChunkScales {
+  const float* scale = nullptr;
+  int64_t ld = 0;               // scales per outer group: ceil(K / kFp8Tile)
+  int64_t outer_per_scale = 1;  // consecutive outer indices sharing a scale row
+};
+const char* gemm_k_chunked(int64_t M, int64_t N, int64_t K, const GemmOperand& a, const ChunkScales& sa,
+                           const GemmOperand& b, const ChunkScales& sb, float* C, int64_t ldc);
 
 }  // namespace sgrt::cpu

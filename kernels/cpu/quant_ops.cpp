@@ -49,6 +49,9 @@ Status k_quantize(const OpArgs& a) {
       // it for its qmatmul, eval's and infer's too; the counters below are training's.
       st = quantize_nvfp4(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &state[kStateTensorScale]);
       break;
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      st = quantize_fp8_tiles(x, rows, cols, g == QuantGranularity::tile1x128 ? 1 : kFp8Tile, p, q, a.out[1].f());
+      break;
     default: {
       QuantAxis axis = g == QuantGranularity::row ? QuantAxis::row
                        : g == QuantGranularity::column ? QuantAxis::col : QuantAxis::tensor;
@@ -111,22 +114,46 @@ Status operand(const OpArgs& a, int which, GemmOperand* o) {
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = state[kStateTensorScale];
       break;
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      return Status::Runtime("qmatmul: 1x128 / 128x128 operands go with each other only");
   }
+  return Status::Ok();
+}
+
+// Blockwise FP8: both operands K-major codes with FP32 scales per 128-chunk of K.
+Status chunked_operand(const OpArgs& a, int which, GemmOperand* o, ChunkScales* s) {
+  const TensorArg& data = a.in[which * 3];
+  const TensorArg& scale = a.in[which * 3 + 1];
+  bool trans = a.attrs->i(which == 0 ? "trans_a" : "trans_b");
+  if (which == 0 ? trans : !trans) return Status::Runtime("qmatmul: block scales must run along the contracting dimension");
+  o->data = data.data;
+  o->dtype = data.type->dtype;
+  o->trans = trans;
+  o->ld = data.shape().back();
+  s->scale = scale.f();
+  s->ld = scale.shape().back();
+  s->outer_per_scale = a.quant[which].granularity == QuantGranularity::block128x128 ? kFp8Tile : 1;
   return Status::Ok();
 }
 
 }  // namespace
 
 Status k_qmatmul(const OpArgs& a) {
+  const bool chunked = is_k_chunked(a.quant[0].granularity);
+  if (chunked != is_k_chunked(a.quant[1].granularity))
+    return Status::Runtime("qmatmul: 1x128 / 128x128 operands go with each other only");
   GemmOperand A, B;
-  SG_TRY(operand(a, 0, &A));
-  SG_TRY(operand(a, 1, &B));
+  ChunkScales sa, sb;
+  SG_TRY(chunked ? chunked_operand(a, 0, &A, &sa) : operand(a, 0, &A));
+  SG_TRY(chunked ? chunked_operand(a, 1, &B, &sb) : operand(a, 1, &B));
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[3].shape();
   int64_t ar = a.in[0].n / as.back(), ac = as.back();
   int64_t br = a.in[3].n / bs.back(), bc = bs.back();
   int64_t m = A.trans ? ac : ar, k = A.trans ? ar : ac, n = B.trans ? br : bc;
-  if (const char* err = gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n)) return Status::Runtime(std::string("qmatmul: ") + err);
+  const char* err = chunked ? gemm_k_chunked(m, n, k, A, sa, B, sb, a.out[0].f(), n)
+                            : gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n);
+  if (err) return Status::Runtime(std::string("qmatmul: ") + err);
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include "cpu/parallel.h"
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#include "formats/fp8_tile.h"
 #include "formats/nvfp4.h"
 
 namespace sgrt::cpu {
@@ -197,6 +198,33 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   });
   merge(body, head);
   return body;
+}
+
+QuantStats quantize_fp8_tiles(const float* x, int64_t rows, int64_t cols, int64_t tile_rows,
+                              const QuantParams& p, void* q, float* scales) {
+  if (p.fmt != DType::e4m3 && p.fmt != DType::e5m2) return invalid("quantize_fp8_tiles: fmt must be e4m3 or e5m2");
+  if (tile_rows != 1 && tile_rows != kFp8Tile) return invalid("quantize_fp8_tiles: tiles are 1 or 128 rows high");
+  const float fmax = format_max(p.fmt);
+  const int64_t nb = (cols + kFp8Tile - 1) / kFp8Tile, groups = (rows + tile_rows - 1) / tile_rows;
+  // One task per group of tile_rows rows: a block's amax spans all its rows.
+  QuantStats st = over_rows(groups, tile_rows * cols, [&](int64_t g0, int64_t g1, QuantStats& s) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * tile_rows, r1 = r0 + tile_rows < rows ? r0 + tile_rows : rows;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t c0 = b * kFp8Tile, n = cols - c0 < kFp8Tile ? cols - c0 : kFp8Tile;
+        float a = 0;
+        for (int64_t r = r0; r < r1; ++r) a = nan_max(a, simd().amax(x + r * cols + c0, n));
+        s.amax = nan_max(s.amax, a);
+        bool kept;
+        const float scale = scales[g * nb + b] = fmt::fp8_tile_scale(a, fmax, &kept);
+        const float mult = fmt::fp8_tile_mult(scale);
+        s.kept_scales += kept;
+        for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols + c0, n, &mult, 0, p, q, s);
+      }
+    }
+  });
+  st.saturated = 0;  // only amax * mult's rounding, or a non-finite tile (kept, NaN scale)
+  return st;
 }
 
 }  // namespace sgrt::cpu

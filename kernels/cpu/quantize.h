@@ -14,6 +14,7 @@
 //             of A / columns of B: outer; columns of a weight used as op(B)^T: inner)
 //   quantize_mx: scales as OperandScale::block, block 32, scale_dtype e8m0
 //   quantize_nvfp4: OperandScale::block, block 16, scale_dtype e4m3, tensor_scale
+//   quantize_fp8_tiles: gemm_k_chunked's operand scales (cpu/gemm.h)
 #pragma once
 #include <cstdint>
 
@@ -67,5 +68,15 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
 // block_scales: [rows][ceil(cols / 16)].
 QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                           void* q, uint8_t* block_scales, float* tensor_scale);
+
+// Blockwise FP8 (DeepSeek-V3): tiles of tile_rows x 128 (tile_rows 1: 1x128 tiles
+// along a row; 128: 128x128 blocks; partial tiles at the edges) share an FP32
+// scale amax / fmt_max, codes encode(x * (1 / scale)) (formats/fp8_tile.h: NaN
+// for a tile holding a NaN or an infinity, 1 for an all-zero one; both counted as
+// kept). scales:
+// [ceil(rows / tile_rows)][ceil(cols / 128)], the dequantization multipliers.
+// p.fmt is e4m3 or e5m2. Nothing saturates by construction: saturated is 0.
+QuantStats quantize_fp8_tiles(const float* x, int64_t rows, int64_t cols, int64_t tile_rows,
+                              const QuantParams& p, void* q, float* scales);
 
 }  // namespace sgrt::cpu

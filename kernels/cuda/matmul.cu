@@ -16,6 +16,11 @@
 //   f32  anything else (F16 or F32 operands): decoded to F32, F32 GEMM.
 // A path cuBLASLt declines at prepare falls through to the next one.
 // NVFP4's FP32 tensor scales are not exact in BF16: the epilogue applies them.
+//   chunked  blockwise FP8 (1x128 tiles / 128x128 blocks, FP32 scales per 128-chunk
+//        of K): chunked_kernel, one thread per C element, promotes its FP32 sum
+//        every 128 elements of K as cpu/gemm_k_chunked.cpp. Correct first, not
+//        fast: cuBLASLt's VEC128_32F / BLK128x128_32F scale modes (sm_90) would be
+//        the fast route.
 #include <memory>
 
 #include "common.cuh"
@@ -26,7 +31,7 @@
 namespace sgrt::cuda {
 namespace {
 
-enum class ScaleKind : uint8_t { none, tensor, outer, inner, block };
+enum class ScaleKind : uint8_t { none, tensor, outer, inner, block, chunk };
 
 // One qmatmul operand, its stored matrix seen as [rows, cols] row-major.
 struct Operand {
@@ -37,7 +42,7 @@ struct Operand {
   ScaleKind kind = ScaleKind::none;
   const void* scale = nullptr;
   DType scale_dt = DType::i32;
-  int64_t scale_ld = 0, block = 0;
+  int64_t scale_ld = 0, block = 0;  // chunk: block = outer indices per scale row (1 or 128)
   const float* tensor_scale = nullptr;  // NVFP4: state[kStateTensorScale]
 };
 
@@ -96,6 +101,25 @@ __global__ void epilogue_kernel(Operand a, Operand b, bool a_outer, bool b_outer
   }
 }
 
+// Blockwise FP8: C[m, n] = sum over 128-chunks c of (sum_k a[m, k] b[n, k]) *
+// (sa(m, c) * sb(n, c)), both operands K-major codes.
+__global__ void chunked_kernel(Operand a, Operand b, int64_t M, int64_t N, int64_t K, float* c) {
+  SG_GRID_STRIDE(i, M * N) {
+    const int64_t m = i / N, n = i % N;
+    float y = 0.f;
+    for (int64_t k0 = 0, chunk = 0; k0 < K; k0 += kFp8Tile, ++chunk) {
+      const int64_t k1 = k0 + kFp8Tile < K ? k0 + kFp8Tile : K;
+      float part = 0.f;
+      for (int64_t k = k0; k < k1; ++k)
+        part = fmaf(load_as_float(a.data, a.dt, m * a.ld + k), load_as_float(b.data, b.dt, n * b.ld + k), part);
+      const float sa = static_cast<const float*>(a.scale)[(m / a.block) * a.scale_ld + chunk];
+      const float sb = static_cast<const float*>(b.scale)[(n / b.block) * b.scale_ld + chunk];
+      y = __fadd_rn(y, __fmul_rn(part, __fmul_rn(sa, sb)));
+    }
+    c[i] = y;
+  }
+}
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::e4m3: case DType::e2m1: return CUDA_R_8F_E4M3;  // E2M1 is packed to E4M3
@@ -128,6 +152,12 @@ Status make_operand(const OpArgs& a, int which, Operand* o) {
       o->block = block_size(g);
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = a.in[which * 3 + 2].f() + kStateTensorScale;
+      break;
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      if (!o->rows_outer) return Status::Invalid("qmatmul: block scales must run along the contracting dimension");
+      o->kind = ScaleKind::chunk;
+      o->block = g == QuantGranularity::block128x128 ? kFp8Tile : 1;
+      o->scale_ld = scale.shape().back();
       break;
   }
   return Status::Ok();
@@ -207,13 +237,22 @@ Status bind_qmatmul(const OpArgs& a, BindCtx& ctx, Launch* out) {
   int64_t ar = a.in[0].n / as.back(), ac = as.back(), br = a.in[3].n / bs.back(), bc = bs.back();
   int64_t M = A.rows_outer ? ar : ac, K = A.rows_outer ? ac : ar, N = B.rows_outer ? br : bc;
   float* c = a.out[0].f();
+  const Device dev = ctx.dev;
+  if ((A.kind == ScaleKind::chunk) != (B.kind == ScaleKind::chunk))
+    return Status::Invalid("qmatmul: 1x128 / 128x128 operands go with each other only");
+  if (A.kind == ScaleKind::chunk) {
+    *out = [=](cudaStream_t s) {
+      if (M * N > 0) chunked_kernel<<<grid_for(M * N, dev), kThreads, 0, s>>>(A, B, M, N, K, c);
+      return launched("qmatmul chunked_kernel");
+    };
+    return Status::Ok();
+  }
   auto plan = std::make_shared<Plan>();
   SG_TRY(plan_first(A, B, M, N, K, c, ctx, plan.get()));
   const bool fp8 = plan->path == Path::fp8;
   // The epilogue: NVFP4 tensor scales, and on the FP8 path per-outer scales.
   const bool a_outer = fp8 && A.kind == ScaleKind::outer, b_outer = fp8 && B.kind == ScaleKind::outer;
   const bool epilogue = a_outer || b_outer || A.tensor_scale || B.tensor_scale;
-  const Device dev = ctx.dev;
   *out = [=](cudaStream_t s) {
     const Plan& p = *plan;
     if (p.pa) {

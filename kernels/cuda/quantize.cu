@@ -9,12 +9,14 @@
 //   2. scales: tensor: amax of all (or the one a fused norm reduced, bind.h's
 //      fused_amax), then one thread picks exps[0] (static / history / current);
 //      row: a block per row; column: a thread per column; MX / NVFP4: a
-//      thread per block of 32 / 16 (NVFP4 after its FP32 tensor scale)
+//      thread per block of 32 / 16 (NVFP4 after its FP32 tensor scale); 1x128
+//      tiles / 128x128 blocks: a thread per FP32 scale (formats/fp8_tile.h)
 //   3. encode every element with its multiplier (E2M1: one thread per byte, two codes)
 //   4. one thread adds the counters to the state and appends amax to the history
 // Maxima go through atomicMax on |x| bits (order-free, NaN-sticky as the CPU's
 // nan_max); counts through integer atomics: results do not depend on scheduling.
 #include "common.cuh"
+#include "formats/fp8_tile.h"
 #include "formats/nvfp4.h"
 #include "scale.cuh"
 #include "sgrt/quant.h"
@@ -45,8 +47,9 @@ struct Q {
   void* scale;    // i32 exponents, E8M0 or E4M3 block scales (quant.h)
   float* state;   // f32[kStateHeader + hist]
   Stats* st;      // scratch
-  int64_t nb;     // MX / NVFP4: blocks per row
-  int64_t block;  // MX: 32, NVFP4: 16
+  int64_t nb;     // MX / NVFP4 / tiles: blocks per row
+  int64_t block;  // MX: 32, NVFP4: 16, tiles: 128
+  int64_t tile_rows;  // 1x128 tiles: 1; 128x128 blocks: 128
   const unsigned* fused_amax;  // per tensor after a fused norm: amax it reduced (else nullptr)
 };
 
@@ -146,6 +149,26 @@ __global__ void mx_scale_kernel(Q q) {
   }
 }
 
+__device__ inline bool k_chunked(const Q& q) {
+  return q.g == QuantGranularity::tile1x128 || q.g == QuantGranularity::block128x128;
+}
+
+// Blockwise FP8: a tile's (block's) FP32 scale amax / fmax, NaN for a NaN or inf
+// in it, 1 when that is not a normal float (formats/fp8_tile.h).
+__global__ void fp8_tile_scale_kernel(Q q) {
+  const int64_t groups = (q.rows + q.tile_rows - 1) / q.tile_rows;
+  SG_GRID_STRIDE(t, groups * q.nb) {
+    const int64_t r0 = (t / q.nb) * q.tile_rows, c0 = (t % q.nb) * q.block, n = q.cols - c0 < q.block ? q.cols - c0 : q.block;
+    const int64_t r1 = r0 + q.tile_rows < q.rows ? r0 + q.tile_rows : q.rows;
+    float a = 0.f;
+    for (int64_t r = r0; r < r1; ++r) a = nan_max(a, span_amax(q.x + r * q.cols + c0, n));
+    atomic_max_abs(&q.st->amax, a);
+    bool kept;
+    static_cast<float*>(q.scale)[t] = fmt::fp8_tile_scale(a, q.fmax, &kept);
+    atomicAdd(&q.st->kept, kept ? 1u : 0u);
+  }
+}
+
 // NVFP4's FP32 tensor scale (formats/nvfp4.h): amax / (6 * 448), or the previous one.
 __global__ void nvfp4_tensor_kernel(Q q) {
   take_fused_amax(q);
@@ -175,6 +198,8 @@ __device__ inline float multiplier(const Q& q, int64_t i) {
       const uint32_t code = codes8(q.scale)[r * q.nb + c / q.block];
       return code == 0xFFu ? 1.f : fmt::exp2i(127 - static_cast<int>(code));
     }
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      return fmt::fp8_tile_mult(static_cast<const float*>(q.scale)[(r / q.tile_rows) * q.nb + c / q.block]);
     default: return fmt::nvfp4_mult(codes8(q.scale)[r * q.nb + c / q.block], q.st->tensor_scale);
   }
 }
@@ -182,7 +207,7 @@ __device__ inline float multiplier(const Q& q, int64_t i) {
 // The code of element i; counts saturation (|x m| > max) and underflow (x != 0 -> ±0).
 __device__ inline uint32_t encode_one(const Q& q, int64_t i, unsigned long long* sat, unsigned long long* uf) {
   const float x = q.x[i], v = x * multiplier(q, i);
-  *sat += fabsf(v) > q.fmax;
+  *sat += fabsf(v) > q.fmax && !k_chunked(q);  // tiles: only 1 / scale's rounding
   const uint32_t code = encode_as(q.fmt, v);
   const uint32_t mag = q.fmt == DType::e2m1 ? code & 0x7u : dtype_bits(q.fmt) == 16 ? code & 0x7FFFu : code & 0x7Fu;
   *uf += x != 0.f && mag == 0u;
@@ -242,10 +267,13 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
   q.q = a.out[0].p;
   q.scale = a.out[1].p;
   q.state = a.out[2].f();
-  q.block = q.g == QuantGranularity::mx ? kMxBlock : kNvfp4Block;
+  const bool tiles = is_k_chunked(q.g);
+  q.block = q.g == QuantGranularity::mx ? kMxBlock : tiles ? kFp8Tile : kNvfp4Block;
   q.nb = (q.cols + q.block - 1) / q.block;
+  q.tile_rows = q.g == QuantGranularity::block128x128 ? kFp8Tile : 1;
   bool is_fp = q.fmt == DType::e4m3 || q.fmt == DType::e5m2 || q.fmt == DType::e2m1;
   if (q.g == QuantGranularity::mx && !is_fp) return Status::Invalid("mx blocks need e4m3, e5m2 or e2m1");
+  if (tiles && q.fmt != DType::e4m3 && q.fmt != DType::e5m2) return Status::Invalid("1x128 / 128x128 tiles need e4m3 or e5m2");
   if (q.fmax == 0) return Status::Invalid("the target dtype must be e4m3, e5m2, e2m1, f16 or bf16");
   q.st = static_cast<Stats*>(ctx.scratch->reserve(sizeof(Stats)));
   if (ctx.fused_amax && q.g != QuantGranularity::tensor && q.g != QuantGranularity::nvfp4)
@@ -253,7 +281,8 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
   q.fused_amax = ctx.fused_amax;
   const Device dev = ctx.dev;
   const unsigned grid = grid_for(q.n, dev), rows_grid = grid_for(q.rows * kThreads, dev),
-                 cols_grid = grid_for(q.cols, dev), blocks_grid = grid_for(q.rows * q.nb, dev);
+                 cols_grid = grid_for(q.cols, dev), blocks_grid = grid_for(q.rows * q.nb, dev),
+                 tiles_grid = grid_for(((q.rows + q.tile_rows - 1) / q.tile_rows) * q.nb, dev);
   *out = [=](cudaStream_t s) {
     SG_CUDA(cudaMemsetAsync(q.st, 0, sizeof(Stats), s));
     switch (q.g) {
@@ -276,6 +305,9 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
         if (!q.fused_amax) amax_kernel<<<grid, kThreads, 0, s>>>(q);
         nvfp4_tensor_kernel<<<1, 1, 0, s>>>(q);
         nvfp4_scale_kernel<<<blocks_grid, kThreads, 0, s>>>(q);
+        break;
+      case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+        fp8_tile_scale_kernel<<<tiles_grid, kThreads, 0, s>>>(q);
         break;
     }
     encode_kernel<<<grid, kThreads, 0, s>>>(q);

@@ -6,7 +6,11 @@
 // (lda, ldb: row lengths of the stored 2-D views; scale_ld: block scales per
 // row). Scales apply as cpu/gemm.cpp's: inner and block ones multiply the
 // decoded codes (exactly), tensor / outer ones and NVFP4's tensor scale make the
-// epilogue (acc * cs[j]) * rs[i]. A 64x64 tile of C per workgroup, a 4x4 block
+// epilogue (acc * cs[j]) * rs[i]. Blockwise FP8 (both operands SK_TILE /
+// SK_BLOCK2D: FP32 scales per 128-chunk of K, per outer index or per 128 of
+// them) promotes the FP32 sum every 128 elements of K as cpu/gemm_k_chunked.cpp:
+// each chunk's sum times (scale_a * scale_b) is added to the result in chunk
+// order. A 64x64 tile of C per workgroup, a 4x4 block
 // per invocation (4 rows, 4 adjacent columns: vec4 reads of the tiles); every C
 // element sums k in order (deterministic).
 #version 450
@@ -18,7 +22,9 @@ const uint BM = 64u * R, BN = 64u * R, BK = 16u;
 const bool TA = (OP & 1u) != 0u;
 const bool TB = (OP & 2u) != 0u;
 const uint ADT = (OP >> 2) & 7u, BDT = (OP >> 5) & 7u, ASK = (OP >> 8) & 7u, BSK = (OP >> 11) & 7u;
-const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 5u;
+const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 5u, SK_TILE = 6u, SK_BLOCK2D = 7u;
+const bool CHUNKED = ASK >= SK_TILE;  // the lowering pairs chunked operands only with each other
+const uint CHUNK = 128u;
 const uint kStateTensorScale = 3u;
 
 shared vec4 As[BK][BM / 4u];  // op(A)[m][k] at As[k][m / 4][m % 4]: 16 KiB with Bs
@@ -41,6 +47,9 @@ float outer(uint sk, uint so, uint state, uint o) {
   return sk == SK_OUTER ? m * pow2(-I[so + o]) : m;
 }
 
+// Blockwise FP8: the scale of outer index o in K chunk c.
+float chunk_scale(uint sk, uint so, uint sld, uint o, uint c) { return F[so + (sk == SK_BLOCK2D ? o / CHUNK : o) * sld + c]; }
+
 void main() {
   uint M = pc.p[0], N = pc.p[1], K = pc.p[2], lda = pc.dim[0], ldb = pc.dim[1];
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
@@ -48,6 +57,8 @@ void main() {
   // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3
   vec4 acc[4u * R][R];
   for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) acc[i][v] = vec4(0.0);
+  vec4 sum[4u * R][R];  // blockwise FP8: the promoted result; acc holds the chunk's sum
+  for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) sum[i][v] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     // Loads walk each operand along its contiguous dimension.
@@ -70,7 +81,24 @@ void main() {
           for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
     }
     barrier();
+    if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= K)) {
+      uint c = k0 / CHUNK;
+      for (uint i = 0u; i < 4u * R; ++i) {
+        uint r = min(row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u, M - 1u);
+        float sa = chunk_scale(ASK, pc.off[3], pc.dim[2], r, c);
+        for (uint v = 0u; v < R; ++v) {
+          vec4 sb;
+          for (uint j = 0u; j < 4u; ++j)
+            sb[j] = chunk_scale(BSK, pc.off[4], pc.dim[3], min(col0 + 4u * (tx + 16u * v) + j, N - 1u), c);
+          precise vec4 add = acc[i][v] * (sa * sb);
+          sum[i][v] = sum[i][v] + add;
+          acc[i][v] = vec4(0.0);
+        }
+      }
+    }
   }
+  if (CHUNKED)
+    for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) acc[i][v] = sum[i][v];
   for (uint i = 0u; i < 4u * R; ++i) {
     uint r = row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u;
     if (r >= M) continue;

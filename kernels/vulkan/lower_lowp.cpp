@@ -13,7 +13,7 @@ namespace {
 constexpr uint32_t kQuantScratchWords = 5;  // quantize.comp's S_WORDS
 enum QuantPhase : uint32_t { kAmax, kScales, kEncode, kState };
 // gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's OperandScale).
-enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale };
+enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale, kTileScale, kBlock2dScale };
 constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
 
 bool is_code_format(DType t) {
@@ -39,6 +39,12 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
       if (!rows_outer) return Status::Unsupported("qmatmul: block scales must run along the contracting dimension");
       *kind = g == QuantGranularity::mx ? kMxScale : kNvfp4Scale;
       want = g == QuantGranularity::mx ? DType::e8m0 : DType::e4m3;
+      *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
+      break;
+    case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
+      if (!rows_outer) return Status::Unsupported("qmatmul: block scales must run along the contracting dimension");
+      *kind = g == QuantGranularity::tile1x128 ? kTileScale : kBlock2dScale;
+      want = DType::f32;
       *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
       break;
   }
@@ -89,6 +95,7 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   if (g == QuantGranularity::nvfp4 || (g == QuantGranularity::tensor && (mode != ScaleMode::static_pow2 || hist > 0)))
     phase(kAmax, n);
   uint64_t block = blocks ? static_cast<uint64_t>(block_size(g)) : 1, scale_words = (rows * ((cols + block - 1) / block) + 3) / 4;
+  if (is_k_chunked(g)) scale_words = static_cast<uint64_t>(numel(quant_scale_type(g, xs).shape));  // one f32 each
   phase(kScales, g == QuantGranularity::tensor ? 1 : g == QuantGranularity::row ? rows
                  : g == QuantGranularity::column ? cols : scale_words);
   phase(kEncode, (n * dtype_bits(fmt) + 31) / 32);
@@ -99,6 +106,8 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   uint32_t kind[2] = {}, ld[2] = {};
   for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
+  if ((kind[0] >= kTileScale) != (kind[1] >= kTileScale))
+    return Status::Unsupported("qmatmul: 1x128 / 128x128 operands go with each other only");
   SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, false, d));
   d->op |= static_cast<uint32_t>(c.in(0).type.dtype) << 2 | static_cast<uint32_t>(c.in(3).type.dtype) << 5 |
            kind[0] << 8 | kind[1] << 11;

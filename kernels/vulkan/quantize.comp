@@ -8,14 +8,15 @@
 // integers), NVFP4's tensor scale. OP is the phase, one dispatch each:
 //   0: the tensor's amax (per-tensor and NVFP4 granularity)
 //   1: scales, one invocation per group (per tensor: one; per row; per column;
-//      MX / NVFP4: per word of four block scales)
+//      MX / NVFP4: per word of four block scales; 1x128 tiles / 128x128 blocks:
+//      per FP32 scale)
 //   2: codes, one invocation per output word; saturation and underflow counts
 //   3: the state (counters left alone when update = 0: eval programs); clears the scratch
 #version 450
 #include "quant.glsl"
 layout(local_size_x = 256) in;
 
-const uint G_TENSOR = 0u, G_ROW = 1u, G_COL = 2u, G_MX = 3u, G_NVFP4 = 4u;  // QuantGranularity
+const uint G_TENSOR = 0u, G_ROW = 1u, G_COL = 2u, G_MX = 3u, G_NVFP4 = 4u, G_TILE = 5u, G_BLOCK2D = 6u;  // QuantGranularity
 const uint M_STATIC = 1u, M_DELAYED = 3u;                                 // ScaleMode (scale_spec.h)
 const uint ST_SAT = 0u, ST_KEPT = 1u, ST_POS = 2u, ST_TSCALE = 3u, ST_UNDER = 4u, ST_HEADER = 5u;
 const uint S_AMAX = 0u, S_SAT = 1u, S_UNDER = 2u, S_KEPT = 3u, S_TSCALE = 4u, S_WORDS = 5u;
@@ -96,6 +97,21 @@ uint nvfp4_block_code(uint first, uint n, uint a, float ts) {
   return nvfp4_block_sse(first, n, a, four, ts) < nvfp4_block_sse(first, n, a, six, ts) ? four : six;
 }
 
+// Blockwise FP8, formats/fp8_tile.h line for line: the FP32 scale amax / fmax
+// from amax's bits; NaN for a NaN or inf amax, 1 when it is not a normal float
+// (both kept). The multiplier from the stored scale: 1 / scale, 1 under NaN.
+float fp8_tile_scale(uint a, uint fmax, out bool kept) {
+  kept = true;
+  if (a >= 0x7F800000u) return uintBitsToFloat(0x7FC00000u);
+  float s = div_rn(uintBitsToFloat(a), uintBitsToFloat(fmax));
+  if (floatBitsToUint(s) < 0x00800000u) return 1.0;
+  kept = false;
+  return s;
+}
+float fp8_tile_mult(float s) { return (floatBitsToUint(s) & 0x7FFFFFFFu) > 0x7F800000u ? 1.0 : div_rn(1.0, s); }
+uint tile_rows() { return GRAN == G_TILE ? 1u : 128u; }
+uint tiles_per_row() { return (COLS + 127u) / 128u; }
+
 // Phase 1, per tensor: static, delayed (from the history's max once it is full)
 // or current; returns 1 when the previous exponent was kept and that counts.
 uint tensor_exponent(uint fmax) {
@@ -123,6 +139,16 @@ void scales() {
       uint a = GRAN == G_ROW ? amax_span(g * COLS, COLS, 1u) : amax_span(g, ROWS, COLS);
       bool k;
       I[SC + g] = scale_exponent(a, fmax, MARGIN, I[SC + g], k);
+      amax = max(amax, a);
+      kept += k ? 1u : 0u;
+    }
+  } else if (GRAN == G_TILE || GRAN == G_BLOCK2D) {
+    uint th = tile_rows(), nb = tiles_per_row();
+    FOR_EACH_INDEX(t, ((ROWS + th - 1u) / th) * nb) {
+      uint r0 = (t / nb) * th, c0 = (t % nb) * 128u, a = 0u;
+      for (uint r = r0; r < min(r0 + th, ROWS); ++r) a = max(a, amax_span(r * COLS + c0, min(128u, COLS - c0), 1u));
+      bool k;
+      F[SC + t] = fp8_tile_scale(a, fmax, k);
       amax = max(amax, a);
       kept += k ? 1u : 0u;
     }
@@ -167,6 +193,7 @@ void scales() {
 
 // x times its group's multiplier (element r * COLS + c).
 float scaled(float x, uint r, uint c, float ts) {
+  if (GRAN == G_TILE || GRAN == G_BLOCK2D) return x * fp8_tile_mult(F[SC + (r / tile_rows()) * tiles_per_row() + c / 128u]);
   if (GRAN == G_NVFP4) return x * nvfp4_mult(load_code(SC, r * blocks_per_row() + c / 16u, 8u), ts);
   uint mx = GRAN == G_MX ? load_code(SC, r * blocks_per_row() + c / 32u, 8u) : 127u;
   int e = GRAN == G_TENSOR ? I[SC] : GRAN == G_ROW ? I[SC + r] : GRAN == G_COL ? I[SC + c]
@@ -186,7 +213,7 @@ void encode() {
       uint i = w * per + j;
       float x = F[X + i], v = scaled(x, i / COLS, i % COLS, ts);
       uint code = fmt_encode(spec, v, false, 0u), a = floatBitsToUint(v) & 0x7FFFFFFFu;
-      sat += a > fmax && a <= 0x7F800000u ? 1u : 0u;
+      sat += a > fmax && a <= 0x7F800000u && GRAN < G_TILE ? 1u : 0u;  // tiles: only 1 / scale's rounding
       under += (floatBitsToUint(x) & 0x7FFFFFFFu) != 0u && (code & zero) == 0u ? 1u : 0u;
       word |= code << (bits * j);
     }

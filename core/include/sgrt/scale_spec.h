@@ -31,6 +31,10 @@ enum class QuantGranularity : uint8_t {
   column = 2,  // scale i32[cols]
   mx = 3,      // scale e8m0[rows, ceil(cols / 32)]: MXFP8 / MXFP4 blocks along a row
   nvfp4 = 4,   // scale e4m3[rows, ceil(cols / 16)], FP32 tensor scale in the state
+  // DeepSeek-V3's blockwise FP8: FP32 multipliers amax / 448, and the GEMM adds each
+  // 128-element K chunk's FP32 partial product times its two scales (docs/numerics.md).
+  tile1x128 = 5,     // scale f32[rows, ceil(cols / 128)]: 128 consecutive elements of a row
+  block128x128 = 6,  // scale f32[ceil(rows / 128), ceil(cols / 128)]: 128 x 128 blocks
 };
 
 // The norm of Scalify's dynamic rescale (the values of sg.fbs's RescaleNorm).
@@ -38,6 +42,7 @@ enum class RescaleNorm : uint8_t { max = 0, l1, l2 };
 
 constexpr int64_t kMxBlock = 32;     // elements per E8M0 block scale
 constexpr int64_t kNvfp4Block = 16;  // elements per E4M3 block scale
+constexpr int64_t kFp8Tile = 128;    // tile1x128 / block128x128 edge: also the GEMM's K chunk
 
 struct ScaleSpec {
   ScaleMode mode = ScaleMode::none;
@@ -52,15 +57,17 @@ struct ScaleSpec {
   std::string rule;          // the planner rule that produced it (for `sgrt info`)
 };
 
-bool is_block(QuantGranularity g);
-int64_t block_size(QuantGranularity g);        // 32, 16, or 0 when not a block granularity
-DType block_scale_dtype(QuantGranularity g);   // e8m0 (mx), e4m3 (nvfp4), i32 otherwise
+bool is_block(QuantGranularity g);             // mx, nvfp4, tile1x128, block128x128
+// tile1x128 / block128x128: FP32 scales, K-chunked accumulation in the GEMM.
+bool is_k_chunked(QuantGranularity g);
+int64_t block_size(QuantGranularity g);        // 32, 16, 128, or 0 when not a block granularity
+DType block_scale_dtype(QuantGranularity g);   // e8m0 (mx), e4m3 (nvfp4), f32 (tiles), i32 otherwise
 const char* granularity_name(QuantGranularity g);
 const char* scale_mode_name(ScaleMode m);
 
 // What a quantize may produce: a low-precision dtype, a scale source, block
 // mode exactly on block granularities, nvfp4 only on e2m1, mx only on 8-bit
-// floats and e2m1. The message says what is wrong; callers name the tensor.
+// floats and e2m1, tile1x128 / block128x128 only on 8-bit floats. The message says what is wrong; callers name the tensor.
 Status check_quant_spec(const ScaleSpec& s);
 
 }  // namespace sgrt
