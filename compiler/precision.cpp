@@ -14,6 +14,11 @@ namespace {
 
 struct Quantized { int q, scale, state; };
 
+// fp8-static: how far above Scalify's estimate (a typical magnitude) a tensor's
+// largest elements may go before the format saturates: 2^4 still leaves E4M3
+// about 2^10 below the estimate before its subnormals (E5M2: 2^25).
+constexpr int kEstimateHeadroomLog2 = 6;
+
 class Rewriter {
  public:
   Rewriter(Graph& g, const Recipe& r) : g_(g), r_(r), info_(propagate_scales(g)) {}
@@ -96,6 +101,13 @@ class Rewriter {
       spec.mode = ScaleMode::static_pow2;
       spec.static_log2 = static_cast<int>(std::floor(std::log2(format_max(f.dtype) / si.bound)));
       spec.rule = "static: |x| <= " + std::to_string(si.bound) + " (" + si.rule + ")";
+    } else if (g_.plan_scales && f.estimated) {
+      // The estimate is a typical magnitude; the largest elements sit up to
+      // 2^kEstimateHeadroomLog2 above it before the format saturates.
+      spec.mode = ScaleMode::static_pow2;
+      spec.static_log2 =
+          static_cast<int>(std::floor(std::log2(format_max(f.dtype) / si.scale))) - kEstimateHeadroomLog2;
+      spec.rule = "static from the estimate " + si.rule;
     } else if (is_block(f.granularity)) {
       spec.mode = ScaleMode::block;
       spec.rule = "block amax; Scalify estimate " + si.rule;

@@ -57,6 +57,11 @@ std::vector<Recipe> make_recipes() {
   constexpr OperandFormat kE4M3Tile{DType::e4m3, G::tile1x128, 0};
   r.push_back(low("fp8-block", kE4M3Tile, {DType::e4m3, G::block128x128, 0}, kE4M3Tile, kE4M3Tile));
 
+  // Scalify taken all the way: per-tensor FP8 as `fp8`, every scale static from
+  // the propagated estimate, so a step computes no amax at all.
+  constexpr OperandFormat kE4M3Static{DType::e4m3, G::tensor, 0, false, true};
+  r.push_back(low("fp8-static", kE4M3Static, kE4M3Static, kE4M3Static, {DType::e5m2, G::tensor, 0, false, true}));
+
   // FP4 (Wang et al.): E2M1 forward GEMMs, activations per token with outlier
   // clamping, weights per input channel with the DGE; backward GEMMs in FP8.
   Recipe fp4 = low("fp4", {DType::e2m1, G::row, 0}, {DType::e2m1, G::column, 0}, kE4M3, kE5M2);

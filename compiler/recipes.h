@@ -19,6 +19,9 @@ struct OperandFormat {
   // the FP32 accumulation: each GEMM sets granularity to row or column from the
   // operand's side and transposition.
   bool outer = false;
+  // Every scale fixed at compile time from Scalify's estimate (fp8-static): no
+  // amax at run time; a bound, where Scalify proves one, still takes precedence.
+  bool estimated = false;
 };
 
 struct Recipe {

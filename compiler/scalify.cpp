@@ -136,6 +136,19 @@ class Propagator {
         set(y, pow2_floor(in(2).scale / n), b, name + ": |dloss| / N");
         break;
       }
+      case ScaleRule::dy_scale:
+        for (int o : op.out) set(o, info_[op.in.back()].scale, -1, name + ": dy's scale (a derivative of order 1)");
+        break;
+      case ScaleRule::attention_grad: {
+        // dv = P^T dy: convex combinations, dy's scale. dq = dS K / sqrt(Dh) with
+        // dS = P (dy v^T - rowsum): the softmax weights keep the sums convex and
+        // the sqrt(Dh) of dy v^T cancels the 1 / sqrt(Dh); dk alike with q.
+        const double dy = in(5).scale;
+        set(op.out[0], dy * in(2).scale * in(1).scale, -1, name + ": dq ~ s_dy s_v s_k");
+        set(op.out[1], dy * in(2).scale * in(0).scale, -1, name + ": dk ~ s_dy s_v s_q");
+        set(op.out[2], dy, -1, name + ": dv ~ s_dy");
+        break;
+      }
       case ScaleRule::unscaled:
         for (int o : op.out)
           if (info_[o].rule.empty()) set(o, 1.0, -1, name + ": unscaled in FP32, output scale 1");

@@ -138,7 +138,7 @@ TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {
   if (!test::cuda_device_present()) return;
   // d and h multiples of 16 reach the FP8 tensor-core path (K % 16 == 0); the odd
   // shapes above take the decode-to-BF16 path.
-  for (const char* r : {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp4", "nvfp4"}) {
+  for (const char* r : {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp8-static", "fp4", "nvfp4"}) {
     INFO("recipe " << std::string(r));
     cross_check(kModelA, {{"recipe", r}});
     cross_check(kModelA, {{"recipe", r}, {"n", "64"}, {"d", "96"}, {"h", "48"}, {"c", "16"}});

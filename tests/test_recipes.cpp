@@ -46,7 +46,7 @@ TEST_CASE("each recipe trains close to fp32 in a short run") {
   float ref = train_recipe("fp32");
   MESSAGE("fp32 accuracy after 300 steps: " << ref);
   CHECK(ref > 0.80f);
-  for (const char* r : {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block"}) {
+  for (const char* r : {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp8-static"}) {
     float acc = train_recipe(r);
     MESSAGE(std::string(r) << ": " << acc);
     CHECK_MESSAGE(acc > ref - 0.015f, r);

@@ -24,7 +24,7 @@ using namespace sgrt;
 
 namespace {
 
-const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp4", "nvfp4"};
+const char* kRecipes[] = {"bf16", "fp8", "fp8-delayed", "mxfp8", "fp8-row", "fp8-block", "fp8-static", "fp4", "nvfp4"};
 
 // Three layers (the first two quantized under every recipe; fp4 and nvfp4 keep
 // the last in f32), a transposed weight, gelu and relu activations; `opt` is

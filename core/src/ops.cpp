@@ -51,6 +51,8 @@ const char* scale_rule_name(ScaleRule r) {
     case ScaleRule::scale_alpha: return "scale_alpha";
     case ScaleRule::unchanged: return "unchanged";
     case ScaleRule::unchanged_dy: return "unchanged_dy";
+    case ScaleRule::dy_scale: return "dy_scale";
+    case ScaleRule::attention_grad: return "attention_grad";
     case ScaleRule::bounded_by_input: return "bounded_by_input";
     case ScaleRule::unit_range: return "unit_range";
     case ScaleRule::convex_of_v: return "convex_of_v";

@@ -45,6 +45,9 @@ enum class ScaleRule : uint8_t {
   fill,              // |value|
   xent_grad,         // (softmax - onehot) / N * dloss: |dloss| / N
   unscaled,          // not estimated: outputs not seeded otherwise get scale 1
+  dy_scale,          // gradients whose derivative is of order 1 (gelu, silu, tanh, sigmoid):
+                     // every output takes the last input's (dy's) scale, no bound
+  attention_grad,    // (q, k, v, y, lse, dy) -> dq ~ s_dy s_v s_k, dk ~ s_dy s_v s_q, dv ~ s_dy
 };
 
 // The kernel tables that implement an op (ops.def's backends column).
