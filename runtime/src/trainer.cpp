@@ -11,6 +11,7 @@
 #include "sgrt/checkpoint.h"
 #include "sgrt/file_io.h"
 #include "sgrt/quant.h"
+#include "rank_step.h"
 #include "sgrt/rng.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/run_files.h"
@@ -272,31 +273,50 @@ struct NonfiniteTracker {
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out) {
   const Model& m = s.model();
   const sg::TrainConfig* cfg = m.root().train();
-  int prog, grad_prog = -1;
-  SG_TRY(s.find_program("train_step", &prog));
+  std::unique_ptr<Communicator> alone;
+  Communicator& comm = opts.comm ? *opts.comm : *(alone = single_process_communicator());
+  const int64_t ranks = comm.size();
+  const bool lead = comm.rank() == 0;  // logs, checkpoints, reports
+  RankStep step_runner;
+  SG_TRY(step_runner.init(s, comm, opts.grad_comm));
+  int grad_prog = -1;
   // sg.train{accumulate = k}: k micro-batches a step, grad_step on all but the last.
   const int64_t k = cfg ? std::max<int64_t>(1, cfg->accumulate()) : 1;
   if (k > 1) SG_TRY(s.find_program("grad_step", &grad_prog));
   Batcher b;
   SG_TRY(b.init(s));
-  const int64_t micro = b.batch(), step_samples = k * micro;  // examples an optimizer step reads
-  int64_t per_epoch = data.size(Split::train) / step_samples;
+  // Each rank reads step_samples examples a step: shard r of the step's ranks * step_samples.
+  const int64_t micro = b.batch(), step_samples = k * micro, global_samples = ranks * step_samples;
+  int64_t per_epoch = data.size(Split::train) / global_samples;
   if (per_epoch == 0)
-    return Status::Invalid("the training split has fewer examples than one step reads (" + std::to_string(step_samples) + ")");
+    return Status::Invalid("the training split has fewer examples than one step reads (" + std::to_string(global_samples) + ")");
   int64_t total = opts.steps > 0 ? opts.steps
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
   int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
   const int64_t eval_every = opts.eval_every > 0 ? opts.eval_every : cfg ? cfg->eval_every() : 0;
+  SG_TRY(check_agree(comm, model_hash(m), "model (compiled with other flags or from another file)", StatusCode::invalid_input));
+  SG_TRY(check_agree(comm, static_cast<uint64_t>(data.size(Split::train)), "training data (its number of examples)",
+                     StatusCode::invalid_input));
   RunLock dir_lock;
-  SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
   CheckpointMeta run{0, total, opts.seed, per_epoch};
-  SG_TRY(start_run(s, opts, &run));
+  if (lead) {
+    SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
+    SG_TRY(start_run(s, opts, &run));
+  } else {
+    SG_TRY(s.init(run.seed, run.total_steps));  // shapes only: rank 0's state replaces it
+  }
+  uint64_t position[3] = {static_cast<uint64_t>(run.step), static_cast<uint64_t>(run.total_steps), run.seed};
+  SG_TRY(comm.broadcast(position, sizeof position, 0));  // a resumed run's seed orders every rank's shards
+  run.step = static_cast<int64_t>(position[0]);
+  run.total_steps = static_cast<int64_t>(position[1]);
+  run.seed = position[2];
+  SG_TRY(broadcast_state(s, comm));
   total = run.total_steps;
   out->start_step = out->end_step = run.step;
 
   RunLog log;
-  if (!opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
+  if (lead && !opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
   const Dataset& held_out = opts.validation ? *opts.validation : data;
   auto held_out_eval = [&](int64_t step, int64_t epoch) -> Status {
     EvalReport e;
@@ -305,7 +325,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     e.epoch = epoch;
     e.validation = opts.validation != nullptr;
     SG_TRY(log.line(eval_json("eval", e)));
-    if (opts.on_eval) opts.on_eval(e);
+    if (opts.on_eval && lead) opts.on_eval(e);
     return Status::Ok();
   };
   std::vector<int64_t> order(data.size(Split::train));
@@ -328,13 +348,20 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
     if (pos == 0 || step == out->start_step) epoch_order(&order, shuffled, run.seed, epoch);
     double loss_sum = 0;  // the step's loss: the mean of its micro-batches'
+    const int64_t* shard = order.data() + pos * global_samples + comm.rank() * step_samples;
     for (int64_t j = 0; j < k; ++j) {
-      SG_TRY(b.load(s, data, Split::train, order.data() + pos * step_samples + j * micro));
-      SG_TRY(s.run(j + 1 < k ? grad_prog : prog));
+      SG_TRY(b.load(s, data, Split::train, shard + j * micro));
+      SG_TRY(j + 1 < k ? s.run(grad_prog) : step_runner.run(s));
       SG_TRY(s.read_scalar(m.loss(), &loss));
       loss_sum += loss;
     }
-    loss = static_cast<float>(loss_sum / static_cast<double>(k));
+    // The loss over every rank's examples, and a stop signal seen by any rank,
+    // decide alike everywhere.
+    float agreed[2] = {static_cast<float>(loss_sum / static_cast<double>(k)),
+                       opts.stop_signal && *opts.stop_signal != 0 ? 1.0f : 0.0f};
+    SG_TRY(allreduce_sum(comm, agreed, 2, Wire::f32, 1.0f / static_cast<float>(ranks)));
+    loss = agreed[0];
+    SG_TRY(step_runner.sync_state(s));
     ++window_steps;
     if (m.train_state() >= 0) SG_TRY(s.read(m.train_state(), ts, sizeof ts));
     bad.add(ts[kSkipStep] != 0 || !std::isfinite(loss));
@@ -352,32 +379,36 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
-      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * step_samples) / secs : 0;
+      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * global_samples) / secs : 0;
+      r.ranks = ranks;
+      r.comm_bytes = step_runner.bytes_sent();
       SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
       r.nonfinite_steps = bad.total;
       window_start = now;
       window_steps = 0;
       out->losses.push_back({r.step, r.loss});
-      SG_TRY(log.line(JsonLine()
-                          .integer("step", r.step)
-                          .integer("epoch", epoch)
-                          .num("loss", r.loss)
-                          .num("lr", r.lr)
-                          .num("samples_per_s", r.samples_per_s)
-                          .integer("overflows", r.overflows)
-                          .integer("underflows", r.underflows)
-                          .integer("nonfinite_steps", r.nonfinite_steps)
-                          .done()));
-      if (opts.on_step) opts.on_step(r);
+      JsonLine line;
+      line.integer("step", r.step)
+          .integer("epoch", epoch)
+          .num("loss", r.loss)
+          .num("lr", r.lr)
+          .num("samples_per_s", r.samples_per_s)
+          .integer("overflows", r.overflows)
+          .integer("underflows", r.underflows)
+          .integer("nonfinite_steps", r.nonfinite_steps);
+      if (ranks > 1) line.integer("ranks", ranks).integer("comm_bytes", static_cast<int64_t>(r.comm_bytes));
+      SG_TRY(log.line(line.done()));
+      if (opts.on_step && lead) opts.on_step(r);
     }
     bool epoch_end = pos + 1 == per_epoch, every = eval_every > 0 && (step + 1) % eval_every == 0;
     if ((epoch_end || every) && !last) SG_TRY(held_out_eval(step + 1, epoch));
     run.step = out->end_step = step + 1;
-    bool signalled = opts.stop_signal && *opts.stop_signal != 0;
+    bool signalled = agreed[1] > 0;
     bool stop = (opts.stop_after > 0 && run.step == opts.stop_after && !last) || (signalled && !last);
     save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
     if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
-      SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
+      SG_TRY(check_identical(s, comm));
+      if (lead) SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
       save_pending = false;
     }
     if (stop) {
@@ -387,12 +418,14 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * step_samples) / secs : 0;
+  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * global_samples) / secs : 0;
+  out->comm_bytes_per_step = step_runner.bytes_sent();
+  SG_TRY(check_identical(s, comm));
   SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
   out->final_eval.step = total;
   out->final_eval.epoch = (total - 1) / per_epoch;
   SG_TRY(log.line(eval_json("done", out->final_eval)));
-  if (opts.on_eval) opts.on_eval(out->final_eval);
+  if (opts.on_eval && lead) opts.on_eval(out->final_eval);
   if (bad.streak > 0)
     return Status::Runtime("the last step's loss is " + std::to_string(loss) + " (" + std::to_string(bad.streak) +
                            " non-finite steps at the end of the run); the last good checkpoint is kept");
