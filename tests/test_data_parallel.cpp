@@ -7,7 +7,6 @@
 //  - ranks that do not run the same model, or a rank that leaves, end the run
 //    with one clear line instead of a hang.
 // The mpirun cases skip with one line where sgrt is built without MPI.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -37,26 +36,6 @@ std::vector<const ProgramInfo*> parts_of(const Model& m) {
   std::vector<const ProgramInfo*> parts;
   for (int p; (p = m.find_program(train_step_part(parts.size()))) >= 0;) parts.push_back(&m.programs()[p]);
   return parts;
-}
-
-struct Output {
-  int code = -1;
-  std::string out, err;
-};
-
-// A shell command from the repository root, its stdout and stderr captured.
-Output sh(const std::string& cmd) {
-  test::TempFile err(".err");
-  Output o;
-  FILE* p = popen(("cd " SGRT_SOURCE_DIR " && " + cmd + " 2>" + err.path).c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[256];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  o.err = test::slurp(err.path);
-  return o;
 }
 
 // mpirun, allowed to run as root (CI containers) and to put 2 ranks on fewer cores.
@@ -94,7 +73,7 @@ void train(const std::string& model, const std::string& flags, int ranks, Run* r
   std::string cmd = test::kTool + " train " + model + " " + flags + " --threads 1 --quiet --log " + r->dir.path +
                     "/log.jsonl --checkpoint " + r->dir.path + "/ck";
   if (ranks > 1) cmd = mpirun() + " -np " + std::to_string(ranks) + " " + cmd;
-  Output o = sh(cmd);
+  test::ToolResult o = test::run_shell(cmd);
   REQUIRE_MESSAGE(o.code == 0, cmd << "\n" << o.err);
   r->log = test::slurp(r->dir.path + "/log.jsonl");
 }
@@ -233,12 +212,12 @@ TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the bat
 TEST_CASE("mpirun -np 2: ranks with different models, or a rank that leaves, end the run with a clear line") {
   if (!have_mpi()) return;
   const std::string tool = test::kTool + " train " + kMlp + " --set hidden=16 --set batch=50 --threads 1 --quiet";
-  Output o = sh(mpirun() + " -np 1 " + tool + " : -np 1 " + tool + " --set lr=0.01");
+  test::ToolResult o = test::run_shell(mpirun() + " -np 1 " + tool + " : -np 1 " + tool + " --set lr=0.01");
   CHECK(o.code != 0);
   CHECK(o.err.find("rank 1's model (compiled with other flags or from another file) differs from rank 0's") != std::string::npos);
 
   // Rank 1 stops after step 3; rank 0 waits for it 2 s in step 4's exchange.
-  o = sh(mpirun() + " -np 1 " + tool + " --steps 20 --comm-timeout 2 : -np 1 " + tool + " --steps 20 --stop-after 3");
+  o = test::run_shell(mpirun() + " -np 1 " + tool + " --steps 20 --comm-timeout 2 : -np 1 " + tool + " --steps 20 --stop-after 3");
   CHECK(o.code != 0);
   CHECK(o.err.find("rank 0 of 2: no answer from the other ranks in alltoall for 2 s (--comm-timeout): a rank died or hangs") !=
         std::string::npos);
