@@ -72,7 +72,7 @@ struct Run {
 void train(const std::string& model, const std::string& flags, int ranks, Run* r) {
   std::string cmd = test::kTool + " train " + model + " " + flags + " --threads 1 --quiet --log " + r->dir.path +
                     "/log.jsonl --checkpoint " + r->dir.path + "/ck";
-  if (ranks > 1) cmd = mpirun() + " -np " + std::to_string(ranks) + " " + cmd;
+  if (ranks > 1) cmd = mpirun() + " -np " + std::to_string(ranks) + " " + cmd + " --comm-timeout 60";
   test::ToolResult o = test::run_shell(cmd);
   REQUIRE_MESSAGE(o.code == 0, cmd << "\n" << o.err);
   r->log = test::slurp(r->dir.path + "/log.jsonl");
@@ -157,6 +157,14 @@ TEST_CASE("unknown --grad-comm is one clear error") {
   CHECK(r.code == 2);
   CHECK(r.err.find("--grad-comm expects fp32, bf16 or fp8, got 'fp16'") != std::string::npos);
 }
+
+#ifndef SGRT_WITH_MPI
+TEST_CASE("an sgrt built without MPI, started by mpirun with 2 ranks, says so (exit 2)") {
+  test::ToolResult r = test::run_shell("OMPI_COMM_WORLD_SIZE=2 " + test::kTool + " train " + kMlp + " --steps 1");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("started by mpirun with 2 ranks, but this sgrt was built without MPI") != std::string::npos);
+}
+#endif
 
 // The MLP: 200 steps of 2 ranks x batch 50 against 1 rank x batch 100.
 TEST_CASE("mpirun -np 2: the MLP's losses and parameters follow one rank with twice the batch; bf16 and fp8 stay close") {

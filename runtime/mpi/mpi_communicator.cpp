@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <climits>
 #include <string>
 
 namespace sgrt {
@@ -27,16 +28,19 @@ class Mpi final : public Communicator {
   int size() const override { return size_; }
 
   Status alltoall(const void* send, size_t block, void* recv) override {
+    SG_TRY(fits("alltoall", block));
     MPI_Request req;
     SG_TRY(check("alltoall", MPI_Ialltoall(send, count(block), MPI_BYTE, recv, count(block), MPI_BYTE, MPI_COMM_WORLD, &req)));
     return wait("alltoall", &req);
   }
   Status allgather(const void* send, size_t block, void* recv) override {
+    SG_TRY(fits("allgather", block));
     MPI_Request req;
     SG_TRY(check("allgather", MPI_Iallgather(send, count(block), MPI_BYTE, recv, count(block), MPI_BYTE, MPI_COMM_WORLD, &req)));
     return wait("allgather", &req);
   }
   Status broadcast(void* data, size_t bytes, int root) override {
+    SG_TRY(fits("broadcast", bytes));
     MPI_Request req;
     SG_TRY(check("broadcast", MPI_Ibcast(data, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &req)));
     return wait("broadcast", &req);
@@ -53,8 +57,12 @@ class Mpi final : public Communicator {
   }
 
  private:
-  // Counts are ints in MPI; the callers' blocks are gradient slices, far below 2 GiB.
+  // Counts are ints in MPI: callers send larger buffers in pieces.
   static int count(size_t bytes) { return static_cast<int>(bytes); }
+  static Status fits(const char* what, size_t bytes) {
+    if (bytes <= static_cast<size_t>(INT_MAX)) return Status::Ok();
+    return Status::Invalid(std::string("MPI ") + what + " of " + std::to_string(bytes) + " bytes: over MPI's int count");
+  }
   static Status check(const char* what, int code) { return code == MPI_SUCCESS ? Status::Ok() : mpi_error(what, code); }
 
   // Polls the request: a blocking MPI call could not give up on a dead peer.

@@ -69,9 +69,8 @@ float combine(Combine op, float acc, float v) {
 }
 
 // Reduce-scatter by alltoall, the combination in rank order, then allgather.
-Status reduce(Communicator& c, float* data, size_t n, Wire wire, Combine op, float scale, uint64_t* bytes_sent) {
+Status reduce_piece(Communicator& c, float* data, size_t n, Wire wire, Combine op, float scale, uint64_t* bytes_sent) {
   const size_t ranks = static_cast<size_t>(c.size()), slice = (n + ranks - 1) / ranks, wb = wire_bytes(wire);
-  if (n == 0) return Status::Ok();
   std::vector<float> padded(slice * ranks, 0.0f);
   std::copy(data, data + n, padded.begin());
   std::vector<uint8_t> send(slice * ranks * wb), recv(send.size());
@@ -89,6 +88,15 @@ Status reduce(Communicator& c, float* data, size_t n, Wire wire, Combine op, flo
   SG_TRY(c.allgather(send.data(), slice * wb, recv.data()));
   decode(wire, recv.data(), n, data);
   if (bytes_sent) *bytes_sent += 2 * (ranks - 1) * slice * wb;
+  return Status::Ok();
+}
+
+// In pieces of at most 2^24 elements: bounded buffers, and blocks far below
+// MPI's int counts.
+Status reduce(Communicator& c, float* data, size_t n, Wire wire, Combine op, float scale, uint64_t* bytes_sent) {
+  constexpr size_t kPiece = size_t{1} << 24;
+  for (size_t at = 0; at < n; at += kPiece)
+    SG_TRY(reduce_piece(c, data + at, std::min(kPiece, n - at), wire, op, scale, bytes_sent));
   return Status::Ok();
 }
 
