@@ -48,8 +48,10 @@ std::string mpirun() {
 }
 
 bool have_mpi() {
+  static bool said = false;  // one line for all the cases
   if (!mpirun().empty()) return true;
-  MESSAGE("skipped: sgrt is built without MPI or mpirun is missing (libopenmpi-dev, openmpi-bin; SGRT_MPI)");
+  if (!said) MESSAGE("skipped: sgrt is built without MPI or mpirun is missing (libopenmpi-dev, openmpi-bin; SGRT_MPI)");
+  said = true;
   return false;
 }
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -134,9 +135,14 @@ Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
 
 Status RankStep::run(Session& s) {
   bytes_sent_ = 0;
+  comm_seconds_ = 0;
   if (parts_.empty()) return s.run(whole_);
   for (size_t i = 0; i < parts_.size(); ++i) {
-    if (i > 0) SG_TRY(exchange(s, exchanges_[i - 1]));
+    if (i > 0) {
+      auto t0 = std::chrono::steady_clock::now();
+      SG_TRY(exchange(s, exchanges_[i - 1]));
+      comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     SG_TRY(s.run(parts_[i]));
   }
   return Status::Ok();

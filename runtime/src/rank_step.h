@@ -28,6 +28,8 @@ class RankStep {
   Status sync_state(Session& s);
   // Gradient bytes this rank sent in its last step.
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Seconds its exchanges took (waiting for slower ranks included).
+  double comm_seconds() const { return comm_seconds_; }
 
  private:
   Status exchange(Session& s, const std::vector<int>& grads);
@@ -38,6 +40,7 @@ class RankStep {
   std::vector<std::vector<int>> exchanges_; // gradients exchanged before parts_[i + 1]
   std::vector<int> statistics_, histories_;
   uint64_t bytes_sent_ = 0;
+  double comm_seconds_ = 0;
 };
 
 // Rank 0's persistent tensors (parameters, optimizer and scale state, train

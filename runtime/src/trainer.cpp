@@ -11,11 +11,11 @@
 #include "sgrt/checkpoint.h"
 #include "sgrt/file_io.h"
 #include "sgrt/quant.h"
-#include "rank_step.h"
 #include "sgrt/rng.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
+#include "rank_step.h"
 
 namespace sgrt {
 namespace {
@@ -344,6 +344,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   auto t0 = std::chrono::steady_clock::now();
   auto window_start = t0;
   int64_t window_steps = 0;
+  double window_comm = 0;
   for (int64_t step = run.step; step < total; ++step) {
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
     if (pos == 0 || step == out->start_step) epoch_order(&order, shuffled, run.seed, epoch);
@@ -362,6 +363,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     SG_TRY(allreduce_sum(comm, agreed, 2, Wire::f32, 1.0f / static_cast<float>(ranks)));
     loss = agreed[0];
     SG_TRY(step_runner.sync_state(s));
+    window_comm += step_runner.comm_seconds();
     ++window_steps;
     if (m.train_state() >= 0) SG_TRY(s.read(m.train_state(), ts, sizeof ts));
     bad.add(ts[kSkipStep] != 0 || !std::isfinite(loss));
@@ -382,10 +384,12 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * global_samples) / secs : 0;
       r.ranks = ranks;
       r.comm_bytes = step_runner.bytes_sent();
+      r.comm_seconds = window_comm / static_cast<double>(window_steps);
       SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
       r.nonfinite_steps = bad.total;
       window_start = now;
       window_steps = 0;
+      window_comm = 0;
       out->losses.push_back({r.step, r.loss});
       JsonLine line;
       line.integer("step", r.step)
@@ -396,7 +400,8 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
           .integer("overflows", r.overflows)
           .integer("underflows", r.underflows)
           .integer("nonfinite_steps", r.nonfinite_steps);
-      if (ranks > 1) line.integer("ranks", ranks).integer("comm_bytes", static_cast<int64_t>(r.comm_bytes));
+      if (ranks > 1)
+        line.integer("ranks", ranks).integer("comm_bytes", static_cast<int64_t>(r.comm_bytes)).num("comm_s", r.comm_seconds);
       SG_TRY(log.line(line.done()));
       if (opts.on_step && lead) opts.on_step(r);
     }

@@ -23,6 +23,7 @@ struct StepReport {
   int64_t nonfinite_steps = 0;             // steps so far with NaN/inf gradients (skipped) or loss
   int64_t ranks = 1;                       // data-parallel processes; loss and samples_per_s are over all
   uint64_t comm_bytes = 0;                 // gradient bytes this rank sent in the last step
+  double comm_seconds = 0;                 // mean seconds per step rank 0 spent exchanging gradients since the last report
 };
 
 struct EvalReport {
