@@ -5,6 +5,7 @@
 
 #include "formats/formats.h"
 #include "rank_step.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/quant.h"
 
 namespace sgrt {
@@ -14,13 +15,10 @@ constexpr float kE5M2Max = 57344.0f;  // NUMERICS.md §1
 
 bool is_update(OpCode c) { return c == OpCode::SgdUpdate || c == OpCode::AdamwUpdate; }
 
-// Persistent tensors a checkpoint holds (checkpoint.cpp's rule).
-bool is_state(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0; }
-
 // What must be equal on every rank after a step. Scale state is not: its
 // counters and last-used scales are each rank's own.
 bool is_shared(const TensorInfo& t) {
-  return is_state(t) && (t.role == Role::param || t.role == Role::opt_state || t.role == Role::statistic);
+  return in_checkpoint(t) && (t.role == Role::param || t.role == Role::opt_state || t.role == Role::statistic);
 }
 
 // The persistent amax-history states (Quantize's second input) of a program.
@@ -127,7 +125,7 @@ Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
     if (i < points.size()) exchanges_.push_back(points[i].grads);
   }
   for (size_t id = 0; id < m.tensors().size(); ++id)
-    if (m.tensors()[id].role == Role::statistic && is_state(m.tensors()[id]) && m.tensors()[id].type.dtype == DType::f32)
+    if (m.tensors()[id].role == Role::statistic && in_checkpoint(m.tensors()[id]) && m.tensors()[id].type.dtype == DType::f32)
       statistics_.push_back(static_cast<int>(id));
   histories_ = amax_histories(m, whole_);
   return Status::Ok();
@@ -204,7 +202,7 @@ Status broadcast_state(Session& s, Communicator& c) {
   if (c.size() == 1) return Status::Ok();
   std::vector<uint8_t> buf;
   for (size_t id = 0; id < s.model().tensors().size(); ++id) {
-    if (!is_state(s.model().tensors()[id])) continue;
+    if (!in_checkpoint(s.model().tensors()[id])) continue;
     const int t = static_cast<int>(id);
     buf.resize(s.model().tensors()[id].bytes);
     if (c.rank() == 0) SG_TRY(s.read(t, buf.data(), buf.size()));
