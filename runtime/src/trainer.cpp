@@ -208,18 +208,24 @@ Status as_runtime(Status st) { return st.ok() || st.code() != StatusCode::io_err
 
 }  // namespace
 
+namespace {
+
 // Loss and metrics are means over a batch's rows (every built-in one is), and
 // the eval program's batch is fixed. The last r < batch examples run padded
 // with copies of their last example e; one more batch of e alone gives e's own
 // values, and batch * mean - (batch - r) * value(e) is the r examples' sum.
-// So every example counts once, whatever the batch size.
-Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
+// So every example counts once, whatever the batch size. With N ranks, rank r
+// sums examples [size r / N, size (r + 1) / N), and the ranks' sums are added
+// in rank order.
+Status evaluate_on(Session& s, const Dataset& data, Split split, Communicator& comm, EvalReport* out) {
   int prog;
   SG_TRY(s.find_program("eval", &prog));
   Batcher b;
   SG_TRY(b.init(s));
-  const int64_t batch = b.batch(), size = data.size(split), full = size / batch, rest = size % batch;
+  const int64_t batch = b.batch(), size = data.size(split);
   if (size == 0) return Status::Invalid("the evaluation split is empty");
+  const int64_t lo = size * comm.rank() / comm.size(), hi = size * (comm.rank() + 1) / comm.size();
+  const int64_t full = (hi - lo) / batch, rest = (hi - lo) % batch;
   const Model& m = s.model();
   std::vector<int> ids{m.loss()};
   for (const auto& [name, id] : m.metrics()) ids.push_back(id);
@@ -236,24 +242,36 @@ Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
     return Status::Ok();
   };
   for (int64_t k = 0; k < full; ++k) {
-    std::iota(idx.begin(), idx.end(), k * batch);
+    std::iota(idx.begin(), idx.end(), lo + k * batch);
     SG_TRY(run(&values));
     for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i];
   }
   if (rest > 0) {
-    std::iota(idx.begin(), idx.begin() + rest, full * batch);
-    std::fill(idx.begin() + rest, idx.end(), size - 1);
+    std::iota(idx.begin(), idx.begin() + rest, lo + full * batch);
+    std::fill(idx.begin() + rest, idx.end(), hi - 1);
     SG_TRY(run(&values));
     std::vector<double> last(ids.size());
-    std::fill(idx.begin(), idx.end(), size - 1);
+    std::fill(idx.begin(), idx.end(), hi - 1);
     SG_TRY(run(&last));
     for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i] - (batch - rest) * last[i];
+  }
+  std::vector<double> ranks_sums(sums.size() * static_cast<size_t>(comm.size()));
+  SG_TRY(comm.allgather(sums.data(), sums.size() * sizeof(double), ranks_sums.data()));
+  for (size_t i = 0; i < sums.size(); ++i) {
+    sums[i] = 0;
+    for (int r = 0; r < comm.size(); ++r) sums[i] += ranks_sums[static_cast<size_t>(r) * sums.size() + i];
   }
   out->samples = size;
   out->loss = static_cast<float>(sums[0] / size);
   out->metrics.clear();
   for (size_t i = 1; i < ids.size(); ++i) out->metrics.push_back({m.metrics()[i - 1].first, static_cast<float>(sums[i] / size)});
   return Status::Ok();
+}
+
+}  // namespace
+
+Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
+  return evaluate_on(s, data, split, *single_process_communicator(), out);
 }
 
 namespace {
@@ -320,7 +338,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   const Dataset& held_out = opts.validation ? *opts.validation : data;
   auto held_out_eval = [&](int64_t step, int64_t epoch) -> Status {
     EvalReport e;
-    SG_TRY(evaluate(s, held_out, Split::test, &e));
+    SG_TRY(evaluate_on(s, held_out, Split::test, comm, &e));
     e.step = step;
     e.epoch = epoch;
     e.validation = opts.validation != nullptr;
@@ -426,7 +444,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * global_samples) / secs : 0;
   out->comm_bytes_per_step = step_runner.bytes_sent();
   SG_TRY(check_identical(s, comm));
-  SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
+  SG_TRY(evaluate_on(s, data, Split::test, comm, &out->final_eval));
   out->final_eval.step = total;
   out->final_eval.epoch = (total - 1) / per_epoch;
   SG_TRY(log.line(eval_json("done", out->final_eval)));
