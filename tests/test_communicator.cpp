@@ -88,7 +88,8 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 TEST_CASE("allreduce_sum adds in rank order, the same bits on every rank, for any length") {
   // In float, (1e8 + 1) - 1e8 is 0 but 1e8 - 1e8 + 1 is 1: only rank order 0, 1, 2 gives 0.
   const float a[3] = {1e8f, 1.0f, -1e8f};
-  for (size_t n : {1, 2, 3, 5, 7, 64}) {
+  // Up to 4 KiB in all, one allgather of whole vectors; above, slices (alltoall, allgather).
+  for (size_t n : {1, 2, 3, 5, 7, 64, 1000, 1001}) {
     CAPTURE(n);
     std::vector<std::vector<float>> data(3, std::vector<float>(n));
     for (int r = 0; r < 3; ++r)
@@ -104,19 +105,27 @@ TEST_CASE("allreduce_sum adds in rank order, the same bits on every rank, for an
       float in_order = (a[0] * (i + 1) + a[1] * (i + 1)) + a[2] * (i + 1);
       for (int r = 0; r < 3; ++r) CHECK(same_bits(data[r][i], in_order));
     }
-    // Two phases, each sending the other 2 ranks their slices of ceil(n / 3) elements.
-    CHECK(bytes == 2 * 2 * ((n + 2) / 3) * 4);
+    if (n * 3 * 4 <= 4096)
+      CHECK(bytes == 2 * n * 4);  // the whole vector to each of the 2 others
+    else
+      CHECK(bytes == 2 * 2 * ((n + 2) / 3) * 4);  // two phases, slices of ceil(n / 3) to the 2 others
   }
 }
 
 TEST_CASE("allreduce_max: the largest value, NaN when any rank has NaN") {
-  std::vector<std::vector<float>> data = {{1, -5, 2, NAN}, {3, -7, 2, 0}, {-1, -6, 9, 1}};
-  on_ranks(&data, [](Communicator& c, std::vector<float>& v) { return allreduce_max(c, v.data(), v.size()); });
-  for (const std::vector<float>& v : data) {
-    CHECK(v[0] == 3);
-    CHECK(v[1] == -5);
-    CHECK(v[2] == 9);
-    CHECK(std::isnan(v[3]));
+  for (size_t copies : {1, 400}) {  // 4 values (one allgather), 1600 (slices)
+    std::vector<std::vector<float>> data(3);
+    const float given[3][4] = {{1, -5, 2, NAN}, {3, -7, 2, 0}, {-1, -6, 9, 1}};
+    for (int r = 0; r < 3; ++r)
+      for (size_t k = 0; k < copies; ++k) data[r].insert(data[r].end(), given[r], given[r] + 4);
+    on_ranks(&data, [](Communicator& c, std::vector<float>& v) { return allreduce_max(c, v.data(), v.size()); });
+    for (const std::vector<float>& v : data)
+      for (size_t k = 0; k < v.size(); k += 4) {
+        CHECK(v[k] == 3);
+        CHECK(v[k + 1] == -5);
+        CHECK(v[k + 2] == 9);
+        CHECK(std::isnan(v[k + 3]));
+      }
   }
 }
 
@@ -134,21 +143,22 @@ TEST_CASE("the BF16 and E5M2 wires round each rank's values and the mean as CUDA
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2), __NV_E5M2)));
   };
   auto bf16 = [](float x) { return __bfloat162float(__float2bfloat16_rn(x)); };
-  const size_t n = 101;
-  for (Wire w : {Wire::bf16, Wire::e5m2}) {
-    auto round = [&](float x) { return w == Wire::bf16 ? bf16(x) : e5m2(x); };
-    std::vector<std::vector<float>> data(2, std::vector<float>(n));
-    for (size_t i = 0; i < n; ++i) {
-      data[0][i] = std::sin(0.37f * i) * 1000.0f;
-      data[1][i] = std::cos(0.91f * i) * 300.0f + 0.123f;
-    }
-    std::vector<float> expected(n);
-    for (size_t i = 0; i < n; ++i) expected[i] = round((round(data[0][i]) + round(data[1][i])) * 0.5f);
-    on_ranks(&data, [&](Communicator& c, std::vector<float>& v) { return allreduce_sum(c, v.data(), v.size(), w, 0.5f); });
-    for (size_t i = 0; i < n; ++i) {
-      CAPTURE(i);
-      CHECK(same_bits(data[0][i], expected[i]));
-      CHECK(same_bits(data[1][i], expected[i]));
+  for (size_t n : {101, 3001}) {  // one allgather; slices
+    for (Wire w : {Wire::bf16, Wire::e5m2}) {
+      auto round = [&](float x) { return w == Wire::bf16 ? bf16(x) : e5m2(x); };
+      std::vector<std::vector<float>> data(2, std::vector<float>(n));
+      for (size_t i = 0; i < n; ++i) {
+        data[0][i] = std::sin(0.37f * i) * 1000.0f;
+        data[1][i] = std::cos(0.91f * i) * 300.0f + 0.123f;
+      }
+      std::vector<float> expected(n);
+      for (size_t i = 0; i < n; ++i) expected[i] = round((round(data[0][i]) + round(data[1][i])) * 0.5f);
+      on_ranks(&data, [&](Communicator& c, std::vector<float>& v) { return allreduce_sum(c, v.data(), v.size(), w, 0.5f); });
+      for (size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(data[0][i], expected[i]));
+        CHECK(same_bits(data[1][i], expected[i]));
+      }
     }
   }
 }

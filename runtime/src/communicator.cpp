@@ -68,22 +68,47 @@ float combine(Combine op, float acc, float v) {
   return std::isnan(acc) || std::isnan(v) ? NAN : std::max(acc, v);
 }
 
-// Reduce-scatter by alltoall, the combination in rank order, then allgather.
+// `ranks` encoded copies of `count` elements, `stride` bytes apart, combined in
+// rank order, scaled, and rounded to the wire into `out`.
+void combine_in_rank_order(Wire wire, Combine op, float scale, const uint8_t* copies, size_t ranks, size_t count,
+                           size_t stride, float* out) {
+  std::vector<float> from(count);
+  decode(wire, copies, count, out);
+  for (size_t r = 1; r < ranks; ++r) {
+    decode(wire, copies + r * stride, count, from.data());
+    for (size_t i = 0; i < count; ++i) out[i] = combine(op, out[i], from[i]);
+  }
+  if (scale != 1.0f)
+    for (size_t i = 0; i < count; ++i) out[i] *= scale;
+}
+
+// Up to this many bytes gathered from all ranks, every rank combines the whole
+// vector itself after one allgather: one collective instead of two for the
+// step's small agreements (its loss, the gradients' amaxes), with the same
+// order and bits.
+constexpr size_t kGatherWhole = 4096;
+
 Status reduce_piece(Communicator& c, float* data, size_t n, Wire wire, Combine op, float scale, uint64_t* bytes_sent) {
-  const size_t ranks = static_cast<size_t>(c.size()), slice = (n + ranks - 1) / ranks, wb = wire_bytes(wire);
+  const size_t ranks = static_cast<size_t>(c.size()), wb = wire_bytes(wire);
+  if (n * ranks * wb <= kGatherWhole) {
+    std::vector<uint8_t> send(n * wb), recv(n * wb * ranks);
+    encode(wire, data, n, send.data());
+    SG_TRY(c.allgather(send.data(), n * wb, recv.data()));
+    combine_in_rank_order(wire, op, scale, recv.data(), ranks, n, n * wb, data);
+    encode(wire, data, n, send.data());  // what the two-phase path's allgather would carry
+    decode(wire, send.data(), n, data);
+    if (bytes_sent) *bytes_sent += (ranks - 1) * n * wb;
+    return Status::Ok();
+  }
+  // Reduce-scatter by alltoall (rank i gets every rank's copy of slice i), then allgather.
+  const size_t slice = (n + ranks - 1) / ranks;
   std::vector<float> padded(slice * ranks, 0.0f);
   std::copy(data, data + n, padded.begin());
   std::vector<uint8_t> send(slice * ranks * wb), recv(send.size());
   encode(wire, padded.data(), padded.size(), send.data());
   SG_TRY(c.alltoall(send.data(), slice * wb, recv.data()));
-  std::vector<float> mine(slice), from(slice);  // my slice: rank 0's copy, then each next rank's combined in
-  decode(wire, recv.data(), slice, mine.data());
-  for (size_t r = 1; r < ranks; ++r) {
-    decode(wire, recv.data() + r * slice * wb, slice, from.data());
-    for (size_t i = 0; i < slice; ++i) mine[i] = combine(op, mine[i], from[i]);
-  }
-  if (scale != 1.0f)
-    for (float& v : mine) v *= scale;
+  std::vector<float> mine(slice);
+  combine_in_rank_order(wire, op, scale, recv.data(), ranks, slice, slice * wb, mine.data());
   encode(wire, mine.data(), slice, send.data());
   SG_TRY(c.allgather(send.data(), slice * wb, recv.data()));
   decode(wire, recv.data(), n, data);

@@ -49,6 +49,8 @@ size_t wire_bytes(Wire w);
 // bytes, a ring all-reduce's figure, and every rank gets the same bits.
 // `scale` multiplies a sum before it goes back on the wire (1/N: a mean that
 // fits wherever the inputs did). A NaN on any rank gives NaN everywhere.
+// Vectors of at most 4 KiB from all ranks together take one allgather instead
+// (every rank combines all of it, in the same order: the same bits).
 Status allreduce_sum(Communicator& c, float* data, size_t n, Wire wire = Wire::f32, float scale = 1.0f,
                      uint64_t* bytes_sent = nullptr);
 Status allreduce_max(Communicator& c, float* data, size_t n, uint64_t* bytes_sent = nullptr);
