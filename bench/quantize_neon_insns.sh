@@ -3,8 +3,7 @@
 # portable (quantize_generic.cpp) vs NEON (quantize_neon.cpp), counted from the cross
 # compiler's disassembly: no ARM board here, so no timing (bench/RESULTS.md).
 # Each loop is compiled alone, with kernels/CMakeLists.txt's flags for those files,
-# and the first backward branch of each function closes its main loop (4 elements
-# an iteration; the printed address range lets one check it in the listing).
+# and bench/loop_insns.py counts each function's main loop (4 elements an iteration).
 # Usage: bench/quantize_neon_insns.sh   (needs g++-aarch64-linux-gnu, docs/edge.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,28 +36,4 @@ for path in portable neon; do
 done
 names=()
 for l in "${loops[@]}"; do read -r name _ <<<"$l"; names+=("$name"); done
-python3 - "$work/portable.s" "$work/neon.s" "${names[@]}" <<'PY'
-import re, sys
-def loops(path):
-    """Each function's first branch back to an earlier address: (count, start, end)."""
-    out, fn, done = {}, None, False
-    for line in open(path):
-        m = re.match(r'^[0-9a-f]+ <(.*)>:$', line)
-        if m:
-            fn, done = m.group(1), False
-            continue
-        m = re.match(r'^ *([0-9a-f]+):\t(\S+)\t([0-9a-f]+) <', line)
-        if fn and not done and m and re.match(r'^(b\.|cbn?z|tbn?z|b$)', m.group(2)):
-            addr, tgt = int(m.group(1), 16), int(m.group(3), 16)
-            if tgt < addr:
-                out[fn], done = ((addr - tgt) // 4 + 1, tgt, addr), True
-    return out
-portable, neon = loops(sys.argv[1]), loops(sys.argv[2])
-print(f"{'loop':<12} {'portable insns (per element)':>34} {'neon insns (per element)':>34}")
-for name in sys.argv[3:]:
-    cells = []
-    for table in (portable, neon):
-        (n, a, b), = [v for k, v in table.items() if re.match(rf'(_ZN.*\d{name}E|.*\b{name}\()', k)]
-        cells.append(f"{n} ({n / 4:.2f}) at {a:x}-{b:x}")
-    print(f"{name:<12} {cells[0]:>34} {cells[1]:>34}")
-PY
+python3 bench/loop_insns.py portable="$work/portable.s" neon="$work/neon.s" -- "${names[@]}"

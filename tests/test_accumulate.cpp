@@ -135,7 +135,10 @@ TEST_CASE("sgrt::train with accumulate = 4 and batch 1 follows the batch-4 run: 
     CHECK(ra.losses[i].first == rb.losses[i].first);
     CHECK(ra.losses[i].second == doctest::Approx(rb.losses[i].second).epsilon(1e-5));
   }
-  CHECK(max_gap(wa, wb) < 1e-5);
+  // As above, to a fraction of AdamW's step: a parameter whose gradient is ~0 moves
+  // by ~1e-5 with the rounding of its gradient's sums alone (head.w[1325], -0.15,
+  // moves 2e-5 between two summation orders), more than 1e-5 of its value.
+  CHECK(max_gap(wa, wb, 1.0) < 1e-5);
   CHECK(ra.final_eval.loss == doctest::Approx(rb.final_eval.loss).epsilon(1e-5));
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <set>
 
 #include "commands.h"
 #include "cpu/parallel.h"
@@ -118,10 +120,24 @@ std::string duration(double secs) {
 
 // Progress: one line per logged step, rewritten in place on a terminal, with
 // throughput (tokens/s for language models) and the time left.
+// Once per quantized tensor, the first window that flushed more of it to zero
+// than kFlushedShareWarning: accuracy leaks there with no overflow to see.
+void warn_flushed(const StepReport& r, bool tty, std::set<std::string>* warned) {
+  for (const QuantTensorCounts& c : r.quant)
+    if (c.flushed_share() > kFlushedShareWarning && warned->insert(c.tensor).second)
+      std::fprintf(stderr,
+                   "%swarning: %s: %.1f%% of its elements were flushed to zero in steps %lld-%lld: its scale groups hold "
+                   "values too small for the format beside their largest (docs/recipes.md, \"Flushed to zero\")\n",
+                   tty ? "\n" : "", c.tensor.c_str(), 100 * c.flushed_share(), static_cast<long long>(r.window_first),
+                   static_cast<long long>(r.step));
+}
+
 std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
   int64_t tokens = tokens_per_example(m);
   auto start = std::chrono::steady_clock::now();
+  auto warned = std::make_shared<std::set<std::string>>();
   return [=](const StepReport& r) {
+    warn_flushed(r, tty, warned.get());
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Steps done before this process (a resume) took no time here.
     double per_step = r.step > r.start_step ? secs / static_cast<double>(r.step - r.start_step) : 0;

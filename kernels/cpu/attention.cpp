@@ -12,12 +12,12 @@
 // to the cache rows 0..pos+t.
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "cpu/fast_math.h"
 #include "cpu/gemm.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
+#include "cpu/row_reduce.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -44,12 +44,11 @@ void scores(const Dims& d, const float* q, const float* k, float* s) {
 }
 
 // Softmax of row[0, n) in place, zeros in row[n, width); returns the log-sum-exp.
+// The max and sum are row_reduce.h's (the same bits on every ISA).
 float softmax_prefix(float* row, int64_t n, int64_t width) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) m = row[j] > m ? row[j] : m;  // not fmax: no libm call
-  float sum = 0.f;
+  float m = row_max(row, n);
   for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - m);
-  for (int64_t j = 0; j < n; ++j) sum += row[j];
+  float sum = row_sum(row, n);
   float inv = 1.f / sum;
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
   for (int64_t j = n; j < width; ++j) row[j] = 0.f;
@@ -97,8 +96,7 @@ void attention_backward(const OpArgs& a) {
         gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, d.T);
         for (int64_t i = 0; i < d.T; ++i) {
           const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
-          float D = 0.f;
-          for (int64_t c = 0; c < d.Dh; ++c) D += dyr[c] * yr[c];
+          float D = row_dot(dyr, yr, d.Dh);
           float *srow = ds + i * d.T, *prow = p + i * d.T;
           for (int64_t j = 0; j < d.T; ++j) srow[j] = prow[j] * (srow[j] - D);
         }

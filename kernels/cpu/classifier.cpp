@@ -1,9 +1,10 @@
 // Softmax cross-entropy (mean over the batch), its gradient, and accuracy.
-// logits [N, C] f32, labels [N] i32.
-#include <cmath>
+// logits [N, C] f32, labels [N] i32. Rows reduce in row_reduce.h's order.
 #include <string>
 
+#include "cpu/fast_math.h"
 #include "cpu/op_args.h"
+#include "cpu/row_reduce.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -15,14 +16,6 @@ Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
       return Status::Runtime(std::string(op_info(a.code).name) + ": label " + std::to_string(lab[r]) + " at row " +
                              std::to_string(r) + " is outside [0, " + std::to_string(c) + ")");
   return Status::Ok();
-}
-
-float row_logsumexp(const float* z, int64_t c) {
-  float m = z[0];
-  for (int64_t j = 1; j < c; ++j) m = std::fmax(m, z[j]);
-  float s = 0.f;
-  for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
-  return m + std::log(s);
 }
 
 }  // namespace
@@ -46,7 +39,7 @@ Status k_classifier(const OpArgs& a) {
       for (int64_t r = 0; r < n; ++r) {
         const float* zr = z + r * c;
         float lse = row_logsumexp(zr, c);
-        for (int64_t j = 0; j < c; ++j) dz[r * c + j] = g * (std::exp(zr[j] - lse) - (j == lab[r] ? 1.f : 0.f));
+        for (int64_t j = 0; j < c; ++j) dz[r * c + j] = g * (fast_exp(zr[j] - lse) - (j == lab[r] ? 1.f : 0.f));
       }
       return Status::Ok();
     }

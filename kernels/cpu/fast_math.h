@@ -1,7 +1,9 @@
 // Branch-free exp and tanh that compilers vectorize (libm's expf and tanhf are
 // scalar calls and dominated a GPT step through GELU). exp: Cephes' expf
 // polynomial after range reduction by ln 2, relative error < 2e-7 over the
-// clamped range; tanh(x) = 1 - 2 / (exp(2x) + 1), absolute error < 1e-7.
+// range above -87.3, and exactly 0 below -87.7 (there the power of two it scales
+// by, 2^-127, is built as 0: softmax's far and masked entries, exp(-inf) included,
+// get zeros, not FLT_MIN); tanh(x) = 1 - 2 / (exp(2x) + 1), absolute error < 1e-7.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -9,7 +11,7 @@
 namespace sgrt::cpu {
 
 inline float fast_exp(float x) {
-  x = x > -87.0f ? x : -87.0f;  // two plain selects: compilers turn them into max/min
+  x = x > -88.0f ? x : -88.0f;  // two plain selects: compilers turn them into max/min
   x = x < 88.0f ? x : 88.0f;
   // n = round(x / ln 2) via the float rounding of a 1.5 * 2^23 offset.
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

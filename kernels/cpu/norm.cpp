@@ -2,11 +2,13 @@
 // ops save the per-row statistics (mean, 1/std) as outputs the backward reads.
 // dx is computed row by row; dgain and dbias are column sums, split by columns
 // with each thread walking the rows in order (deterministic on any thread count).
+// Row sums follow row_reduce.h's order (the same bits on every ISA).
 #include <cmath>
 #include <cstring>
 
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
+#include "cpu/row_reduce.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -23,13 +25,8 @@ void norm_forward(const float* x, const float* g, const float* bias, float* y, f
   parallel_for(s.n, row_grain(s.d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * s.d;
-      float m = 0.f;
-      if (layer) {
-        for (int64_t c = 0; c < s.d; ++c) m += xr[c];
-        m /= static_cast<float>(s.d);
-      }
-      float var = 0.f;
-      for (int64_t c = 0; c < s.d; ++c) var += (xr[c] - m) * (xr[c] - m);
+      float m = layer ? row_sum(xr, s.d) / static_cast<float>(s.d) : 0.f;
+      float var = lane_sum(s.d, [&](int64_t c) { return (xr[c] - m) * (xr[c] - m); });
       float rs = 1.f / std::sqrt(var / static_cast<float>(s.d) + eps);
       float* yr = y + r * s.d;
       for (int64_t c = 0; c < s.d; ++c) yr[c] = (xr[c] - m) * rs * g[c] + (bias ? bias[c] : 0.f);
@@ -47,12 +44,8 @@ void norm_backward(const float* x, const float* g, const float* mean, const floa
   parallel_for(s.n, row_grain(s.d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* dyr = dy + r * s.d;
-      float sum = 0.f, dot = 0.f;
-      for (int64_t c = 0; c < s.d; ++c) {
-        float dh = dyr[c] * g[c];
-        sum += dh;
-        dot += dh * xhat(r, c);
-      }
+      float sum = mean ? row_dot(dyr, g, s.d) : 0.f;
+      float dot = lane_sum(s.d, [&](int64_t c) { return dyr[c] * g[c] * xhat(r, c); });
       float inv_d = 1.f / static_cast<float>(s.d);
       float mean_dh = mean ? sum * inv_d : 0.f, mean_dot = dot * inv_d;
       float* dxr = dx + r * s.d;

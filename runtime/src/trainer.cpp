@@ -15,6 +15,7 @@
 #include "sgrt/gguf_weights.h"
 #include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
+#include "quant_monitor.h"
 #include "rank_step.h"
 
 namespace sgrt {
@@ -67,38 +68,6 @@ void epoch_order(std::vector<int64_t>* order, bool shuffle, uint64_t seed, int64
   }
 }
 
-// Sums the saturation and underflow counters of every quantization state.
-class QuantCounters {
- public:
-  explicit QuantCounters(const Model& m) {
-    for (size_t id = 0; id < m.tensors().size(); ++id) {
-      const TensorInfo& t = m.tensors()[id];
-      if (t.role == Role::scale_state && t.type.dtype == DType::f32 && t.type.shape.size() == 1 &&
-          t.type.shape[0] >= kStateHeader)
-        states_.push_back(static_cast<int>(id));
-    }
-  }
-  // Counts since the previous call.
-  Status delta(const Session& s, int64_t* overflows, int64_t* underflows) {
-    double sat = 0, under = 0;
-    for (int id : states_) {
-      std::vector<float> state(s.model().tensors()[id].bytes / sizeof(float));
-      SG_TRY(s.read(id, state.data(), state.size() * sizeof(float)));
-      sat += state[kStateSaturated];
-      under += state[kStateUnderflow];
-    }
-    *overflows = static_cast<int64_t>(sat - last_sat_);
-    *underflows = static_cast<int64_t>(under - last_under_);
-    last_sat_ = sat;
-    last_under_ = under;
-    return Status::Ok();
-  }
-
- private:
-  std::vector<int> states_;
-  double last_sat_ = 0, last_under_ = 0;
-};
-
 // One JSON object; a non-finite number becomes null and marks the line
 // "nonfinite": true, so the log stays JSON when a run diverges.
 class JsonLine {
@@ -114,6 +83,7 @@ class JsonLine {
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return raw(key, buf);
   }
+  JsonLine& object(const char* key, const JsonLine& inner) { return raw(key, inner.done()); }
   std::string done() const { return "{" + body_ + (nonfinite_ ? ",\"nonfinite\":true" : "") + "}"; }
 
  private:
@@ -124,6 +94,13 @@ class JsonLine {
   std::string body_;
   bool nonfinite_ = false;
 };
+
+// Per quantized tensor, the share of its elements flushed to zero in the window.
+JsonLine flushed_shares(const std::vector<QuantTensorCounts>& quant) {
+  JsonLine j;
+  for (const QuantTensorCounts& c : quant) j.num(c.tensor, c.flushed_share());
+  return j;
+}
 
 std::string eval_json(const char* event, const EvalReport& e) {
   JsonLine j;
@@ -297,7 +274,8 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   const bool lead = comm.rank() == 0;  // logs, checkpoints, reports
   RankStep step_runner;
   SG_TRY(step_runner.init(s, comm, opts.grad_comm));
-  int grad_prog = -1;
+  int prog, grad_prog = -1;
+  SG_TRY(s.find_program("train_step", &prog));
   // sg.train{accumulate = k}: k micro-batches a step, grad_step on all but the last.
   const int64_t k = cfg ? std::max<int64_t>(1, cfg->accumulate()) : 1;
   if (k > 1) SG_TRY(s.find_program("grad_step", &grad_prog));
@@ -348,9 +326,9 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   };
   std::vector<int64_t> order(data.size(Split::train));
   const bool shuffled = !m.root().data() || m.root().data()->shuffle();
-  QuantCounters counters(m);
-  int64_t ignored;
-  SG_TRY(counters.delta(s, &ignored, &ignored));  // a resumed run counts from its checkpoint
+  QuantMonitor quant(m, prog, grad_prog, k);
+  std::vector<QuantTensorCounts> ignored;
+  SG_TRY(quant.delta(s, 0, &ignored));  // a resumed run counts from its checkpoint
   int32_t ts[kTrainStateLen] = {};
   NonfiniteTracker bad;
   if (m.train_state() >= 0) {
@@ -399,11 +377,16 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       if (m.lr() >= 0) SG_TRY(s.read_scalar(m.lr(), &r.lr));
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
+      r.window_first = r.step - window_steps + 1;
       r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * global_samples) / secs : 0;
       r.ranks = ranks;
       r.comm_bytes = step_runner.bytes_sent();
       r.comm_seconds = window_comm / static_cast<double>(window_steps);
-      SG_TRY(counters.delta(s, &r.overflows, &r.underflows));
+      SG_TRY(quant.delta(s, window_steps, &r.quant));
+      for (const QuantTensorCounts& c : r.quant) {
+        r.overflows += c.saturated;
+        r.underflows += c.flushed;
+      }
       r.nonfinite_steps = bad.total;
       window_start = now;
       window_steps = 0;
@@ -418,6 +401,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
           .integer("overflows", r.overflows)
           .integer("underflows", r.underflows)
           .integer("nonfinite_steps", r.nonfinite_steps);
+      if (!r.quant.empty()) line.object("flushed_share", flushed_shares(r.quant));
       if (ranks > 1)
         line.integer("ranks", ranks).integer("comm_bytes", static_cast<int64_t>(r.comm_bytes)).num("comm_s", r.comm_seconds);
       SG_TRY(log.line(line.done()));

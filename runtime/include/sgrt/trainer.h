@@ -14,9 +14,27 @@
 
 namespace sgrt {
 
+// One quantized tensor's counters over a report window, from its quantize's
+// state (sgrt/quant.h). A large flushed share means the scale group spans a
+// wider range than the format: its small elements become zero (docs/recipes.md).
+struct QuantTensorCounts {
+  std::string tensor;     // the quantized tensor (its codes), e.g. "h1.e2m1"
+  int64_t elements = 0;   // elements the training steps of the window quantized
+  int64_t saturated = 0;  // clamped to the format's max
+  int64_t flushed = 0;    // non-zero elements that became zero
+  double flushed_share() const { return elements > 0 ? static_cast<double>(flushed) / static_cast<double>(elements) : 0; }
+};
+
+// A flushed share above this in one report window is never healthy: more of
+// the tensor is erased than kept. Healthy runs stay well below it (the GPT of
+// models/ under fp4: weights up to 0.07, GELU outputs up to 0.31), so it warns
+// without crying wolf; milder losses show only in the log (docs/recipes.md).
+constexpr double kFlushedShareWarning = 0.5;
+
 struct StepReport {
   int64_t step = 0, total = 0, epoch = 0;
   int64_t start_step = 0;  // where this run began (> 0 when resumed)
+  int64_t window_first = 0;  // the first step this report's rates and counts cover
   float loss = 0, lr = 0;
   double samples_per_s = 0;
   int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
@@ -24,6 +42,7 @@ struct StepReport {
   int64_t ranks = 1;                       // data-parallel processes; loss and samples_per_s are over all
   uint64_t comm_bytes = 0;                 // gradient bytes this rank sent in the last step
   double comm_seconds = 0;                 // mean seconds per step rank 0 spent exchanging gradients since the last report
+  std::vector<QuantTensorCounts> quant;    // per quantized tensor (its sums are overflows / underflows)
 };
 
 struct EvalReport {
