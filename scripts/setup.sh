@@ -15,6 +15,7 @@ packages=(
   jargon-text                # the GPT's default text corpus (The Jargon File)
   wordnet-base               # scripts/make_wordnet_instructions.py: the LoRA example's instruction set
   libopenblas-dev            # baseline for bench/gemm only
+  libopenmpi-dev openmpi-bin # data-parallel training: mpirun -np N sgrt train (SGRT_MPI)
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
   python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files
   clang libclang-rt-14-dev   # scripts/fuzz.sh: the libFuzzer targets (CI runs each for 10 s)

@@ -82,13 +82,15 @@ struct RunningTool {
     if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
     r.out = slurp(io.path + "/stdout");
     r.err = slurp(io.path + "/stderr");
-    REQUIRE_MESSAGE(r.code != 127, "could not run " << kTool);
+    REQUIRE_MESSAGE(r.code != 127, "could not run the program");
     return r;
   }
 };
 
-// in_child runs in the child before exec (e.g. to set a resource limit).
-inline void start_tool(const std::vector<std::string>& args, RunningTool* t, void (*in_child)() = nullptr) {
+// `program` with `args`, started from the repository root; in_child runs in
+// the child before exec (e.g. to set a resource limit).
+inline void start_program(const std::string& program, const std::vector<std::string>& args, RunningTool* t,
+                          void (*in_child)() = nullptr) {
   std::string out = t->io.path + "/stdout", err = t->io.path + "/stderr";
   t->pid = fork();
   REQUIRE(t->pid >= 0);
@@ -97,12 +99,24 @@ inline void start_tool(const std::vector<std::string>& args, RunningTool* t, voi
     int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(SGRT_SOURCE_DIR) != 0) _exit(127);
     if (in_child) in_child();
-    std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
+    std::vector<char*> argv{const_cast<char*>(program.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(kTool.c_str(), argv.data());
+    execv(program.c_str(), argv.data());
     _exit(127);
   }
+}
+
+inline void start_tool(const std::vector<std::string>& args, RunningTool* t, void (*in_child)() = nullptr) {
+  start_program(kTool, args, t, in_child);
+}
+
+// A shell command line run from the repository root (environment assignments,
+// mpirun, a `:`-separated MPMD launch), its stdout and stderr captured.
+inline ToolResult run_shell(const std::string& command) {
+  RunningTool t;
+  start_program("/bin/sh", {"-c", command}, &t);
+  return t.wait();
 }
 
 // Runs the tool with `args` from the repository root.

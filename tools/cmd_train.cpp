@@ -17,11 +17,16 @@
 #include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/communicator.h"
+#include "sgrt/data_parallel.h"
 #include "sgrt/export.h"
 #include "sgrt/gguf.h"
 #include "sgrt/tokenizer_gguf.h"
 #include "sgrt/trainer.h"
 #include "stop_signal.h"
+#ifdef SGRT_WITH_MPI
+#include "sgrt/mpi_communicator.h"
+#endif
 
 namespace sgrt::tool {
 namespace {
@@ -93,13 +98,16 @@ int64_t tokens_per_example(const Model& m) {
 }
 
 // One line on what is about to run.
-void print_header(const Args& a, const Model& m) {
+void print_header(const Args& a, const Model& m, const Communicator& comm, GradComm grad_comm) {
   ParamCounts pc = count_params(m.tensors());
   std::string frozen = pc.frozen ? " (" + std::to_string(pc.frozen) + " frozen)" : "";
+  std::string ranks = comm.size() > 1 ? ", " + std::to_string(comm.size()) + " ranks (" + comm.name() + ", " +
+                                            grad_comm_name(grad_comm) + " gradients)"
+                                      : "";
   const auto* recipe = m.root().recipe();
-  std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d, arena %.2f MiB\n",
+  std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d%s, arena %.2f MiB\n",
                m.label().c_str(), static_cast<unsigned long long>(pc.trained), frozen.c_str(), a.get("--backend", "cpu").c_str(),
-               recipe ? recipe->c_str() : "fp32", cpu::num_threads(), m.arena_bytes() / 1048576.0);
+               recipe ? recipe->c_str() : "fp32", cpu::num_threads(), ranks.c_str(), m.arena_bytes() / 1048576.0);
 }
 
 std::string duration(double secs) {
@@ -142,12 +150,50 @@ std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
   };
 }
 
+// The ranks this process trains with: mpirun's (MPI), else this process alone.
+Status open_ranks(const Args& a, std::unique_ptr<Communicator>* out) {
+  int ranks;
+  if (!launched_by_mpirun(&ranks)) {
+    *out = single_process_communicator();
+    return Status::Ok();
+  }
+#ifdef SGRT_WITH_MPI
+  double timeout;
+  SG_TRY(a.get_double("--comm-timeout", 300.0, 1.0, 1e6, &timeout));
+  return open_mpi_communicator(timeout, out);
+#else
+  if (ranks == 1) {
+    *out = single_process_communicator();
+    return Status::Ok();
+  }
+  return Status::Invalid("started by mpirun with " + std::to_string(ranks) +
+                         " ranks, but this sgrt was built without MPI (install libopenmpi-dev and build with -DSGRT_MPI=ON)");
+#endif
+}
+
+Status train_ranks(Args& a, Communicator& comm);
+
 }  // namespace
 
+// With several ranks, each one's error names it; a rank that fails leaves
+// without finish(), and mpirun then ends the others.
 Status cmd_train(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
+  std::unique_ptr<Communicator> comm;
+  SG_TRY(open_ranks(a, &comm));
+  Status st = train_ranks(a, *comm);
+  if (!st.ok() && comm->size() > 1) return st.with_context("rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size()));
+  SG_TRY(st);
+  return comm->finish();
+}
+
+namespace {
+
+Status train_ranks(Args& a, Communicator& comm) {
   TrainOptions opts;
+  opts.comm = &comm;
+  SG_TRY(parse_grad_comm(a.get("--grad-comm", "fp32"), &opts.grad_comm));
   int64_t seed;
   SG_TRY(a.get_int("--steps", 0, &opts.steps));
   if (a.has("--steps") && opts.steps == 0)  // not "the default": a run of zero steps is a mistake
@@ -172,6 +218,11 @@ Status cmd_train(int argc, char** argv) {
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
   if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));
+  if (comm.size() > 1) {
+    std::unique_ptr<Model> parts;
+    SG_TRY(split_train_step(*m, &parts));
+    m = std::move(parts);
+  }
   if (!opts.checkpoint_dir.empty()) {
     opts.checkpoint_files = checkpoint_model_files(a, *m);
     SG_TRY(class_names_files(*m, a.get("--data"), &opts.checkpoint_files));  // for sgrt predict
@@ -191,9 +242,10 @@ Status cmd_train(int argc, char** argv) {
     train_part = std::move(data);
   }
 
-  bool quiet = a.has("--quiet"), tty = isatty(2);
+  const bool lead = comm.rank() == 0;  // the other ranks print nothing
+  bool quiet = a.has("--quiet") || !lead, tty = isatty(2);
   if (!quiet) {
-    print_header(a, *m);
+    print_header(a, *m, comm, opts.grad_comm);
     opts.on_step = progress(*m, tty);
     opts.on_eval = [tty](const EvalReport& e) {
       if (tty) std::fputc('\n', stderr);
@@ -203,6 +255,7 @@ Status cmd_train(int argc, char** argv) {
   opts.stop_signal = catch_stop_signals();
   TrainResult result;
   SG_TRY(train(*s, *train_part, opts, &result));
+  if (!lead) return Status::Ok();
   if (result.interrupted) {
     std::fprintf(stderr, "%sinterrupted by %s after step %lld; %s\n", tty && !quiet ? "\n" : "", stop_signal_name(),
                  static_cast<long long>(result.end_step),
@@ -218,10 +271,16 @@ Status cmd_train(int argc, char** argv) {
   }
   std::printf("test loss %.4f", result.final_eval.loss);
   for (auto& [n, v] : result.final_eval.metrics) std::printf(", %s %.4f", n.c_str(), v);
-  std::printf(" (%.0f samples/s)\n", result.samples_per_s);
+  std::printf(" (%.0f samples/s", result.samples_per_s);
+  if (comm.size() > 1)
+    std::printf(", %d ranks, %s gradients: %llu bytes sent per rank per step", comm.size(), grad_comm_name(opts.grad_comm),
+                static_cast<unsigned long long>(result.comm_bytes_per_step));
+  std::printf(")\n");
   if (!quiet && !opts.checkpoint_dir.empty()) std::fprintf(stderr, "checkpoint saved to %s\n", opts.checkpoint_dir.c_str());
   return Status::Ok();
 }
+
+}  // namespace
 
 Status cmd_eval(int argc, char** argv) {
   Args a;

@@ -15,8 +15,6 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'G', 'C', 'K', 'P', 'T', '0', '0' + kCheckpointFormat};
 
-bool saved(const TensorInfo& t) { return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0; }
-
 std::string file_in(const std::string& dir) { return dir + "/checkpoint.sgck"; }
 
 template <class T>
@@ -77,10 +75,14 @@ Status check_meta(const CheckpointMeta& c) {
 
 }  // namespace
 
+bool in_checkpoint(const TensorInfo& t) {
+  return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0;
+}
+
 uint64_t model_identity(const Model& m) {
   Hash h;
   for (const TensorInfo& t : m.tensors()) {
-    if (!saved(t)) continue;
+    if (!in_checkpoint(t)) continue;
     h.mix(t.name.data(), t.name.size());
     h.mix(&t.type.dtype, 1);
     h.mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
@@ -143,11 +145,11 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   put(&b, meta.seed);
   put(&b, meta.batches_per_epoch);
   uint32_t count = 0;
-  for (const TensorInfo& t : m.tensors()) count += saved(t);
+  for (const TensorInfo& t : m.tensors()) count += in_checkpoint(t);
   put(&b, count);
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& t = m.tensors()[id];
-    if (!saved(t)) continue;
+    if (!in_checkpoint(t)) continue;
     put(&b, static_cast<uint32_t>(t.name.size()));
     b.insert(b.end(), t.name.begin(), t.name.end());
     put(&b, static_cast<uint64_t>(t.bytes));
@@ -193,13 +195,13 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta)
     name.resize(len);
     if (!r.take(name.data(), len) || !r.get(&bytes)) return Status::Invalid(path + ": corrupt tensor record");
     int t = m.find_tensor(name);
-    if (t < 0 || !saved(m.tensors()[t]) || m.tensors()[t].bytes != bytes)
+    if (t < 0 || !in_checkpoint(m.tensors()[t]) || m.tensors()[t].bytes != bytes)
       return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
     found.push_back({t, r.here()});
     if (!r.skip(bytes)) return Status::Invalid(path + ": truncated tensor '" + name + "'");
   }
   uint32_t expected = 0;
-  for (const TensorInfo& t : m.tensors()) expected += saved(t);
+  for (const TensorInfo& t : m.tensors()) expected += in_checkpoint(t);
   if (count != expected || r.here() != b.data() + n)
     return Status::Invalid(path + ": holds " + std::to_string(count) + " tensor records, the model has " + std::to_string(expected));
   for (auto [t, data] : found) SG_TRY(s.write(t, data, m.tensors()[t].bytes));

@@ -16,6 +16,7 @@
 #include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
 #include "quant_monitor.h"
+#include "rank_step.h"
 
 namespace sgrt {
 namespace {
@@ -184,18 +185,24 @@ Status as_runtime(Status st) { return st.ok() || st.code() != StatusCode::io_err
 
 }  // namespace
 
+namespace {
+
 // Loss and metrics are means over a batch's rows (every built-in one is), and
 // the eval program's batch is fixed. The last r < batch examples run padded
 // with copies of their last example e; one more batch of e alone gives e's own
 // values, and batch * mean - (batch - r) * value(e) is the r examples' sum.
-// So every example counts once, whatever the batch size.
-Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
+// So every example counts once, whatever the batch size. With N ranks, rank r
+// sums examples [size r / N, size (r + 1) / N), and the ranks' sums are added
+// in rank order.
+Status evaluate_on(Session& s, const Dataset& data, Split split, Communicator& comm, EvalReport* out) {
   int prog;
   SG_TRY(s.find_program("eval", &prog));
   Batcher b;
   SG_TRY(b.init(s));
-  const int64_t batch = b.batch(), size = data.size(split), full = size / batch, rest = size % batch;
+  const int64_t batch = b.batch(), size = data.size(split);
   if (size == 0) return Status::Invalid("the evaluation split is empty");
+  const int64_t lo = size * comm.rank() / comm.size(), hi = size * (comm.rank() + 1) / comm.size();
+  const int64_t full = (hi - lo) / batch, rest = (hi - lo) % batch;
   const Model& m = s.model();
   std::vector<int> ids{m.loss()};
   for (const auto& [name, id] : m.metrics()) ids.push_back(id);
@@ -212,24 +219,36 @@ Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
     return Status::Ok();
   };
   for (int64_t k = 0; k < full; ++k) {
-    std::iota(idx.begin(), idx.end(), k * batch);
+    std::iota(idx.begin(), idx.end(), lo + k * batch);
     SG_TRY(run(&values));
     for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i];
   }
   if (rest > 0) {
-    std::iota(idx.begin(), idx.begin() + rest, full * batch);
-    std::fill(idx.begin() + rest, idx.end(), size - 1);
+    std::iota(idx.begin(), idx.begin() + rest, lo + full * batch);
+    std::fill(idx.begin() + rest, idx.end(), hi - 1);
     SG_TRY(run(&values));
     std::vector<double> last(ids.size());
-    std::fill(idx.begin(), idx.end(), size - 1);
+    std::fill(idx.begin(), idx.end(), hi - 1);
     SG_TRY(run(&last));
     for (size_t i = 0; i < ids.size(); ++i) sums[i] += batch * values[i] - (batch - rest) * last[i];
+  }
+  std::vector<double> ranks_sums(sums.size() * static_cast<size_t>(comm.size()));
+  SG_TRY(comm.allgather(sums.data(), sums.size() * sizeof(double), ranks_sums.data()));
+  for (size_t i = 0; i < sums.size(); ++i) {
+    sums[i] = 0;
+    for (int r = 0; r < comm.size(); ++r) sums[i] += ranks_sums[static_cast<size_t>(r) * sums.size() + i];
   }
   out->samples = size;
   out->loss = static_cast<float>(sums[0] / size);
   out->metrics.clear();
   for (size_t i = 1; i < ids.size(); ++i) out->metrics.push_back({m.metrics()[i - 1].first, static_cast<float>(sums[i] / size)});
   return Status::Ok();
+}
+
+}  // namespace
+
+Status evaluate(Session& s, const Dataset& data, Split split, EvalReport* out) {
+  return evaluate_on(s, data, split, *single_process_communicator(), out);
 }
 
 namespace {
@@ -249,6 +268,12 @@ struct NonfiniteTracker {
 Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainResult* out) {
   const Model& m = s.model();
   const sg::TrainConfig* cfg = m.root().train();
+  std::unique_ptr<Communicator> alone;
+  Communicator& comm = opts.comm ? *opts.comm : *(alone = single_process_communicator());
+  const int64_t ranks = comm.size();
+  const bool lead = comm.rank() == 0;  // logs, checkpoints, reports
+  RankStep step_runner;
+  SG_TRY(step_runner.init(s, comm, opts.grad_comm));
   int prog, grad_prog = -1;
   SG_TRY(s.find_program("train_step", &prog));
   // sg.train{accumulate = k}: k micro-batches a step, grad_step on all but the last.
@@ -256,33 +281,47 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   if (k > 1) SG_TRY(s.find_program("grad_step", &grad_prog));
   Batcher b;
   SG_TRY(b.init(s));
-  const int64_t micro = b.batch(), step_samples = k * micro;  // examples an optimizer step reads
-  int64_t per_epoch = data.size(Split::train) / step_samples;
+  // Each rank reads step_samples examples a step: shard r of the step's ranks * step_samples.
+  const int64_t micro = b.batch(), step_samples = k * micro, global_samples = ranks * step_samples;
+  int64_t per_epoch = data.size(Split::train) / global_samples;
   if (per_epoch == 0)
-    return Status::Invalid("the training split has fewer examples than one step reads (" + std::to_string(step_samples) + ")");
+    return Status::Invalid("the training split has fewer examples than one step reads (" + std::to_string(global_samples) + ")");
   int64_t total = opts.steps > 0 ? opts.steps
                   : (cfg && cfg->steps() > 0) ? cfg->steps()
                                                : per_epoch * (cfg ? std::max<int64_t>(1, cfg->epochs()) : 1);
   int64_t log_every = opts.log_every > 0 ? opts.log_every : (cfg && cfg->log_every() > 0 ? cfg->log_every() : 50);
   const int64_t eval_every = opts.eval_every > 0 ? opts.eval_every : cfg ? cfg->eval_every() : 0;
+  SG_TRY(check_agree(comm, model_hash(m), "model (compiled with other flags or from another file)", StatusCode::invalid_input));
+  SG_TRY(check_agree(comm, static_cast<uint64_t>(data.size(Split::train)), "training data (its number of examples)",
+                     StatusCode::invalid_input));
   RunLock dir_lock;
-  SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
   CheckpointMeta run{0, total, opts.seed, per_epoch};
-  SG_TRY(start_run(s, opts, &run));
+  if (lead) {
+    SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
+    SG_TRY(start_run(s, opts, &run));
+  } else {
+    SG_TRY(s.init(run.seed, run.total_steps));  // shapes only: rank 0's state replaces it
+  }
+  uint64_t position[3] = {static_cast<uint64_t>(run.step), static_cast<uint64_t>(run.total_steps), run.seed};
+  SG_TRY(comm.broadcast(position, sizeof position, 0));  // a resumed run's seed orders every rank's shards
+  run.step = static_cast<int64_t>(position[0]);
+  run.total_steps = static_cast<int64_t>(position[1]);
+  run.seed = position[2];
+  SG_TRY(broadcast_state(s, comm));
   total = run.total_steps;
   out->start_step = out->end_step = run.step;
 
   RunLog log;
-  if (!opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
+  if (lead && !opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
   const Dataset& held_out = opts.validation ? *opts.validation : data;
   auto held_out_eval = [&](int64_t step, int64_t epoch) -> Status {
     EvalReport e;
-    SG_TRY(evaluate(s, held_out, Split::test, &e));
+    SG_TRY(evaluate_on(s, held_out, Split::test, comm, &e));
     e.step = step;
     e.epoch = epoch;
     e.validation = opts.validation != nullptr;
     SG_TRY(log.line(eval_json("eval", e)));
-    if (opts.on_eval) opts.on_eval(e);
+    if (opts.on_eval && lead) opts.on_eval(e);
     return Status::Ok();
   };
   std::vector<int64_t> order(data.size(Split::train));
@@ -301,17 +340,26 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   auto t0 = std::chrono::steady_clock::now();
   auto window_start = t0;
   int64_t window_steps = 0;
+  double window_comm = 0;
   for (int64_t step = run.step; step < total; ++step) {
     int64_t epoch = step / per_epoch, pos = step % per_epoch;
     if (pos == 0 || step == out->start_step) epoch_order(&order, shuffled, run.seed, epoch);
     double loss_sum = 0;  // the step's loss: the mean of its micro-batches'
+    const int64_t* shard = order.data() + pos * global_samples + comm.rank() * step_samples;
     for (int64_t j = 0; j < k; ++j) {
-      SG_TRY(b.load(s, data, Split::train, order.data() + pos * step_samples + j * micro));
-      SG_TRY(s.run(j + 1 < k ? grad_prog : prog));
+      SG_TRY(b.load(s, data, Split::train, shard + j * micro));
+      SG_TRY(j + 1 < k ? s.run(grad_prog) : step_runner.run(s));
       SG_TRY(s.read_scalar(m.loss(), &loss));
       loss_sum += loss;
     }
-    loss = static_cast<float>(loss_sum / static_cast<double>(k));
+    // The loss over every rank's examples, and a stop signal seen by any rank,
+    // decide alike everywhere.
+    float agreed[2] = {static_cast<float>(loss_sum / static_cast<double>(k)),
+                       opts.stop_signal && *opts.stop_signal != 0 ? 1.0f : 0.0f};
+    SG_TRY(allreduce_sum(comm, agreed, 2, Wire::f32, 1.0f / static_cast<float>(ranks)));
+    loss = agreed[0];
+    SG_TRY(step_runner.sync_state(s));
+    window_comm += step_runner.comm_seconds();
     ++window_steps;
     if (m.train_state() >= 0) SG_TRY(s.read(m.train_state(), ts, sizeof ts));
     bad.add(ts[kSkipStep] != 0 || !std::isfinite(loss));
@@ -330,7 +378,10 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - window_start).count();
       r.window_first = r.step - window_steps + 1;
-      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * step_samples) / secs : 0;
+      r.samples_per_s = secs > 0 ? static_cast<double>(window_steps * global_samples) / secs : 0;
+      r.ranks = ranks;
+      r.comm_bytes = step_runner.bytes_sent();
+      r.comm_seconds = window_comm / static_cast<double>(window_steps);
       SG_TRY(quant.delta(s, window_steps, &r.quant));
       for (const QuantTensorCounts& c : r.quant) {
         r.overflows += c.saturated;
@@ -339,6 +390,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       r.nonfinite_steps = bad.total;
       window_start = now;
       window_steps = 0;
+      window_comm = 0;
       out->losses.push_back({r.step, r.loss});
       JsonLine line;
       line.integer("step", r.step)
@@ -350,17 +402,20 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
           .integer("underflows", r.underflows)
           .integer("nonfinite_steps", r.nonfinite_steps);
       if (!r.quant.empty()) line.object("flushed_share", flushed_shares(r.quant));
+      if (ranks > 1)
+        line.integer("ranks", ranks).integer("comm_bytes", static_cast<int64_t>(r.comm_bytes)).num("comm_s", r.comm_seconds);
       SG_TRY(log.line(line.done()));
-      if (opts.on_step) opts.on_step(r);
+      if (opts.on_step && lead) opts.on_step(r);
     }
     bool epoch_end = pos + 1 == per_epoch, every = eval_every > 0 && (step + 1) % eval_every == 0;
     if ((epoch_end || every) && !last) SG_TRY(held_out_eval(step + 1, epoch));
     run.step = out->end_step = step + 1;
-    bool signalled = opts.stop_signal && *opts.stop_signal != 0;
+    bool signalled = agreed[1] > 0;
     bool stop = (opts.stop_after > 0 && run.step == opts.stop_after && !last) || (signalled && !last);
     save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
     if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
-      SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
+      SG_TRY(check_identical(s, comm));
+      if (lead) SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
       save_pending = false;
     }
     if (stop) {
@@ -370,12 +425,14 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * step_samples) / secs : 0;
-  SG_TRY(evaluate(s, data, Split::test, &out->final_eval));
+  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * global_samples) / secs : 0;
+  out->comm_bytes_per_step = step_runner.bytes_sent();
+  SG_TRY(check_identical(s, comm));
+  SG_TRY(evaluate_on(s, data, Split::test, comm, &out->final_eval));
   out->final_eval.step = total;
   out->final_eval.epoch = (total - 1) / per_epoch;
   SG_TRY(log.line(eval_json("done", out->final_eval)));
-  if (opts.on_eval) opts.on_eval(out->final_eval);
+  if (opts.on_eval && lead) opts.on_eval(out->final_eval);
   if (bad.streak > 0)
     return Status::Runtime("the last step's loss is " + std::to_string(loss) + " (" + std::to_string(bad.streak) +
                            " non-finite steps at the end of the run); the last good checkpoint is kept");

@@ -21,6 +21,8 @@ namespace sgrt {
 
 constexpr int kCheckpointFormat = 3;
 
+// The tensors a checkpoint holds: every persistent one but inputs and caches.
+bool in_checkpoint(const TensorInfo& t);
 // Identity of a model's persistent state: names, dtypes and shapes.
 uint64_t model_identity(const Model& m);
 // Identity of its train_step program (0 when it has none): every op, its

@@ -43,6 +43,9 @@ class Model {
   std::span<const uint8_t> file_bytes() const { return bytes_; }
   // The bytes of Model.buffers[index] (sized to its tensor, checked at load).
   std::span<const uint8_t> buffer(int index) const;
+  // A program the runtime derives from the file's before a backend prepares
+  // them (data-parallel train_step parts, sgrt/data_parallel.h).
+  void add_program(ProgramInfo p) { programs_.push_back(std::move(p)); }
 
  private:
   Status decode();

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sgrt/communicator.h"
+#include "sgrt/data_parallel.h"
 #include "sgrt/dataset.h"
 #include "sgrt/session.h"
 
@@ -37,6 +39,9 @@ struct StepReport {
   double samples_per_s = 0;
   int64_t overflows = 0, underflows = 0;  // quantized elements saturated / flushed to zero since the last report
   int64_t nonfinite_steps = 0;             // steps so far with NaN/inf gradients (skipped) or loss
+  int64_t ranks = 1;                       // data-parallel processes; loss and samples_per_s are over all
+  uint64_t comm_bytes = 0;                 // gradient bytes this rank sent in the last step
+  double comm_seconds = 0;                 // mean seconds per step rank 0 spent exchanging gradients since the last report
   std::vector<QuantTensorCounts> quant;    // per quantized tensor (its sums are overflows / underflows)
 };
 
@@ -79,6 +84,12 @@ struct TrainOptions {
   // Set asynchronously (a signal handler): finish the step, save, stop.
   const volatile std::sig_atomic_t* stop_signal = nullptr;
   std::string init_weights;  // safetensors file whose tensors replace the initial parameters
+  // Data-parallel ranks (null: this process alone). With N ranks, rank r
+  // trains on shard r of each step's examples, the session's model must come
+  // from split_train_step, and only rank 0 writes the log and checkpoints and
+  // calls on_step and on_eval.
+  Communicator* comm = nullptr;
+  GradComm grad_comm = GradComm::fp32;
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
 };
@@ -91,6 +102,7 @@ struct TrainResult {
   bool stopped = false;    // ended at stop_after or by stop_signal: final_eval was not run
   bool interrupted = false;  // ended by stop_signal
   int64_t end_step = 0;    // the last step done
+  uint64_t comm_bytes_per_step = 0;  // gradient bytes this rank sent per step (0 on one rank)
 };
 
 // A run whose last step or final evaluation is not finite (NaN, +-inf loss or

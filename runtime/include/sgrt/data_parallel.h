@@ -1,0 +1,28 @@
+// Data-parallel training (docs/distributed.md): N processes run the same
+// train_step on their own shard of every batch; between backward and the
+// optimizer updates, the gradients are replaced by their mean over the ranks.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "sgrt/model.h"
+
+namespace sgrt {
+
+// How gradients travel: fp32 as they are; bf16 rounded; fp8 as FP8-LM, E5M2
+// under one power-of-two scale per tensor shared by every rank.
+enum class GradComm { fp32, bf16, fp8 };
+Status parse_grad_comm(const std::string& name, GradComm* out);
+const char* grad_comm_name(GradComm c);
+
+// train_step's parts: "train_step.part0", "train_step.part1", ...
+std::string train_step_part(size_t i);
+
+// A copy of `m` with its train_step also cut into parts where its gradients
+// are complete: after a gradient's last write, before its first reader (the
+// finiteness check at the fp32 state level, quantize_grad below it). train()
+// runs the parts with the exchanges between them when it has several ranks.
+// The IR is unchanged: the points are found from the update ops' inputs.
+Status split_train_step(const Model& m, std::unique_ptr<Model>* out);
+
+}  // namespace sgrt

@@ -1,0 +1,243 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "formats/formats.h"
+#include "rank_step.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/quant.h"
+
+namespace sgrt {
+namespace {
+
+constexpr float kE5M2Max = 57344.0f;  // NUMERICS.md §1
+
+bool is_update(OpCode c) { return c == OpCode::SgdUpdate || c == OpCode::AdamwUpdate; }
+
+// What must be equal on every rank after a step. Scale state is not: its
+// counters and last-used scales are each rank's own.
+bool is_shared(const TensorInfo& t) {
+  return in_checkpoint(t) && (t.role == Role::param || t.role == Role::opt_state || t.role == Role::statistic);
+}
+
+// The persistent amax-history states (Quantize's second input) of a program.
+std::vector<int> amax_histories(const Model& m, int program) {
+  std::vector<int> ids;
+  for (const OpInfoLoaded& op : m.programs()[program].ops)
+    if (op.code == OpCode::Quantize && op.in.size() == 2 && m.tensors()[op.in[1]].type.shape.size() == 1 &&
+        m.tensors()[op.in[1]].type.shape[0] > kStateHeader && m.tensors()[op.in[1]].persistent)
+      ids.push_back(op.in[1]);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+constexpr size_t kMaxMessage = size_t{1} << 30;  // under MPI's int counts
+
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+uint64_t fnv1a(uint64_t h, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+Status read_f32(const Session& s, int id, std::vector<float>* v) {
+  v->resize(s.model().tensors()[id].bytes / sizeof(float));
+  return s.read(id, v->data(), v->size() * sizeof(float));
+}
+
+}  // namespace
+
+Status parse_grad_comm(const std::string& name, GradComm* out) {
+  for (GradComm c : {GradComm::fp32, GradComm::bf16, GradComm::fp8})
+    if (name == grad_comm_name(c)) {
+      *out = c;
+      return Status::Ok();
+    }
+  return Status::Invalid("--grad-comm expects fp32, bf16 or fp8, got '" + name + "'");
+}
+
+const char* grad_comm_name(GradComm c) { return c == GradComm::fp32 ? "fp32" : c == GradComm::bf16 ? "bf16" : "fp8"; }
+
+std::string train_step_part(size_t i) { return "train_step.part" + std::to_string(i); }
+
+Status exchange_points(const Model& m, std::vector<ExchangePoint>* out) {
+  int prog = m.find_program("train_step");
+  if (prog < 0) return Status::Invalid(m.label() + ": has no train_step program");
+  const std::vector<OpInfoLoaded>& ops = m.programs()[prog].ops;
+  auto last_write = [&](int t, size_t before) {
+    size_t w = before;
+    for (size_t i = 0; i < before; ++i)
+      if (std::find(ops[i].out.begin(), ops[i].out.end(), t) != ops[i].out.end()) w = i;
+    return w;
+  };
+  std::map<size_t, std::vector<int>> at;  // op index -> gradients complete before it
+  for (size_t u = 0; u < ops.size(); ++u) {
+    if (!is_update(ops[u].code) || ops[u].in.size() < 2) continue;
+    int g = ops[u].in[1];  // the gradient the update reads
+    size_t w = last_write(g, u);
+    if (w < u && ops[w].code == OpCode::QuantizeGrad) {  // below the fp32 level: exchange its f32 input
+      g = ops[w].in[0];
+      w = last_write(g, w);
+    }
+    const TensorInfo& t = m.tensors()[g];
+    if (w == u || t.type.dtype != DType::f32)
+      return Status::Invalid(ops[u].loc + ": the gradient " + t.name + " of this update is not an f32 tensor that backward writes");
+    size_t r = w + 1;
+    while (r < ops.size() && std::find(ops[r].in.begin(), ops[r].in.end(), g) == ops[r].in.end()) ++r;
+    at[r].push_back(g);
+  }
+  if (at.empty()) return Status::Invalid(m.label() + ": its train_step updates no parameter");
+  out->clear();
+  for (auto& [op, grads] : at) out->push_back({op, grads});
+  return Status::Ok();
+}
+
+Status split_train_step(const Model& m, std::unique_ptr<Model>* out) {
+  std::vector<ExchangePoint> points;
+  SG_TRY(exchange_points(m, &points));
+  std::vector<uint8_t> bytes(m.file_bytes().begin(), m.file_bytes().end());
+  SG_TRY(Model::load_bytes(std::move(bytes), m.label(), out));
+  const ProgramInfo& whole = m.programs()[m.find_program("train_step")];
+  size_t begin = 0;
+  for (size_t i = 0; i <= points.size(); ++i) {
+    size_t end = i < points.size() ? points[i].op : whole.ops.size();
+    ProgramInfo part{train_step_part(i), {whole.ops.begin() + begin, whole.ops.begin() + end}, whole.peak_bytes};
+    (*out)->add_program(std::move(part));
+    begin = end;
+  }
+  return Status::Ok();
+}
+
+Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
+  comm_ = &c;
+  mode_ = mode;
+  const Model& m = s.model();
+  SG_TRY(s.find_program("train_step", &whole_));
+  if (c.size() == 1) return Status::Ok();
+  std::vector<ExchangePoint> points;
+  SG_TRY(exchange_points(m, &points));
+  for (size_t i = 0; i <= points.size(); ++i) {
+    int p = m.find_program(train_step_part(i));
+    if (p < 0) return Status::Invalid(m.label() + ": train_step is not cut for several ranks (split_train_step)");
+    parts_.push_back(p);
+    if (i < points.size()) exchanges_.push_back(points[i].grads);
+  }
+  for (size_t id = 0; id < m.tensors().size(); ++id)
+    if (m.tensors()[id].role == Role::statistic && in_checkpoint(m.tensors()[id]) && m.tensors()[id].type.dtype == DType::f32)
+      statistics_.push_back(static_cast<int>(id));
+  histories_ = amax_histories(m, whole_);
+  return Status::Ok();
+}
+
+Status RankStep::run(Session& s) {
+  bytes_sent_ = 0;
+  comm_seconds_ = 0;
+  if (parts_.empty()) return s.run(whole_);
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (i > 0) {
+      auto t0 = std::chrono::steady_clock::now();
+      SG_TRY(exchange(s, exchanges_[i - 1]));
+      comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    SG_TRY(s.run(parts_[i]));
+  }
+  return Status::Ok();
+}
+
+// The gradients, concatenated, become their mean over the ranks. fp8: each
+// tensor's amax is max-reduced first, so every rank scales it by the same
+// 2^e (e = floor(log2(E5M2 max / amax))); the codes are summed in FP32 in
+// rank order and the mean, which fits under the same scale, goes back as
+// codes. A non-finite amax anywhere makes the tensor NaN on every rank: the
+// step's finiteness check then skips the update everywhere.
+Status RankStep::exchange(Session& s, const std::vector<int>& grads) {
+  const Model& m = s.model();
+  std::vector<size_t> at{0};
+  for (int g : grads) at.push_back(at.back() + m.tensors()[g].bytes / sizeof(float));
+  std::vector<float> flat(at.back());
+  for (size_t i = 0; i < grads.size(); ++i) SG_TRY(s.read(grads[i], flat.data() + at[i], (at[i + 1] - at[i]) * sizeof(float)));
+  const float inv_ranks = 1.0f / static_cast<float>(comm_->size());
+  if (mode_ != GradComm::fp8) {
+    SG_TRY(allreduce_sum(*comm_, flat.data(), flat.size(), mode_ == GradComm::bf16 ? Wire::bf16 : Wire::f32, inv_ranks,
+                         &bytes_sent_));
+  } else {
+    std::vector<float> amax(grads.size(), 0.0f);
+    for (size_t i = 0; i < grads.size(); ++i)
+      for (size_t j = at[i]; j < at[i + 1]; ++j) amax[i] = std::isfinite(flat[j]) ? std::max(amax[i], std::fabs(flat[j])) : NAN;
+    SG_TRY(allreduce_max(*comm_, amax.data(), amax.size(), &bytes_sent_));
+    std::vector<int> exps(grads.size(), 0);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (std::isfinite(amax[i]) && amax[i] > 0)
+        exps[i] = std::clamp(static_cast<int>(std::floor(std::log2(kE5M2Max / amax[i]))), -126, 126);
+    for (size_t i = 0; i < grads.size(); ++i)
+      for (size_t j = at[i]; j < at[i + 1]; ++j) flat[j] *= fmt::exp2i(exps[i]);
+    SG_TRY(allreduce_sum(*comm_, flat.data(), flat.size(), Wire::e5m2, inv_ranks, &bytes_sent_));
+    for (size_t i = 0; i < grads.size(); ++i)
+      for (size_t j = at[i]; j < at[i + 1]; ++j) flat[j] = std::isfinite(amax[i]) ? flat[j] * fmt::exp2i(-exps[i]) : NAN;
+  }
+  for (size_t i = 0; i < grads.size(); ++i) SG_TRY(s.write(grads[i], flat.data() + at[i], (at[i + 1] - at[i]) * sizeof(float)));
+  return Status::Ok();
+}
+
+Status RankStep::sync_state(Session& s) {
+  if (parts_.empty()) return Status::Ok();
+  const float inv_ranks = 1.0f / static_cast<float>(comm_->size());
+  std::vector<float> v;
+  for (int id : statistics_) {
+    SG_TRY(read_f32(s, id, &v));
+    SG_TRY(allreduce_sum(*comm_, v.data(), v.size(), Wire::f32, inv_ranks));
+    SG_TRY(s.write(id, v.data(), v.size() * sizeof(float)));
+  }
+  for (int id : histories_) {
+    SG_TRY(read_f32(s, id, &v));
+    SG_TRY(allreduce_max(*comm_, v.data() + kStateHeader, v.size() - kStateHeader));
+    SG_TRY(s.write(id, v.data(), v.size() * sizeof(float)));
+  }
+  return Status::Ok();
+}
+
+Status broadcast_state(Session& s, Communicator& c) {
+  if (c.size() == 1) return Status::Ok();
+  std::vector<uint8_t> buf;
+  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
+    if (!in_checkpoint(s.model().tensors()[id])) continue;
+    const int t = static_cast<int>(id);
+    buf.resize(s.model().tensors()[id].bytes);
+    if (c.rank() == 0) SG_TRY(s.read(t, buf.data(), buf.size()));
+    for (size_t at = 0; at < buf.size(); at += kMaxMessage)
+      SG_TRY(c.broadcast(buf.data() + at, std::min(kMaxMessage, buf.size() - at), 0));
+    if (c.rank() != 0) SG_TRY(s.write(t, buf.data(), buf.size()));
+  }
+  return Status::Ok();
+}
+
+Status check_agree(Communicator& c, uint64_t value, const std::string& what, StatusCode code) {
+  if (c.size() == 1) return Status::Ok();
+  std::vector<uint64_t> all(static_cast<size_t>(c.size()));
+  SG_TRY(c.allgather(&value, sizeof value, all.data()));
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) {
+      std::string msg = "rank " + std::to_string(r) + "'s " + what + " differs from rank 0's";
+      return code == StatusCode::invalid_input ? Status::Invalid(msg) : Status::Runtime(msg);
+    }
+  return Status::Ok();
+}
+
+uint64_t model_hash(const Model& m) { return fnv1a(kFnvBasis, m.file_bytes().data(), m.file_bytes().size()); }
+
+Status check_identical(Session& s, Communicator& c) {
+  if (c.size() == 1) return Status::Ok();
+  uint64_t hash = kFnvBasis;
+  std::vector<uint8_t> buf;
+  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
+    if (!is_shared(s.model().tensors()[id])) continue;
+    buf.resize(s.model().tensors()[id].bytes);
+    SG_TRY(s.read(static_cast<int>(id), buf.data(), buf.size()));
+    hash = fnv1a(hash, buf.data(), buf.size());
+  }
+  return check_agree(c, hash, "parameters or optimizer state (a hash of their bytes): the ranks diverged", StatusCode::runtime_error);
+}
+
+}  // namespace sgrt

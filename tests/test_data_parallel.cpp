@@ -1,0 +1,234 @@
+// Data-parallel training (sgrt/data_parallel.h, docs/distributed.md).
+//  - split_train_step cuts train_step where its gradients are complete: before
+//    the finiteness check at the fp32 state level, before each quantize_grad below it;
+//  - under `mpirun -np 2`, 2 ranks x batch b follow 1 rank x batch 2b (losses
+//    and final parameters to rounding) for the MLP and a small GPT; bf16 and fp8
+//    gradients stay close to fp32 and send 1/2 and 1/4 of its bytes;
+//  - ranks that do not run the same model, or a rank that leaves, end the run
+//    with one clear line instead of a hang.
+// The mpirun cases skip with one line where sgrt is built without MPI.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "harness.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/data_parallel.h"
+#include "tool_runner.h"
+
+using namespace sgrt;
+
+namespace {
+
+const char* kMlp = "models/fashion_mlp.lua";
+const char* kGpt = "models/gpt.lua";
+
+std::vector<OpCode> codes(const ProgramInfo& p) {
+  std::vector<OpCode> c;
+  for (const OpInfoLoaded& op : p.ops) c.push_back(op.code);
+  return c;
+}
+
+// The parts split_train_step made, in order.
+std::vector<const ProgramInfo*> parts_of(const Model& m) {
+  std::vector<const ProgramInfo*> parts;
+  for (int p; (p = m.find_program(train_step_part(parts.size()))) >= 0;) parts.push_back(&m.programs()[p]);
+  return parts;
+}
+
+// mpirun, allowed to run as root (CI containers) and to put 2 ranks on fewer cores.
+std::string mpirun() {
+#if defined(SGRT_WITH_MPI) && defined(SGRT_MPIEXEC)
+  if (access(SGRT_MPIEXEC, X_OK) == 0)
+    return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " SGRT_MPIEXEC;
+#endif
+  return "";
+}
+
+bool have_mpi() {
+  static bool said = false;  // one line for all the cases
+  if (!mpirun().empty()) return true;
+  if (!said) MESSAGE("skipped: sgrt is built without MPI or mpirun is missing (libopenmpi-dev, openmpi-bin; SGRT_MPI)");
+  said = true;
+  return false;
+}
+
+// The numbers named `key` in a --log file, in order (steps, then the done event).
+std::vector<double> logged(const std::string& log, const std::string& key) {
+  std::vector<double> v;
+  std::regex re("\"" + key + "\":([-0-9.e+]+)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    v.push_back(std::stod((*it)[1]));
+  return v;
+}
+
+struct Run {
+  std::string log;
+  test::TempDir dir;
+};
+
+// `sgrt train` of `model` with `flags`, on one rank or under mpirun -np ranks;
+// one thread per rank (CI has two cores).
+void train(const std::string& model, const std::string& flags, int ranks, Run* r) {
+  std::string cmd = test::kTool + " train " + model + " " + flags + " --threads 1 --quiet --log " + r->dir.path +
+                    "/log.jsonl --checkpoint " + r->dir.path + "/ck";
+  if (ranks > 1) cmd = mpirun() + " -np " + std::to_string(ranks) + " " + cmd + " --comm-timeout 60";
+  test::ToolResult o = test::run_shell(cmd);
+  REQUIRE_MESSAGE(o.code == 0, cmd << "\n" << o.err);
+  r->log = test::slurp(r->dir.path + "/log.jsonl");
+}
+
+// Every parameter of the checkpoint in `dir` (with the model.sg beside it), concatenated.
+std::vector<float> params_of(const std::string& dir) {
+  std::unique_ptr<Model> m;
+  Status st = Model::load_file(dir + "/model.sg", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> s = test::open_session(std::move(m));
+  int64_t step;
+  st = load_checkpoint(*s, dir, &step);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<float> all;
+  for (const TensorInfo& t : s->model().tensors())
+    if (t.role == Role::param) {
+      std::vector<float> v = test::read_f32(*s, t.name);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+  return all;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]) / std::max(1e-6, std::fabs(a[i])));
+  return d;
+}
+
+std::string sets(const std::map<std::string, std::string>& set) {
+  std::string s;
+  for (auto& [k, v] : set) s += " --set " + k + "=" + v;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("split_train_step cuts before the finiteness check at fp32, before each quantize_grad at O2") {
+  for (const char* level : {"fp32", "O2"}) {
+    CAPTURE(level);
+    dsl::ScriptOptions opts;
+    opts.set = {{"hidden", "16"}};
+    compiler::Graph g;
+    Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + std::string(kMlp), opts, &g);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    g.optimizer.state = level;  // what --opt-level does
+    st = compiler::compile(g);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Model> m;
+    st = Model::load_bytes(compiler::serialize(g), kMlp, &m);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Model> split;
+    st = split_train_step(*m, &split);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const ProgramInfo& whole = split->programs()[split->find_program("train_step")];
+    std::vector<const ProgramInfo*> parts = parts_of(*split);
+    std::vector<OpCode> joined;
+    for (const ProgramInfo* p : parts) {
+      std::vector<OpCode> c = codes(*p);
+      joined.insert(joined.end(), c.begin(), c.end());
+    }
+    CHECK(joined == codes(whole));  // the parts are train_step, in order
+    int params = 0;
+    for (const TensorInfo& t : m->tensors()) params += t.role == Role::param;
+    // Every update reads its gradient after the last cut: all of backward is before it.
+    size_t updates_in_last = 0;
+    for (OpCode c : codes(*parts.back())) updates_in_last += c == OpCode::AdamwUpdate;
+    CHECK(updates_in_last == static_cast<size_t>(params));
+    if (std::string(level) == "fp32") {
+      REQUIRE(parts.size() == 2);
+      CHECK(parts[1]->ops.front().code == OpCode::CheckFinite);
+    } else {
+      REQUIRE(parts.size() == static_cast<size_t>(params) + 1);
+      for (size_t i = 1; i < parts.size(); ++i) CHECK(parts[i]->ops.front().code == OpCode::QuantizeGrad);
+    }
+  }
+}
+
+TEST_CASE("unknown --grad-comm is one clear error") {
+  test::ToolResult r = test::run_tool({"train", kMlp, "--grad-comm", "fp16", "--steps", "1"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--grad-comm expects fp32, bf16 or fp8, got 'fp16'") != std::string::npos);
+}
+
+#ifndef SGRT_WITH_MPI
+TEST_CASE("an sgrt built without MPI, started by mpirun with 2 ranks, says so (exit 2)") {
+  test::ToolResult r = test::run_shell("OMPI_COMM_WORLD_SIZE=2 " + test::kTool + " train " + kMlp + " --steps 1");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("started by mpirun with 2 ranks, but this sgrt was built without MPI") != std::string::npos);
+}
+#endif
+
+// The MLP: 200 steps of 2 ranks x batch 50 against 1 rank x batch 100.
+TEST_CASE("mpirun -np 2: the MLP's losses and parameters follow one rank with twice the batch; bf16 and fp8 stay close") {
+  if (!have_mpi()) return;
+  const std::map<std::string, std::string> small{{"hidden", "32"}};
+  const std::string steps = " --steps 200 --log-every 10";
+  Run one, two, bf16, fp8;
+  train(kMlp, sets(small) + " --set batch=100" + steps, 1, &one);
+  train(kMlp, sets(small) + " --set batch=50" + steps, 2, &two);
+  std::vector<double> l1 = logged(one.log, "loss"), l2 = logged(two.log, "loss");
+  REQUIRE(l1.size() == 21);  // 20 logged steps and the final evaluation
+  // Not bit-identical: one rank sums the batch's 100 rows inside its GEMMs,
+  // two ranks sum 50 each and then add the two halves.
+  MESSAGE("MLP, 2 ranks x 50 against 1 x 100: largest relative loss difference " << max_rel_diff(l1, l2));
+  CHECK(max_rel_diff(l1, l2) < 1e-5);
+  std::vector<float> p1 = params_of(one.dir.path + "/ck"), p2 = params_of(two.dir.path + "/ck");
+  REQUIRE(p1.size() == p2.size());
+  double worst = 0;
+  for (size_t i = 0; i < p1.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(p1[i] - p2[i])));
+  MESSAGE("largest parameter difference " << worst);
+  CHECK(worst < 1e-5);
+
+  // Bytes per step, from the parameter count: a ring all-reduce's 2 (N-1)/N per element.
+  const double n = static_cast<double>(p1.size());
+  CHECK(logged(two.log, "comm_bytes").front() == doctest::Approx(n * 4).epsilon(1e-4));
+  train(kMlp, sets(small) + " --set batch=50 --grad-comm bf16" + steps, 2, &bf16);
+  train(kMlp, sets(small) + " --set batch=50 --grad-comm fp8" + steps, 2, &fp8);
+  CHECK(logged(bf16.log, "comm_bytes").front() == doctest::Approx(n * 2).epsilon(1e-4));
+  // fp8: one byte per element, plus the max-reduce of the 4 tensors' amaxes (f32).
+  CHECK(logged(fp8.log, "comm_bytes").front() == doctest::Approx(n * 1 + 4 * 4).epsilon(1e-4));
+  for (Run* r : {&bf16, &fp8}) {
+    MESSAGE("final test loss " << logged(r->log, "loss").back() << " against fp32's " << l2.back());
+    CHECK(logged(r->log, "loss").back() == doctest::Approx(l2.back()).epsilon(0.02));
+    CHECK(logged(r->log, "accuracy").back() == doctest::Approx(logged(two.log, "accuracy").back()).epsilon(0.02));
+  }
+}
+
+TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the batch") {
+  if (!have_mpi()) return;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 17) + ". ";
+  test::TempFile corpus(".txt", text);
+  const std::string model = std::string(kGpt) + " --set n_layer=1 --set n_embd=16 --set n_head=2 --set block=16";
+  const std::string flags = " --steps 200 --log-every 10 --data " + corpus.path;
+  Run one, two;
+  train(model, "--set batch=4" + flags, 1, &one);
+  train(model, "--set batch=2" + flags, 2, &two);
+  double d = max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
+  MESSAGE("GPT, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
+  CHECK(d < 1e-5);
+}
+
+TEST_CASE("mpirun -np 2: ranks with different models, or a rank that leaves, end the run with a clear line") {
+  if (!have_mpi()) return;
+  const std::string tool = test::kTool + " train " + kMlp + " --set hidden=16 --set batch=50 --threads 1 --quiet";
+  test::ToolResult o = test::run_shell(mpirun() + " -np 1 " + tool + " : -np 1 " + tool + " --set lr=0.01");
+  CHECK(o.code != 0);
+  CHECK(o.err.find("rank 1's model (compiled with other flags or from another file) differs from rank 0's") != std::string::npos);
+
+  // Rank 1 stops after step 3; rank 0 waits for it 2 s in step 4's exchange.
+  o = test::run_shell(mpirun() + " -np 1 " + tool + " --steps 20 --comm-timeout 2 : -np 1 " + tool + " --steps 20 --stop-after 3");
+  CHECK(o.code != 0);
+  CHECK(o.err.find("rank 0 of 2: no answer from the other ranks in alltoall for 2 s (--comm-timeout): a rank died or hangs") !=
+        std::string::npos);
+}
