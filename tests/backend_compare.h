@@ -420,6 +420,15 @@ inline std::vector<uint8_t> bytes_of(const Session& s, int id) {
   return v;
 }
 
+// A tensor's stored bytes as elements of T.
+template <class T>
+std::vector<T> read_as(const Session& s, int id) {
+  std::vector<uint8_t> b = bytes_of(s, id);
+  std::vector<T> v(b.size() / sizeof(T));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
+  return v;
+}
+
 // One program per op, "<program>#<index>", in the original order; returns each
 // original program's name and op count.
 inline std::vector<std::pair<std::string, size_t>> split_programs(compiler::Graph* g) {

@@ -9,7 +9,6 @@
 // axis changes the scales' shape and values.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -57,14 +56,6 @@ std::vector<TileRef> expected_tiles(const std::vector<float>& x, int64_t rows, i
       t.push_back(tile_ref(amax));
     }
   return t;
-}
-
-template <class T>
-std::vector<T> read_as(const Session& s, int id) {
-  std::vector<uint8_t> b = test::bytes_of(s, id);
-  std::vector<T> v(b.size() / sizeof(T));
-  std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
-  return v;
 }
 
 const char* kMlp = R"(
@@ -179,7 +170,7 @@ TEST_CASE("fp8-block: one training step's scales, codes and K-chunked GEMMs, til
     const OpInfoLoaded& op = m->programs()[p].ops[0];
     if (op.code == OpCode::Quantize) {
       Source& src = sources[op.out[0]];
-      src.x = read_as<float>(*s, op.in[0]);
+      src.x = test::read_as<float>(*s, op.in[0]);
       src.cols = m->tensors()[op.out[0]].type.shape.back();
       src.rows = static_cast<int64_t>(src.x.size()) / src.cols;
       src.name = origin_of(op.in[0]);
@@ -206,7 +197,7 @@ TEST_CASE("fp8-block: one training step's scales, codes and K-chunked GEMMs, til
       (weight ? blocks : tiles)++;
       per_scale[t] = gr == QuantGranularity::block128x128 ? kTile : 1;
       codes[t] = test::bytes_of(*s, op.in[t * 3]);
-      scales[t] = read_as<float>(*s, op.in[t * 3 + 1]);
+      scales[t] = test::read_as<float>(*s, op.in[t * 3 + 1]);
       const std::vector<TileRef> want = expected_tiles(side[t]->x, side[t]->rows, side[t]->cols, per_scale[t]);
       REQUIRE(scales[t].size() == want.size());
       const int64_t nb = (side[t]->cols + kTile - 1) / kTile;
@@ -227,7 +218,7 @@ TEST_CASE("fp8-block: one training step's scales, codes and K-chunked GEMMs, til
     ks.insert(K);
     // The product the definition gives: per chunk the exact sum of code products,
     // times the chunk's two scales, summed over the chunks (in double here).
-    std::vector<float> y = read_as<float>(*s, op.out[0]);
+    std::vector<float> y = test::read_as<float>(*s, op.out[0]);
     REQUIRE(static_cast<int64_t>(y.size()) == M * N);
     double worst = 0;
     for (int64_t mi = 0; mi < M; ++mi)

@@ -7,7 +7,6 @@
 // row and a row with a huge outlier are in the input: the outlier must leave the
 // other rows' products as they are (per-tensor fp8 flushes them).
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <random>
 
@@ -93,14 +92,6 @@ std::vector<int32_t> expected_exponents(const Operand& op) {
   return e;
 }
 
-template <class T>
-std::vector<T> read_as(const Session& s, int id) {
-  std::vector<uint8_t> b = test::bytes_of(s, id);
-  std::vector<T> v(b.size() / sizeof(T));
-  std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("fp8-row: one training step's scales, codes and three GEMMs against an independent quantization") {
@@ -120,7 +111,7 @@ TEST_CASE("fp8-row: one training step's scales, codes and three GEMMs against an
       CHECK(q.type.dtype == DType::e4m3);
       CHECK(op.quant[0].mode == ScaleMode::current_amax);
       Operand& src = sources[op.out[0]];
-      src.x = read_as<float>(*s, op.in[0]);
+      src.x = test::read_as<float>(*s, op.in[0]);
       src.cols = q.type.shape.back();
       src.rows = static_cast<int64_t>(src.x.size()) / src.cols;
       // A previous exponent no amax here gives (|x| near 2^28), so a kept one shows.
@@ -147,7 +138,7 @@ TEST_CASE("fp8-row: one training step's scales, codes and three GEMMs against an
       side[t]->outer_is_row = t == 0 ? !trans : trans;
       (side[t]->outer_is_row ? row_outer : column_outer)++;
       exps[t] = expected_exponents(*side[t]);
-      CHECK(read_as<int32_t>(*s, op.in[t * 3 + 1]) == exps[t]);
+      CHECK(test::read_as<int32_t>(*s, op.in[t * 3 + 1]) == exps[t]);
       for (int64_t o = 0; o < side[t]->outer(); ++o) {
         bool zero = true;
         for (int64_t k = 0; k < side[t]->inner(); ++k) zero = zero && side[t]->at(o, k) == 0;
@@ -164,7 +155,7 @@ TEST_CASE("fp8-row: one training step's scales, codes and three GEMMs against an
     // The product of the test's own codes, each term times 2^-(eA[m] + eB[n]).
     const Operand &a = *side[0], &b = *side[1];
     REQUIRE(a.inner() == b.inner());
-    std::vector<float> y = read_as<float>(*s, op.out[0]);
+    std::vector<float> y = test::read_as<float>(*s, op.out[0]);
     REQUIRE(static_cast<int64_t>(y.size()) == a.outer() * b.outer());
     auto code = [&](int t, const Operand& o, int64_t outer, int64_t k) {
       return mine[t][o.outer_is_row ? outer * o.cols + k : k * o.cols + outer];

@@ -27,11 +27,7 @@ const char* kMlp = R"(
 
 std::shared_ptr<const Model> compile(bool plan) {
   compiler::Graph g;
-  test::TempFile f(".lua", kMlp);
-  Status st = dsl::load_script(f.path, {}, &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  g.plan_scales = plan;
-  st = compiler::compile(g);
+  Status st = test::compile_graph(kMlp, &g, {}, plan);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Model> m;
   st = Model::load_bytes(compiler::serialize(g), "fp8_static.sg", &m);

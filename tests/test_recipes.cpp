@@ -84,13 +84,7 @@ namespace {
 // scale, with or without the scale plan (--no-plan).
 float test_loss(const std::string& recipe, const std::string& input_scale, bool plan, int64_t steps) {
   compiler::Graph g;
-  test::TempFile f(".lua", kMlp);
-  dsl::ScriptOptions opts;
-  opts.set = {{"recipe", recipe}, {"input_scale", input_scale}};
-  Status st = dsl::load_script(f.path, opts, &g);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  g.plan_scales = plan;
-  st = compiler::compile(g);
+  Status st = test::compile_graph(kMlp, &g, {{"recipe", recipe}, {"input_scale", input_scale}}, plan);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Model> m;
   st = Model::load_bytes(compiler::serialize(g), "recipes.sg", &m);
