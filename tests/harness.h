@@ -35,14 +35,14 @@ struct TempFile {
 };
 
 // Runs the DSL and the compiler on `lua`; errors come back as a Status.
-// plan = false: the scale planner off (--no-plan).
+// plan = false: the scale planner off, as --no-plan (true leaves the script's choice).
 inline Status compile_graph(const std::string& lua, compiler::Graph* g, const std::map<std::string, std::string>& set = {},
                             bool plan = true) {
   TempFile f(".lua", lua);
   dsl::ScriptOptions opts;
   opts.set = set;
   SG_TRY(dsl::load_script(f.path, opts, g));
-  g->plan_scales = plan;
+  if (!plan) g->plan_scales = false;
   return compiler::compile(*g);
 }
 
