@@ -151,6 +151,14 @@ TEST_CASE("delayed scaling uses the given exponent, measures amax, counts satura
   CHECK(s.saturated == 1);
   CHECK(q[0] == 0x7E);
   CHECK(fmt::e4m3_decode(q[1]) == -256.0f);
+
+  // A static scale (no history to feed) skips the amax: the same codes, no amax.
+  p.measure_amax = false;
+  std::vector<uint8_t> q2(4);
+  const QuantStats st = quantize(x.data(), 1, 4, QuantAxis::tensor, p, false, q2.data(), &e);
+  CHECK(st.amax == 0.0f);
+  CHECK(st.saturated == 1);
+  CHECK(q2 == q);
 }
 
 TEST_CASE("MS-AMP's FP4 reference vectors (NUMERICS.md §4) under RNE") {

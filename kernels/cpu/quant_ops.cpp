@@ -35,6 +35,7 @@ Status k_quantize(const OpArgs& a) {
   QuantParams p;
   p.fmt = spec.dtype;
   p.margin = spec.margin;
+  p.measure_amax = spec.history > 0;  // a static scale takes no amax at run time
   QuantGranularity g = spec.granularity;
   bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
   int64_t hist = spec.history;

@@ -139,7 +139,7 @@ QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
   }
   if (axis == QuantAxis::tensor) mult[0] = fmt::exp2i(exps[0]);
   // Delayed per-tensor scaling measures the amax in this same pass.
-  const bool measure = axis == QuantAxis::tensor && !update_scale;
+  const bool measure = axis == QuantAxis::tensor && !update_scale && p.measure_amax;
   const int64_t ms = axis == QuantAxis::col ? 1 : 0;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     for (int64_t r = r0; r < r1; ++r) {

@@ -28,6 +28,9 @@ struct QuantParams {
   int margin = 0;
   bool stochastic = false;  // stochastic rounding instead of nearest-even
   uint32_t seed = 0;
+  // Given exponents (update_scale = false): also measure stats.amax, which only a
+  // delayed-scaling history reads; static scales skip it.
+  bool measure_amax = true;
 };
 
 struct QuantStats {
@@ -47,7 +50,8 @@ enum class QuantAxis : uint8_t { tensor, row, col };  // one exponent per tensor
 
 // exps has 1, rows or cols entries: in, the previous exponents; out, the ones used.
 // update_scale = true: current scaling (this tensor's amax sets the exponents);
-// false: delayed scaling (the given exponents are used; stats.amax feeds the history).
+// false: the given exponents are used (static or delayed scaling; stats.amax, measured
+// when p.measure_amax, feeds the delayed history).
 QuantStats quantize(const float* x, int64_t rows, int64_t cols, QuantAxis axis,
                     const QuantParams& p, bool update_scale, void* q, int32_t* exps);
 

@@ -287,7 +287,8 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
     SG_CUDA(cudaMemsetAsync(q.st, 0, sizeof(Stats), s));
     switch (q.g) {
       case QuantGranularity::tensor:
-        if (!q.fused_amax) amax_kernel<<<grid, kThreads, 0, s>>>(q);
+        // A static scale without a history takes no amax at run time.
+        if (!q.fused_amax && (q.mode != ScaleMode::static_pow2 || q.hist > 0)) amax_kernel<<<grid, kThreads, 0, s>>>(q);
         mode_kernel<<<1, 1, 0, s>>>(q);
         break;
       case QuantGranularity::row:
