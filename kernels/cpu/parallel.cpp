@@ -1,6 +1,7 @@
 #include "cpu/parallel.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,9 @@ namespace sgrt::cpu {
 namespace {
 
 thread_local bool t_in_pool_work = false;
+
+// How long an idle thread polls for the next job before sleeping.
+constexpr std::chrono::microseconds kSpin{50};
 
 class Pool {
  public:
@@ -33,14 +37,16 @@ class Pool {
       std::lock_guard<std::mutex> lk(mu_);
       fn_ = fn; ctx_ = ctx; n_ = n; grain_ = grain; chunks_ = chunks;
       next_.store(0);
-      helpers_ = threads - 1;
-      pending_ = helpers_;
-      ++generation_;
+      helpers_.store(threads - 1, std::memory_order_relaxed);
+      pending_.store(threads - 1);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_.wait(lk, [&] { return pending_ == 0; });
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_.wait(lk, [&] { return pending_.load() == 0; });
+    }
     return true;
   }
 
@@ -62,25 +68,49 @@ class Pool {
   void loop(int id) {
     uint64_t seen = 0;
     for (;;) {
-      {
+      // A step runs one parallel_for after another with short serial gaps: a
+      // helper that spins through the gap starts the next job without a futex
+      // wake-up (tens of microseconds, the cost of a small GEMM). It sleeps after.
+      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock<std::mutex> lk(mu_);
-        wake_.wait(lk, [&] { return quit_ || generation_ != seen; });
+        wake_.wait(lk, [&] { return quit_ || generation_.load() != seen; });
         if (quit_) return;
-        seen = generation_;
-        if (id >= helpers_) continue;  // this job wants fewer threads
       }
+      seen = generation_.load(std::memory_order_acquire);
+      if (id >= helpers_.load(std::memory_order_relaxed)) continue;  // this job wants fewer threads
       work();
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) done_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(mu_);  // the caller may be between its check and its wait
+        done_.notify_one();
+      }
     }
+  }
+
+  // Polls ready() for up to kSpin, pausing the core between polls.
+  template <class Ready>
+  static bool spin_until(Ready ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+    }
+  }
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
 
   std::mutex busy_, mu_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   bool quit_ = false;
-  uint64_t generation_ = 0;
-  int helpers_ = 0, pending_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0}, helpers_{0};  // helpers_: read by idle helpers outside mu_
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, grain_ = 1, chunks_ = 0;
