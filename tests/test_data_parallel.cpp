@@ -6,7 +6,8 @@
 //    gradients stay close to fp32 and send 1/2 and 1/4 of its bytes;
 //  - ranks that do not run the same model, or a rank that leaves, end the run
 //    with one clear line instead of a hang;
-//  - an infinite gradient on one rank skips that step on every rank.
+//  - an infinite gradient on one rank skips that step on every rank;
+//  - a checkpoint of 2 ranks resumes on 1 rank with twice the batch and back.
 // scripts/test_two_hosts.sh (ctest two_hosts) runs 2 ranks as two machines.
 // The mpirun cases skip with one line where sgrt is built without MPI.
 #include <unistd.h>
@@ -305,6 +306,31 @@ TEST_CASE("mpirun -np 2: an infinite gradient on one rank only skips that step o
           << max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss")));
   CHECK(max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss")) < 1e-5);
   std::vector<float> p1 = params_of(one.dir.path + "/ck"), p2 = params_of(two.dir.path + "/ck");
+  REQUIRE(p1.size() == p2.size());
+  for (size_t i = 0; i < p1.size(); ++i) CHECK(p2[i] == doctest::Approx(p1[i]).epsilon(1e-5));
+}
+
+TEST_CASE("a checkpoint of 2 ranks x batch 5 resumes on 1 rank x batch 10 and back, following one uninterrupted rank") {
+  if (!have_mpi()) return;
+  test::TempFile model(".lua", kLogModel), data(".csv", blobs_csv(100, -1));
+  // 90 training examples: 9 steps an epoch; the runs stop mid-epoch, at steps 12 and 24 of 36.
+  const std::string flags = " --steps 36 --log-every 1 --data " + data.path;
+  Run one, moved;
+  train(model.path, "--set batch=10" + flags, 1, &one);
+  train(model.path, "--set batch=5 --stop-after 12" + flags, 2, &moved);
+  train(model.path, "--set batch=10 --resume --stop-after 24" + flags, 1, &moved);
+  // Another number of examples a step is another run: one clear line.
+  test::ToolResult o = test::run_tool({"train", model.path, "--set", "batch=5", "--resume", "--checkpoint", moved.dir.path + "/ck",
+                                       "--data", data.path, "--threads", "1"});
+  CHECK(o.code == 2);
+  CHECK(o.err.find("saved with 9 steps per epoch, this run's (1 rank x batch 5 x accumulate 1 = 5 examples a step) gives 18: "
+                   "resume with ranks x batch x accumulate as in the run that saved it") != std::string::npos);
+  train(model.path, "--set batch=5 --resume" + flags, 2, &moved);
+  std::vector<double> l1 = logged(one.log, "loss"), l2 = logged(moved.log, "loss");
+  REQUIRE(l1.size() == 36 + 4);  // every step, 3 epochs' evaluations and the final one
+  MESSAGE("2 ranks, then 1, then 2 against 1 rank throughout: largest relative loss difference " << max_rel_diff(l1, l2));
+  CHECK(max_rel_diff(l1, l2) < 1e-5);
+  std::vector<float> p1 = params_of(one.dir.path + "/ck"), p2 = params_of(moved.dir.path + "/ck");
   REQUIRE(p1.size() == p2.size());
   for (size_t i = 0; i < p1.size(); ++i) CHECK(p2[i] == doctest::Approx(p1[i]).epsilon(1e-5));
 }

@@ -161,7 +161,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   return write_file_atomic(file_in(dir), b.data(), b.size());
 }
 
-Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta) {
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id) {
   std::string path = file_in(dir);
   std::vector<uint8_t> b;
   SG_TRY(read_file(path, &b));
@@ -169,20 +169,20 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta)
   SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
   Reader r(b.data(), n);
   char magic[8];
-  uint64_t id = 0, step_id = 0;
+  uint64_t id = 0, saved_step_id = 0;
   uint32_t count = 0;
   if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
   if (magic[7] != kMagic[7])
     return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads version " + kMagic[7]);
   CheckpointMeta got;
-  if (!r.get(&id) || !r.get(&step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
+  if (!r.get(&id) || !r.get(&saved_step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
       !r.get(&got.batches_per_epoch) || !r.get(&count))
     return Status::Invalid(path + ": truncated header");
   const Model& m = s.model();
   if (id != model_identity(m))
     return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
   // A model without a training step (an inference-only export) runs no update to compare.
-  if (uint64_t mine = step_identity(m); mine != 0 && step_id != mine)
+  if (uint64_t mine = step_id ? step_id : step_identity(m); mine != 0 && saved_step_id != mine)
     return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
                            "hyperparameters, schedule or recipe differ from " + m.label() + "'s)");
   SG_TRY(check_meta(got).with_context(path));

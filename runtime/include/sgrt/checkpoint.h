@@ -38,8 +38,12 @@ struct CheckpointMeta {
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
 // Validates the whole file (checksum, model identity, field ranges, every
-// record) before writing any tensor into the session.
-Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta);
+// record) before writing any tensor into the session. step_id, when not 0,
+// is the training step the checkpoint must come from instead of the session's
+// own: the same script compiled with the batch the checkpoint was trained
+// with, when the session's model has another batch per rank (a resume on
+// another number of ranks, docs/distributed.md).
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
 
 // Step-only forms for tools that need no run position (eval, export, run).
 Status save_checkpoint(const Session& s, const std::string& dir, int64_t step);
