@@ -325,6 +325,12 @@ TEST_CASE("a checkpoint of 2 ranks x batch 5 resumes on 1 rank x batch 10 and ba
   CHECK(o.code == 2);
   CHECK(o.err.find("saved with 9 steps per epoch, this run's (1 rank x batch 5 x accumulate 1 = 5 examples a step) gives 18: "
                    "resume with ranks x batch x accumulate as in the run that saved it") != std::string::npos);
+  // A compiled .sg cannot take another batch.
+  o = test::run_tool({"train", moved.dir.path + "/ck/model.sg", "--set", "batch=5", "--resume", "--checkpoint",
+                      moved.dir.path + "/ck", "--data", data.path, "--threads", "1"});
+  CHECK(o.code == 2);
+  CHECK(o.err.find("--set batch=5 conflicts with the checkpoint's --set batch=10 (" + moved.dir.path +
+                   "/ck/model.flags); another batch needs the script, to compile it") != std::string::npos);
   train(model.path, "--set batch=5 --resume" + flags, 2, &moved);
   std::vector<double> l1 = logged(one.log, "loss"), l2 = logged(moved.log, "loss");
   REQUIRE(l1.size() == 36 + 4);  // every step, 3 epochs' evaluations and the final one

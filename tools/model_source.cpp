@@ -128,7 +128,8 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
       continue;
     }
     if (r && r->second != g.second)
-      return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")");
+      return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")" +
+                             (saved_step && key_of(g) == "batch" ? "; another batch needs the script, to compile it" : ""));
     if (r || script) continue;
     const auto* recipe = compiled->root().recipe();
     if (g.first == "--recipe" && recipe && recipe->str() == g.second) continue;
