@@ -323,8 +323,8 @@ TEST_CASE("a checkpoint of 2 ranks x batch 5 resumes on 1 rank x batch 10 and ba
   test::ToolResult o = test::run_tool({"train", model.path, "--set", "batch=5", "--resume", "--checkpoint", moved.dir.path + "/ck",
                                        "--data", data.path, "--threads", "1"});
   CHECK(o.code == 2);
-  CHECK(o.err.find("saved with 9 steps per epoch, this run's (1 rank x batch 5 x accumulate 1 = 5 examples a step) gives 18: "
-                   "resume with ranks x batch x accumulate as in the run that saved it") != std::string::npos);
+  CHECK(o.err.find("saved by steps of 10 examples, this run's are 1 rank x batch 5 x accumulate 1 = 5: give each rank the "
+                   "batch that makes 10") != std::string::npos);
   // A compiled .sg cannot take another batch.
   o = test::run_tool({"train", moved.dir.path + "/ck/model.sg", "--set", "batch=5", "--resume", "--checkpoint",
                       moved.dir.path + "/ck", "--data", data.path, "--threads", "1"});

@@ -70,6 +70,8 @@ Status check_meta(const CheckpointMeta& c) {
     return Status::Invalid("step " + std::to_string(c.step) + " is past the planned total of " + std::to_string(c.total_steps));
   if (c.batches_per_epoch < 0)
     return Status::Invalid("batches per epoch " + std::to_string(c.batches_per_epoch) + " is negative");
+  if (c.examples_per_step < 0)
+    return Status::Invalid("examples per step " + std::to_string(c.examples_per_step) + " is negative");
   return Status::Ok();
 }
 
@@ -144,6 +146,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   put(&b, meta.total_steps);
   put(&b, meta.seed);
   put(&b, meta.batches_per_epoch);
+  put(&b, meta.examples_per_step);
   uint32_t count = 0;
   for (const TensorInfo& t : m.tensors()) count += in_checkpoint(t);
   put(&b, count);
@@ -172,11 +175,13 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
   uint64_t id = 0, saved_step_id = 0;
   uint32_t count = 0;
   if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
-  if (magic[7] != kMagic[7])
-    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads version " + kMagic[7]);
+  const bool v3 = magic[7] == '3';  // no examples per step
+  if (magic[7] != kMagic[7] && !v3)
+    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads versions 3 and " +
+                           kMagic[7]);
   CheckpointMeta got;
   if (!r.get(&id) || !r.get(&saved_step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
-      !r.get(&got.batches_per_epoch) || !r.get(&count))
+      !r.get(&got.batches_per_epoch) || (!v3 && !r.get(&got.examples_per_step)) || !r.get(&count))
     return Status::Invalid(path + ": truncated header");
   const Model& m = s.model();
   if (id != model_identity(m))

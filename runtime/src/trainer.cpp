@@ -158,10 +158,14 @@ Status start_run(Session& s, const TrainOptions& opts, const std::string& step, 
   if (opts.steps > 0 && opts.steps != saved.total_steps)
     return Status::Invalid(opts.checkpoint_dir + ": the run was planned for " + std::to_string(saved.total_steps) +
                            " steps (--steps is the run's total), not " + std::to_string(opts.steps));
+  if (saved.examples_per_step > 0 && saved.examples_per_step != run->examples_per_step)
+    return Status::Invalid(checkpoint_path(opts.checkpoint_dir) + ": saved by steps of " + std::to_string(saved.examples_per_step) +
+                           " examples, this run's are " + step + ": give each rank the batch that makes " +
+                           std::to_string(saved.examples_per_step));
   if (saved.batches_per_epoch != run->batches_per_epoch)
     return Status::Invalid(opts.checkpoint_dir + ": saved with " + std::to_string(saved.batches_per_epoch) +
-                           " steps per epoch, this run's (" + step + ") gives " + std::to_string(run->batches_per_epoch) +
-                           ": resume with ranks x batch x accumulate as in the run that saved it");
+                           " steps per epoch, this run's (" + step + " examples a step) gives " +
+                           std::to_string(run->batches_per_epoch));
   if (s.model().train_state() >= 0) {  // the optimizer's own step counter must agree with the run's
     int32_t ts[kTrainStateLen] = {};
     SG_TRY(s.read(s.model().train_state(), ts, sizeof ts));
@@ -170,6 +174,7 @@ Status start_run(Session& s, const TrainOptions& opts, const std::string& step, 
                              " of " + std::to_string(ts[kTotalSteps]) + ", its header at step " + std::to_string(saved.step) +
                              " of " + std::to_string(saved.total_steps));
   }
+  saved.examples_per_step = run->examples_per_step;  // recorded from now on, if a format 3 file lacked it
   *run = saved;
   return Status::Ok();
 }
@@ -298,11 +303,11 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   SG_TRY(check_agree(comm, static_cast<uint64_t>(data.size(Split::train)), "training data (its number of examples)",
                      StatusCode::invalid_input));
   RunLock dir_lock;
-  CheckpointMeta run{0, total, opts.seed, per_epoch};
+  CheckpointMeta run{0, total, opts.seed, per_epoch, global_samples};
   if (lead) {
     SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
     const std::string step = std::to_string(ranks) + (ranks > 1 ? " ranks" : " rank") + " x batch " + std::to_string(micro) +
-                             " x accumulate " + std::to_string(k) + " = " + std::to_string(global_samples) + " examples a step";
+                             " x accumulate " + std::to_string(k) + " = " + std::to_string(global_samples);
     SG_TRY(start_run(s, opts, step, &run));
   } else {
     SG_TRY(s.init(run.seed, run.total_steps));  // shapes only: rank 0's state replaces it
