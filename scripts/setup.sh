@@ -16,6 +16,7 @@ packages=(
   wordnet-base               # scripts/make_wordnet_instructions.py: the LoRA example's instruction set
   libopenblas-dev            # baseline for bench/gemm only
   libopenmpi-dev openmpi-bin # data-parallel training: mpirun -np N sgrt train (SGRT_MPI)
+  iproute2                   # scripts/test_two_hosts.sh: 2 ranks in two network namespaces
   libvulkan-dev glslc mesa-vulkan-drivers   # Vulkan backend; lavapipe runs it on the CPU
   python3-matplotlib         # scripts/plot_gpt_curves.py: curves of --log files
   clang libclang-rt-14-dev   # scripts/fuzz.sh: the libFuzzer targets (CI runs each for 10 s)

@@ -186,18 +186,23 @@ TEST_CASE("safetensors with missing, unknown or mis-shaped tensors, or a malform
 
 namespace {
 
-// The checkpoint with the i64 at `offset` replaced and its CRC made valid again
-// (zlib's crc32, the footer's definition: docs/optimizer.md).
-std::string with_field(std::string bytes, size_t offset, int64_t v) {
-  std::memcpy(bytes.data() + offset, &v, 8);
+// The checkpoint's bytes with their CRC made valid again (zlib's crc32, the
+// footer's definition: docs/optimizer.md).
+std::string with_crc(std::string bytes) {
   size_t payload = bytes.size() - 8;
   uint32_t crc = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), payload));
   std::memcpy(bytes.data() + payload, &crc, 4);
   return bytes;
 }
 
-// Header offsets (format 3): magic, two identities, then these i64 fields.
-constexpr size_t kStepAt = 24, kTotalAt = 32, kBatchesPerEpochAt = 48;
+// The checkpoint with the i64 at `offset` replaced.
+std::string with_field(std::string bytes, size_t offset, int64_t v) {
+  std::memcpy(bytes.data() + offset, &v, 8);
+  return with_crc(std::move(bytes));
+}
+
+// Header offsets (format 4): magic, two identities, then these i64 fields.
+constexpr size_t kStepAt = 24, kTotalAt = 32, kBatchesPerEpochAt = 48, kExamplesPerStepAt = 56;
 
 }  // namespace
 
@@ -210,6 +215,11 @@ TEST_CASE("a checkpoint with a valid checksum but fields out of range is refused
   expect_resume_fails(with_field(bytes, kTotalAt, 0), {"holds no run position"});
   expect_resume_fails(with_field(bytes, kBatchesPerEpochAt, -10), {"batches per epoch -10 is negative"});
   expect_resume_fails(with_field(bytes, kBatchesPerEpochAt, 0), {"holds no run position"});
+  expect_resume_fails(with_field(bytes, kExamplesPerStepAt, -1), {"examples per step -1 is negative"});
+  // In range, but another run's steps (more ranks, or another batch).
+  expect_resume_fails(with_field(bytes, kExamplesPerStepAt, 3000),
+                      {"saved by steps of 3000 examples, this run's are 1 rank x batch 6000 x accumulate 1 = 6000: give "
+                       "each rank the batch that makes 3000"});
   // In range, but not where the optimizer's own step counter is.
   expect_resume_fails(with_field(bytes, kStepAt, 2), {"train state is at step 3 of 3, its header at step 2 of 3"});
   // eval reads the same header.
@@ -218,6 +228,18 @@ TEST_CASE("a checkpoint with a valid checksum but fields out of range is refused
   REQUIRE(mkdir(ck.c_str(), 0755) == 0);
   { std::ofstream(ck + "/checkpoint.sgck", std::ios::binary) << with_field(bytes, kStepAt, -1); }
   expect_bad_input(cmd("eval", 16, {"--checkpoint", ck}), {ck, "step -1 is negative"});
+}
+
+TEST_CASE("a format 3 checkpoint (no examples per step) still loads") {
+  Trained t(16);
+  std::string v4 = test::slurp(t.file());
+  REQUIRE(v4.compare(0, 8, "SGCKPT04") == 0);
+  std::string v3 = v4.substr(0, kExamplesPerStepAt) + v4.substr(kExamplesPerStepAt + 8);
+  v3[7] = '3';
+  { std::ofstream(t.file(), std::ios::binary) << with_crc(v3); }
+  test::ToolResult r = test::run_tool(cmd("eval", 16, {"--checkpoint", t.ck}));
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("step 3: test loss") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint is refused by a model whose training step differs: activation, loss, optimizer, recipe") {

@@ -5,7 +5,10 @@
 //    and final parameters to rounding) for the MLP and a small GPT; bf16 and fp8
 //    gradients stay close to fp32 and send 1/2 and 1/4 of its bytes;
 //  - ranks that do not run the same model, or a rank that leaves, end the run
-//    with one clear line instead of a hang.
+//    with one clear line instead of a hang;
+//  - an infinite gradient on one rank skips that step on every rank;
+//  - a checkpoint of 2 ranks resumes on 1 rank with twice the batch and back.
+// scripts/test_two_hosts.sh (ctest two_hosts) runs 2 ranks as two machines.
 // The mpirun cases skip with one line where sgrt is built without MPI.
 #include <unistd.h>
 
@@ -236,4 +239,104 @@ TEST_CASE("mpirun -np 2: ranks with different models, or a rank that leaves, end
   CHECK(o.code != 0);
   CHECK(o.err.find("rank 0 of 2: no answer from the other ranks in alltoall for 2 s (--comm-timeout): a rank died or hangs") !=
         std::string::npos);
+}
+
+namespace {
+
+// Three classes around (1, 1, 1, 1) + e_class, every feature positive but one:
+// row `bad` has a 0, so its log is -inf and the gradient of log(x p) infinite.
+const char kLogModel[] = R"(
+local sg = require "sg"
+local cfg = sg.config{ batch = 10 }
+local x = sg.input("features", {cfg.batch, 4})
+local y = sg.input("label", {cfg.batch}, "i32")
+local logits = sg.nn.linear(x, 3, { name = "fc" })
+local p = sg.param("p", {4}, "ones")
+sg.loss(sg.softmax_cross_entropy(logits, y) + sg.scale(sg.mean(sg.mean(sg.log(x * p))), -1e-3))
+sg.metric("accuracy", sg.accuracy(logits, y))
+sg.data.csv{ features = x, label = y }
+sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+std::string blobs_csv(int rows, int bad) {
+  std::string csv;
+  for (int i = 0; i < rows; ++i) {
+    int label = i % 3;
+    for (int j = 0; j < 4; ++j) {
+      double v = 1.0 + (j == label) + 0.3 * ((static_cast<unsigned>(i * 4 + j) * 2654435761u >> 8) % 1000 / 1000.0 - 0.5);
+      csv += std::to_string(i == bad && j == 1 ? 0.0 : v) + ",";
+    }
+    csv += std::to_string(label) + "\n";
+  }
+  return csv;
+}
+
+// The steps whose log line says "nonfinite": true (evaluations aside).
+std::vector<int> nonfinite_steps(const std::string& log) {
+  std::vector<int> steps;
+  std::regex re("\\{\"step\":([0-9]+),[^\n]*\"nonfinite\":true");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    steps.push_back(std::stoi((*it)[1]));
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: an infinite gradient on one rank only skips that step on every rank, as one rank with twice the batch does") {
+  if (!have_mpi()) return;
+  test::TempFile model(".lua", kLogModel), data(".csv", blobs_csv(100, 0));
+  const std::string flags = " --steps 9 --log-every 1 --data " + data.path;  // 90 training examples: one epoch
+  Run one, two, half;
+  train(model.path, "--set batch=10" + flags, 1, &one);
+  train(model.path, "--set batch=5" + flags, 2, &two);
+  // Rank 1's shard of step s is one rank's step 2s + 1 with half the batch: the
+  // bad row is there, so only rank 1 saw the infinity.
+  train(model.path, "--set batch=5 --steps 18 --log-every 1 --data " + data.path, 1, &half);
+  std::vector<int> bad_half = nonfinite_steps(half.log);
+  REQUIRE(bad_half.size() == 1);
+  CHECK(bad_half[0] % 2 == 0);
+  const int step = bad_half[0] / 2;
+  CHECK(nonfinite_steps(one.log) == std::vector<int>{step});
+  CHECK(nonfinite_steps(two.log) == std::vector<int>{step});  // rank 0 logs the step as skipped
+  CHECK(logged(two.log, "nonfinite_steps").back() == 1);
+  // The other steps' losses and the final parameters follow one rank: the
+  // skipped step changed nothing on either rank (they would differ, and the
+  // run's final check of the ranks' state would fail, had rank 1 applied it).
+  MESSAGE("step " << step << " skipped; the other losses: largest relative difference "
+          << max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss")));
+  CHECK(max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss")) < 1e-5);
+  std::vector<float> p1 = params_of(one.dir.path + "/ck"), p2 = params_of(two.dir.path + "/ck");
+  REQUIRE(p1.size() == p2.size());
+  for (size_t i = 0; i < p1.size(); ++i) CHECK(p2[i] == doctest::Approx(p1[i]).epsilon(1e-5));
+}
+
+TEST_CASE("a checkpoint of 2 ranks x batch 5 resumes on 1 rank x batch 10 and back, following one uninterrupted rank") {
+  if (!have_mpi()) return;
+  test::TempFile model(".lua", kLogModel), data(".csv", blobs_csv(100, -1));
+  // 90 training examples: 9 steps an epoch; the runs stop mid-epoch, at steps 12 and 24 of 36.
+  const std::string flags = " --steps 36 --log-every 1 --data " + data.path;
+  Run one, moved;
+  train(model.path, "--set batch=10" + flags, 1, &one);
+  train(model.path, "--set batch=5 --stop-after 12" + flags, 2, &moved);
+  train(model.path, "--set batch=10 --resume --stop-after 24" + flags, 1, &moved);
+  // Another number of examples a step is another run: one clear line.
+  test::ToolResult o = test::run_tool({"train", model.path, "--set", "batch=5", "--resume", "--checkpoint", moved.dir.path + "/ck",
+                                       "--data", data.path, "--threads", "1"});
+  CHECK(o.code == 2);
+  CHECK(o.err.find("saved by steps of 10 examples, this run's are 1 rank x batch 5 x accumulate 1 = 5: give each rank the "
+                   "batch that makes 10") != std::string::npos);
+  // A compiled .sg cannot take another batch.
+  o = test::run_tool({"train", moved.dir.path + "/ck/model.sg", "--set", "batch=5", "--resume", "--checkpoint",
+                      moved.dir.path + "/ck", "--data", data.path, "--threads", "1"});
+  CHECK(o.code == 2);
+  CHECK(o.err.find("--set batch=5 conflicts with the checkpoint's --set batch=10 (" + moved.dir.path +
+                   "/ck/model.flags); another batch needs the script, to compile it") != std::string::npos);
+  train(model.path, "--set batch=5 --resume" + flags, 2, &moved);
+  std::vector<double> l1 = logged(one.log, "loss"), l2 = logged(moved.log, "loss");
+  REQUIRE(l1.size() == 36 + 4);  // every step, 3 epochs' evaluations and the final one
+  MESSAGE("2 ranks, then 1, then 2 against 1 rank throughout: largest relative loss difference " << max_rel_diff(l1, l2));
+  CHECK(max_rel_diff(l1, l2) < 1e-5);
+  std::vector<float> p1 = params_of(one.dir.path + "/ck"), p2 = params_of(moved.dir.path + "/ck");
+  REQUIRE(p1.size() == p2.size());
+  for (size_t i = 0; i < p1.size(); ++i) CHECK(p2[i] == doctest::Approx(p1[i]).epsilon(1e-5));
 }

@@ -213,7 +213,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   if ((opts.checkpoint_every > 0 || opts.resume || a.has("--overwrite")) && opts.checkpoint_dir.empty())
     return Status::Invalid("--checkpoint-every, --resume and --overwrite need --checkpoint DIR");
   std::shared_ptr<const Model> m;
-  if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m));
+  if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m, &opts.resume_step_identity));
   else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));

@@ -52,7 +52,8 @@ const std::vector<CommandHelp>& commands() {
            kData,
            {"--checkpoint", "DIR", "save checkpoints and the compiled model here (locked while the run lasts)"},
            {"--checkpoint-every", "K", "also save a checkpoint every K steps"},
-           {"--resume", nullptr, "continue the run saved in --checkpoint DIR (repeat the original flags or omit them)"},
+           {"--resume", nullptr, "continue the run saved in --checkpoint DIR (repeat the original flags or omit them; "
+                                 "on another number of ranks, a script with the --set batch that keeps ranks x batch)"},
            {"--overwrite", nullptr, "start afresh even though --checkpoint DIR holds a checkpoint"},
            {"--stop-after", "K", "end after step K as if interrupted (a checkpoint is written)"},
            {"--log", "FILE.jsonl", "JSON lines: logged steps, eval and done events (locked while the run lasts)"},

@@ -8,6 +8,7 @@
 #include "dsl.h"
 #include "serialize.h"
 #include "sg_generated.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/file_io.h"
 
 namespace sgrt::tool {
@@ -97,7 +98,8 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
   return {{kModelFile, std::string(sg.begin(), sg.end())}, {kFlagsFile, flags}};
 }
 
-Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out) {
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out, uint64_t* saved_step) {
+  if (saved_step) *saved_step = 0;
   if (a->positional.size() > 1) return Status::Invalid("takes one " + what);
   const std::string dir = a->get("--checkpoint");
   if (dir.empty() || !exists(dir + "/" + kFlagsFile)) {
@@ -113,12 +115,21 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
   bool script = !a->positional.empty() && is_script(a->positional[0]);
   std::unique_ptr<Model> compiled;  // without a script: the .sg named, or the folder's
   if (!script) SG_TRY(Model::load_file(a->positional.empty() ? dir + "/" + kModelFile : a->positional[0], &compiled));
+  bool rebatched = false;  // a --set batch given, other than the checkpoint's
+  const Flag* saved_batch = nullptr;
+  for (const Flag& f : recorded)
+    if (key_of(f) == "batch") saved_batch = &f;
   for (const Flag& g : given) {
     const Flag* r = nullptr;
     for (const Flag& f : recorded)
       if (key_of(f) == key_of(g)) r = &f;
+    if (saved_step && script && key_of(g) == "batch" && (!r || r->second != g.second)) {
+      rebatched = true;
+      continue;
+    }
     if (r && r->second != g.second)
-      return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")");
+      return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")" +
+                             (saved_step && key_of(g) == "batch" ? "; another batch needs the script, to compile it" : ""));
     if (r || script) continue;
     const auto* recipe = compiled->root().recipe();
     if (g.first == "--recipe" && recipe && recipe->str() == g.second) continue;
@@ -135,6 +146,14 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
     if (given_too) continue;
     if (r.first == "--set") a->sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
     else a->flags[r.first] = r.second.empty() ? "1" : r.second;
+  }
+  if (rebatched) {  // the training step the checkpoint must come from: this script at its batch
+    Args as_saved = *a;
+    std::erase_if(as_saved.sets, [](const auto& kv) { return kv.first == "batch"; });
+    if (saved_batch) as_saved.sets.push_back({"batch", saved_batch->second.substr(saved_batch->second.find('=') + 1)});
+    std::shared_ptr<const Model> m;
+    SG_TRY(load_model(as_saved, a->positional[0], &m));
+    *saved_step = step_identity(*m);
   }
   return load_model(*a, a->positional[0], out);
 }

@@ -25,6 +25,11 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
 // MODEL, DIR/model.sg; with a script, the flags DIR/model.flags records are
 // applied unless given. A flag that differs from the recorded one is an
 // error naming both values. `what` names the command's operand in errors.
-Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out);
+// saved_step (sgrt train --resume): a script may take another `--set batch`
+// (each rank's batch, for another number of ranks); *saved_step then gets the
+// step_identity of the script compiled with the checkpoint's batch, which the
+// checkpoint must match, else 0.
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out,
+                             uint64_t* saved_step = nullptr);
 
 }  // namespace sgrt::tool

@@ -70,6 +70,8 @@ Status check_meta(const CheckpointMeta& c) {
     return Status::Invalid("step " + std::to_string(c.step) + " is past the planned total of " + std::to_string(c.total_steps));
   if (c.batches_per_epoch < 0)
     return Status::Invalid("batches per epoch " + std::to_string(c.batches_per_epoch) + " is negative");
+  if (c.examples_per_step < 0)
+    return Status::Invalid("examples per step " + std::to_string(c.examples_per_step) + " is negative");
   return Status::Ok();
 }
 
@@ -144,6 +146,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   put(&b, meta.total_steps);
   put(&b, meta.seed);
   put(&b, meta.batches_per_epoch);
+  put(&b, meta.examples_per_step);
   uint32_t count = 0;
   for (const TensorInfo& t : m.tensors()) count += in_checkpoint(t);
   put(&b, count);
@@ -161,7 +164,7 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   return write_file_atomic(file_in(dir), b.data(), b.size());
 }
 
-Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta) {
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id) {
   std::string path = file_in(dir);
   std::vector<uint8_t> b;
   SG_TRY(read_file(path, &b));
@@ -169,20 +172,22 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta)
   SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
   Reader r(b.data(), n);
   char magic[8];
-  uint64_t id = 0, step_id = 0;
+  uint64_t id = 0, saved_step_id = 0;
   uint32_t count = 0;
   if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
-  if (magic[7] != kMagic[7])
-    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads version " + kMagic[7]);
+  const bool v3 = magic[7] == '3';  // no examples per step
+  if (magic[7] != kMagic[7] && !v3)
+    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads versions 3 and " +
+                           kMagic[7]);
   CheckpointMeta got;
-  if (!r.get(&id) || !r.get(&step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
-      !r.get(&got.batches_per_epoch) || !r.get(&count))
+  if (!r.get(&id) || !r.get(&saved_step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
+      !r.get(&got.batches_per_epoch) || (!v3 && !r.get(&got.examples_per_step)) || !r.get(&count))
     return Status::Invalid(path + ": truncated header");
   const Model& m = s.model();
   if (id != model_identity(m))
     return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
   // A model without a training step (an inference-only export) runs no update to compare.
-  if (uint64_t mine = step_identity(m); mine != 0 && step_id != mine)
+  if (uint64_t mine = step_id ? step_id : step_identity(m); mine != 0 && saved_step_id != mine)
     return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
                            "hyperparameters, schedule or recipe differ from " + m.label() + "'s)");
   SG_TRY(check_meta(got).with_context(path));

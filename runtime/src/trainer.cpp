@@ -140,12 +140,14 @@ Status claim_checkpoint_dir(const TrainOptions& opts, RunLock* lock) {
 
 // Initial state of a run: fresh (parameters from their initializers or from
 // safetensors) or resumed from the checkpoint, whose seed and planned total win.
-Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
+// A checkpoint resumes on any number of ranks whose step reads as many
+// examples (`step` says how this run's does) as the run that saved it.
+Status start_run(Session& s, const TrainOptions& opts, const std::string& step, CheckpointMeta* run) {
   SG_TRY(s.init(run->seed, run->total_steps));
   if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_weights(s, opts.init_weights);
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;
-  SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved));
+  SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved, opts.resume_step_identity));
   if (saved.total_steps <= 0 || saved.batches_per_epoch <= 0)
     return Status::Invalid(checkpoint_path(opts.checkpoint_dir) + ": holds no run position (step " + std::to_string(saved.step) +
                            " of " + std::to_string(saved.total_steps) + ", " + std::to_string(saved.batches_per_epoch) +
@@ -156,9 +158,14 @@ Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
   if (opts.steps > 0 && opts.steps != saved.total_steps)
     return Status::Invalid(opts.checkpoint_dir + ": the run was planned for " + std::to_string(saved.total_steps) +
                            " steps (--steps is the run's total), not " + std::to_string(opts.steps));
+  if (saved.examples_per_step > 0 && saved.examples_per_step != run->examples_per_step)
+    return Status::Invalid(checkpoint_path(opts.checkpoint_dir) + ": saved by steps of " + std::to_string(saved.examples_per_step) +
+                           " examples, this run's are " + step + ": give each rank the batch that makes " +
+                           std::to_string(saved.examples_per_step));
   if (saved.batches_per_epoch != run->batches_per_epoch)
     return Status::Invalid(opts.checkpoint_dir + ": saved with " + std::to_string(saved.batches_per_epoch) +
-                           " batches per epoch, the data now gives " + std::to_string(run->batches_per_epoch));
+                           " steps per epoch, this run's (" + step + " examples a step) gives " +
+                           std::to_string(run->batches_per_epoch));
   if (s.model().train_state() >= 0) {  // the optimizer's own step counter must agree with the run's
     int32_t ts[kTrainStateLen] = {};
     SG_TRY(s.read(s.model().train_state(), ts, sizeof ts));
@@ -167,6 +174,7 @@ Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
                              " of " + std::to_string(ts[kTotalSteps]) + ", its header at step " + std::to_string(saved.step) +
                              " of " + std::to_string(saved.total_steps));
   }
+  saved.examples_per_step = run->examples_per_step;  // recorded from now on, if a format 3 file lacked it
   *run = saved;
   return Status::Ok();
 }
@@ -295,10 +303,12 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   SG_TRY(check_agree(comm, static_cast<uint64_t>(data.size(Split::train)), "training data (its number of examples)",
                      StatusCode::invalid_input));
   RunLock dir_lock;
-  CheckpointMeta run{0, total, opts.seed, per_epoch};
+  CheckpointMeta run{0, total, opts.seed, per_epoch, global_samples};
   if (lead) {
     SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
-    SG_TRY(start_run(s, opts, &run));
+    const std::string step = std::to_string(ranks) + (ranks > 1 ? " ranks" : " rank") + " x batch " + std::to_string(micro) +
+                             " x accumulate " + std::to_string(k) + " = " + std::to_string(global_samples);
+    SG_TRY(start_run(s, opts, step, &run));
   } else {
     SG_TRY(s.init(run.seed, run.total_steps));  // shapes only: rank 0's state replaces it
   }

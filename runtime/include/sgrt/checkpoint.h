@@ -5,13 +5,15 @@
 //     (step, planned total, non-finite counters), the quantization states with
 //     their amax histories;
 //   - the run's identity and position (CheckpointMeta): seed, step, planned
-//     total and batches per epoch. The trainer's shuffle is a pure function of
-//     (seed, epoch), so these fix the data loader's position too;
+//     total, batches per epoch and examples per step. The trainer's shuffle is
+//     a pure function of (seed, epoch), so these fix the data loader's
+//     position too, on any number of ranks;
 //   - the model's identity: names, dtypes and shapes of the saved tensors,
 //     and the whole compiled training step (ops, attributes, types, scales,
 //     recipe), so a model with another activation, loss or hyperparameter
 //     does not take it.
-// Format version 3 (magic "SGCKPT03"); docs/optimizer.md has the layout.
+// Format version 4 (magic "SGCKPT04"; version 3, without examples per step,
+// still loads); docs/optimizer.md has the layout.
 #pragma once
 #include <string>
 
@@ -19,7 +21,7 @@
 
 namespace sgrt {
 
-constexpr int kCheckpointFormat = 3;
+constexpr int kCheckpointFormat = 4;
 
 // The tensors a checkpoint holds: every persistent one but inputs and caches.
 bool in_checkpoint(const TensorInfo& t);
@@ -34,12 +36,17 @@ struct CheckpointMeta {
   int64_t total_steps = 0;        // the run's planned total (the lr schedule's horizon)
   uint64_t seed = 0;              // initialization and per-epoch shuffling
   int64_t batches_per_epoch = 0;  // data position: epoch step / this, batch step % this
+  int64_t examples_per_step = 0;  // ranks x batch x accumulate; 0: not recorded (format 3, the C API)
 };
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
 // Validates the whole file (checksum, model identity, field ranges, every
-// record) before writing any tensor into the session.
-Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta);
+// record) before writing any tensor into the session. step_id, when not 0,
+// is the training step the checkpoint must come from instead of the session's
+// own: the same script compiled with the batch the checkpoint was trained
+// with, when the session's model has another batch per rank (a resume on
+// another number of ranks, docs/distributed.md).
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
 
 // Step-only forms for tools that need no run position (eval, export, run).
 Status save_checkpoint(const Session& s, const std::string& dir, int64_t step);

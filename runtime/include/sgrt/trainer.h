@@ -78,6 +78,10 @@ struct TrainOptions {
   bool resume = false;
   bool overwrite = false;   // start afresh over a checkpoint already in checkpoint_dir
   bool check_seed = false;  // resume: refuse a checkpoint whose seed is not `seed`
+  // resume with another batch per rank (another number of ranks, the same
+  // examples a step): the step_identity of the model compiled with the
+  // checkpoint's batch, which the checkpoint must match (sgrt/checkpoint.h).
+  uint64_t resume_step_identity = 0;
   // Files written atomically into checkpoint_dir before its first checkpoint
   // (name, bytes): what a tool needs to use the checkpoint on its own.
   std::vector<std::pair<std::string, std::string>> checkpoint_files;
