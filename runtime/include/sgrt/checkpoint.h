@@ -13,6 +13,7 @@
 //     does not take it.
 // Format version 3 (magic "SGCKPT03"); docs/optimizer.md has the layout.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "sgrt/session.h"
@@ -37,8 +38,13 @@ struct CheckpointMeta {
 };
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
+// The same, each tensor's bytes from `read` (ZeRO-1: rank 0 saves the moments
+// gathered from the ranks that keep them).
+using TensorSource = std::function<Status(int tensor, void* dst, size_t bytes)>;
+Status save_checkpoint(const Model& m, const TensorSource& read, const std::string& dir, const CheckpointMeta& meta);
 // Validates the whole file (checksum, model identity, field ranges, every
 // record) before writing any tensor into the session.
+// A ZeRO-1 rank's session takes only the moments it keeps.
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta);
 
 // Step-only forms for tools that need no run position (eval, export, run).
