@@ -44,6 +44,8 @@ const std::vector<CommandHelp>& commands() {
            {"--json", nullptr, "print JSON instead of tables"},
            {"--dot", "FILE.dot", "write the training step as a Graphviz graph"},
            {"--backend", "B", "list the model's ops that backend B has no kernel for, before anything runs"},
+           {"--ranks", "N", "bytes each of N data-parallel ranks holds (weights, gradients, optimizer state, arena), "
+                            "without ZeRO and per rank under ZeRO-1 (sgrt train --zero 1)"},
        })},
       {"train", "MODEL.lua|MODEL.sg", "train a model; the MODEL may be omitted with --checkpoint DIR --resume",
        with_compile_flags({
