@@ -207,6 +207,26 @@ TEST_CASE("ZeRO-1 on 2 ranks: each rank's arena holds about half the moments, th
       CHECK(keeper[id] >= 0);  // every moment is kept by some rank
 }
 
+// Checked against the formats: at O2 a weight is an FP16 master (2 bytes), its
+// gradient E5M2 (1), its moments E4M3 + FP16 (3), plus 5 f32 opt scales per tensor.
+TEST_CASE("sgrt info --ranks 2: per-rank bytes without ZeRO, and ZeRO-1's moments split between the ranks") {
+  test::ToolResult r = test::run_tool({"info", kMlp, "--set", "hidden=32", "--opt-level", "O2", "--ranks", "2", "--json"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const double n = 784 * 32 + 32 + 32 * 10 + 10, scales = 4 * 5 * 4;
+  std::vector<double> weights = logged(r.out, "weight_bytes"), grads = logged(r.out, "grad_bytes"),
+                      state = logged(r.out, "state_bytes"), arena = logged(r.out, "arena_bytes");
+  REQUIRE(state.size() == 3);  // every rank without ZeRO, then ranks 0 and 1
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(weights[i] == 2 * n);
+    CHECK(grads[i] == n);
+  }
+  CHECK(state[0] == 3 * n + scales);
+  CHECK(state[1] + state[2] == 3 * n + 2 * scales);  // each moment on one rank, the scales on both
+  CHECK(state[1] == 3 * 784 * 32 + scales);          // fc1.w, the largest, alone on rank 0
+  CHECK(arena[2] < arena[1]);
+  CHECK(arena[1] < arena[0]);
+}
+
 TEST_CASE("--zero 1 on one process, or with a bad value, is one clear error") {
   test::ToolResult r = test::run_tool({"train", kMlp, "--zero", "1", "--steps", "1"});
   CHECK(r.code == 2);

@@ -134,12 +134,12 @@ Status plan_zero(const Model& m, int ranks, ZeroPlan* out) {
   uint64_t total = 0;
   for (uint64_t b : bytes) total += b;
   if (total == 0) return Status::Invalid(m.label() + ": its optimizer keeps no moments (plain SGD): ZeRO-1 has nothing to shard");
-  std::vector<size_t> order(bytes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
-  plan.owner.assign(bytes.size(), 0);
+  plan.owner.assign(bytes.size(), -1);
   plan.rank_bytes.assign(static_cast<size_t>(ranks), 0);
-  for (size_t u : order) {
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    size_t u = bytes.size();  // the largest unassigned update, the first of equals
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (plan.owner[i] < 0 && (u == bytes.size() || bytes[i] > bytes[u])) u = i;
     size_t r = static_cast<size_t>(std::min_element(plan.rank_bytes.begin(), plan.rank_bytes.end()) - plan.rank_bytes.begin());
     plan.owner[u] = static_cast<int>(r);
     plan.rank_bytes[r] += bytes[u];
@@ -352,7 +352,7 @@ Status gather_moments(Session& s, Communicator& c, std::map<int, std::vector<uin
     if (c.rank() == t.updated_by) SG_TRY(s.read(static_cast<int>(id), buf.data(), buf.size()));
     for (size_t at = 0; at < buf.size(); at += kMaxMessage)
       SG_TRY(c.broadcast(buf.data() + at, std::min(kMaxMessage, buf.size() - at), t.updated_by));
-    if (c.rank() == 0) (*at_lead)[static_cast<int>(id)] = buf;
+    if (c.rank() == 0) at_lead->emplace(static_cast<int>(id), buf);
   }
   return Status::Ok();
 }
