@@ -164,7 +164,12 @@ Status shard_optimizer_state(int ranks, int rank, std::unique_ptr<Model>* m) {
     model.set_updated_by(u.out.front(), plan.owner[i], false);  // the weight (or its master)
     model.set_updated_by(u.out.back(), plan.owner[i], false);   // its scales
   }
-  model.remove_ops([&](const OpInfoLoaded& op) { return is_update(op.code) && model.tensors()[op.out.front()].updated_by != rank; });
+  for (size_t p = 0; p < model.programs().size(); ++p) {  // the other ranks' updates leave every program
+    std::vector<OpInfoLoaded> mine;
+    for (const OpInfoLoaded& op : model.programs()[p].ops)
+      if (!is_update(op.code) || model.tensors()[op.out.front()].updated_by == rank) mine.push_back(op);
+    model.set_ops(p, std::move(mine));
+  }
   return model.drop_storage(others);
 }
 
@@ -191,7 +196,7 @@ Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& t = m.tensors()[id];
     if (t.updated_by < 0 || t.sharded) continue;
-    if (t.updated_by >= c.size()) return Status::Invalid(m.label() + ": sharded for more ranks than " + std::to_string(c.size()));
+    if (t.updated_by >= c.size()) return Status::Invalid("the model was sharded (ZeRO-1) for more ranks than run it");
     updated_by_rank_[static_cast<size_t>(t.updated_by)].push_back(static_cast<int>(id));
     block[static_cast<size_t>(t.updated_by)] += t.bytes;
   }
@@ -342,8 +347,8 @@ Status check_identical(Session& s, Communicator& c) {
   return check_agree(c, hash, "parameters or optimizer state (a hash of their bytes): the ranks diverged", StatusCode::runtime_error);
 }
 
-Status gather_moments(Session& s, Communicator& c, std::map<int, std::vector<uint8_t>>* at_lead) {
-  at_lead->clear();
+Status gather_moments(Session& s, Communicator& c, std::vector<std::vector<uint8_t>>* at_lead) {
+  at_lead->assign(s.model().tensors().size(), {});
   std::vector<uint8_t> buf;
   for (size_t id = 0; id < s.model().tensors().size(); ++id) {
     const TensorInfo& t = s.model().tensors()[id];
@@ -352,7 +357,7 @@ Status gather_moments(Session& s, Communicator& c, std::map<int, std::vector<uin
     if (c.rank() == t.updated_by) SG_TRY(s.read(static_cast<int>(id), buf.data(), buf.size()));
     for (size_t at = 0; at < buf.size(); at += kMaxMessage)
       SG_TRY(c.broadcast(buf.data() + at, std::min(kMaxMessage, buf.size() - at), t.updated_by));
-    if (c.rank() == 0) at_lead->emplace(static_cast<int>(id), buf);
+    if (c.rank() == 0) (*at_lead)[id] = buf;
   }
   return Status::Ok();
 }

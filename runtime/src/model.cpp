@@ -234,10 +234,6 @@ Status Model::decode() {
   return Status::Ok();
 }
 
-void Model::remove_ops(const std::function<bool(const OpInfoLoaded&)>& drop) {
-  for (ProgramInfo& p : programs_) std::erase_if(p.ops, drop);
-}
-
 // Each dropped tensor's span, rounded up to kTensorAlignment, holds nothing
 // else (checked), so closing it up shifts later tensors by multiples of the
 // alignment and keeps every other tensor's neighbours as the plan laid them.

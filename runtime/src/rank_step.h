@@ -3,7 +3,6 @@
 // every rank must share, and the check that the ranks still agree. With one
 // rank (the single-process communicator) every call is the plain step.
 #pragma once
-#include <map>
 #include <string>
 #include <vector>
 
@@ -58,8 +57,8 @@ uint64_t model_hash(const Model& m);
 // Fails, naming the rank, when parameters, optimizer state or statistics
 // differ between ranks (a hash of their bytes, gathered).
 Status check_identical(Session& s, Communicator& c);
-// ZeRO-1: the moments other ranks keep, to rank 0 for its checkpoint (by
-// tensor id; empty on the other ranks and without ZeRO).
-Status gather_moments(Session& s, Communicator& c, std::map<int, std::vector<uint8_t>>* at_lead);
+// ZeRO-1: the moments other ranks keep, to rank 0 for its checkpoint, by
+// tensor id (empty for the rest, on the other ranks and without ZeRO).
+Status gather_moments(Session& s, Communicator& c, std::vector<std::vector<uint8_t>>* at_lead);
 
 }  // namespace sgrt

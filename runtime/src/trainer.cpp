@@ -176,15 +176,14 @@ Status start_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
 // Saves the run's checkpoint, preceded once by the files that go with it.
 // `elsewhere`: ZeRO-1's moments that other ranks keep (gather_moments).
 Status save_run(const Session& s, const TrainOptions& opts, const CheckpointMeta& run,
-                const std::map<int, std::vector<uint8_t>>& elsewhere, bool* files_written) {
+                const std::vector<std::vector<uint8_t>>& elsewhere, bool* files_written) {
   if (!*files_written)
     for (auto& [name, bytes] : opts.checkpoint_files)
       SG_TRY(write_file_atomic(opts.checkpoint_dir + "/" + name, bytes.data(), bytes.size()));
   *files_written = true;
   auto read = [&](int t, void* dst, size_t bytes) {
-    auto it = elsewhere.find(t);
-    if (it == elsewhere.end()) return s.read(t, dst, bytes);
-    std::memcpy(dst, it->second.data(), bytes);
+    if (elsewhere[static_cast<size_t>(t)].empty()) return s.read(t, dst, bytes);
+    std::memcpy(dst, elsewhere[static_cast<size_t>(t)].data(), bytes);
     return Status::Ok();
   };
   return save_checkpoint(s.model(), read, opts.checkpoint_dir, run);
@@ -431,7 +430,7 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
     if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
       SG_TRY(check_identical(s, comm));
-      std::map<int, std::vector<uint8_t>> elsewhere;
+      std::vector<std::vector<uint8_t>> elsewhere;
       SG_TRY(gather_moments(s, comm, &elsewhere));
       if (lead) SG_TRY(as_runtime(save_run(s, opts, run, elsewhere, &files_written)));
       save_pending = false;

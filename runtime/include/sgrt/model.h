@@ -1,6 +1,5 @@
 // A loaded, verified .sg file, decoded into plain structs every backend uses.
 #pragma once
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,11 +46,11 @@ class Model {
   // A program the runtime derives from the file's before a backend prepares
   // them (data-parallel train_step parts, sgrt/data_parallel.h).
   void add_program(ProgramInfo p) { programs_.push_back(std::move(p)); }
-  // ZeRO-1 (sgrt/data_parallel.h), also before a backend prepares them: ops
-  // this rank does not run leave every program; tensors no op uses any more
+  // ZeRO-1 (sgrt/data_parallel.h), also before a backend prepares them: a
+  // program keeps only the ops this rank runs; tensors no op uses any more
   // lose their storage (bytes 0) and the arena closes up over them; the
   // update's writer and sharing are noted on each tensor.
-  void remove_ops(const std::function<bool(const OpInfoLoaded&)>& drop);
+  void set_ops(size_t program, std::vector<OpInfoLoaded> ops) { programs_.at(program).ops = std::move(ops); }
   Status drop_storage(const std::vector<int>& ids);
   void set_updated_by(int tensor, int rank, bool sharded);
   // The compiled train_step's checkpoint identity, kept when a derived model
