@@ -41,6 +41,22 @@ std::vector<const ProgramInfo*> parts_of(const Model& m) {
   return parts;
 }
 
+// `script` compiled with `set` at optimizer state level `level` (--opt-level).
+std::unique_ptr<Model> compiled(const std::string& script, const std::map<std::string, std::string>& set, const char* level) {
+  dsl::ScriptOptions opts;
+  opts.set = set;
+  compiler::Graph g;
+  Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + script, opts, &g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  g.optimizer.state = level;
+  st = compiler::compile(g);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Model> m;
+  st = Model::load_bytes(compiler::serialize(g), script, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return m;
+}
+
 // mpirun, allowed to run as root (CI containers) and to put 2 ranks on fewer cores.
 std::string mpirun() {
 #if defined(SGRT_WITH_MPI) && defined(SGRT_MPIEXEC)
@@ -124,19 +140,9 @@ std::string sets(const std::map<std::string, std::string>& set) {
 TEST_CASE("split_train_step cuts before the finiteness check at fp32, before each quantize_grad at O2") {
   for (const char* level : {"fp32", "O2"}) {
     CAPTURE(level);
-    dsl::ScriptOptions opts;
-    opts.set = {{"hidden", "16"}};
-    compiler::Graph g;
-    Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + std::string(kMlp), opts, &g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    g.optimizer.state = level;  // what --opt-level does
-    st = compiler::compile(g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    std::unique_ptr<Model> m;
-    st = Model::load_bytes(compiler::serialize(g), kMlp, &m);
-    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Model> m = compiled(kMlp, {{"hidden", "16"}}, level);
     std::unique_ptr<Model> split;
-    st = split_train_step(*m, &split);
+    Status st = split_train_step(*m, &split);
     REQUIRE_MESSAGE(st.ok(), st.message());
     const ProgramInfo& whole = split->programs()[split->find_program("train_step")];
     std::vector<const ProgramInfo*> parts = parts_of(*split);
@@ -160,6 +166,78 @@ TEST_CASE("split_train_step cuts before the finiteness check at fp32, before eac
       for (size_t i = 1; i < parts.size(); ++i) CHECK(parts[i]->ops.front().code == OpCode::QuantizeGrad);
     }
   }
+}
+
+// ZeRO-1's plan, checked against the model's shapes: at O2 Adam's m is E4M3
+// (1 byte) and v FP16 (2), so the moments take 3 bytes per trained parameter.
+TEST_CASE("ZeRO-1 on 2 ranks: each rank's arena holds about half the moments, the other half has no storage") {
+  std::unique_ptr<Model> whole = compiled(kGpt, {{"n_layer", "2"}, {"n_embd", "16"}, {"n_head", "2"}, {"block", "16"}}, "O2");
+  const double moments = 3.0 * static_cast<double>(count_params(whole->tensors()).trained);
+  std::vector<int> keeper(whole->tensors().size(), -1);
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    std::unique_ptr<Model> m;
+    Status st = split_train_step(*whole, &m);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    st = shard_optimizer_state(2, r, &m);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    uint64_t kept = 0, dropped = 0;
+    for (size_t id = 0; id < m->tensors().size(); ++id) {
+      const TensorInfo& t = m->tensors()[id];
+      if (!t.sharded) continue;
+      if (t.bytes > 0) {
+        CHECK(keeper[id] == -1);  // no moment on both ranks
+        keeper[id] = r;
+        kept += t.bytes;
+      } else {
+        dropped += dtype_bytes(whole->tensors()[id].type.dtype, numel(t.type.shape));
+      }
+    }
+    CHECK(static_cast<double>(kept + dropped) == moments);
+    MESSAGE("rank " << r << " keeps " << kept << " of " << moments << " moment bytes");
+    CHECK(static_cast<double>(kept) / moments == doctest::Approx(0.5).epsilon(0.1));
+    // What a backend allocates shrinks by the dropped moments (each rounded up to
+    // the 64-byte tensor alignment), and the rank's model still runs its step.
+    CHECK(m->arena_bytes() <= whole->arena_bytes() - dropped);
+    CHECK(m->arena_bytes() >= whole->arena_bytes() - dropped - 64 * m->tensors().size());
+    std::unique_ptr<Session> s = test::open_session(std::shared_ptr<const Model>(std::move(m)));
+    st = s->init(1, 10);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  for (size_t id = 0; id < keeper.size(); ++id)
+    if (whole->tensors()[id].role == Role::opt_state && (whole->tensors()[id].name.ends_with(".adam_m") ||
+                                                         whole->tensors()[id].name.ends_with(".adam_v")))
+      CHECK(keeper[id] >= 0);  // every moment is kept by some rank
+}
+
+// Checked against the formats: at O2 a weight is an FP16 master (2 bytes), its
+// gradient E5M2 (1), its moments E4M3 + FP16 (3), plus 5 f32 opt scales per tensor.
+TEST_CASE("sgrt info --ranks 2: per-rank bytes without ZeRO, and ZeRO-1's moments split between the ranks") {
+  test::ToolResult r = test::run_tool({"info", kMlp, "--set", "hidden=32", "--opt-level", "O2", "--ranks", "2", "--json"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const double n = 784 * 32 + 32 + 32 * 10 + 10, scales = 4 * 5 * 4;
+  std::vector<double> weights = logged(r.out, "weight_bytes"), grads = logged(r.out, "grad_bytes"),
+                      state = logged(r.out, "state_bytes"), arena = logged(r.out, "arena_bytes");
+  REQUIRE(state.size() == 3);  // every rank without ZeRO, then ranks 0 and 1
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(weights[i] == 2 * n);
+    CHECK(grads[i] == n);
+  }
+  CHECK(state[0] == 3 * n + scales);
+  CHECK(state[1] + state[2] == 3 * n + 2 * scales);  // each moment on one rank, the scales on both
+  CHECK(state[1] == 3 * 784 * 32 + scales);          // fc1.w, the largest, alone on rank 0
+  CHECK(arena[2] < arena[1]);
+  CHECK(arena[1] < arena[0]);
+}
+
+TEST_CASE("--zero 1 on one process, or with a bad value, is one clear error") {
+  test::ToolResult r = test::run_tool({"train", kMlp, "--zero", "1", "--steps", "1"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--zero 1 shards the optimizer state over data-parallel ranks: start sgrt train with mpirun -np N") !=
+        std::string::npos);
+  r = test::run_tool({"train", kMlp, "--zero", "2", "--steps", "1"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--zero expects 0 or 1") != std::string::npos);
 }
 
 TEST_CASE("unknown --grad-comm is one clear error") {
@@ -225,6 +303,39 @@ TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the bat
   double d = max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
   MESSAGE("GPT, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
   CHECK(d < 1e-5);
+}
+
+// ZeRO-1 changes where each update runs, not what it computes: the owner's
+// update is the one every rank ran before, and the all-gather copies its bits.
+TEST_CASE("mpirun -np 2 --zero 1 at O2: the same losses and checkpoint as without; a ZeRO checkpoint resumes without it") {
+  if (!have_mpi()) return;
+  const std::string flags = " --set hidden=32 --set batch=50 --opt-level O2 --steps 100 --log-every 10";
+  Run plain, zero, resumed;
+  train(kMlp, flags, 2, &plain);
+  train(kMlp, flags + " --zero 1", 2, &zero);
+  std::regex loss_re("\"loss\":[-0-9.e+]+");
+  auto losses = [&](const std::string& log) {
+    std::vector<std::string> v;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), loss_re); it != std::sregex_iterator(); ++it) v.push_back(it->str());
+    return v;
+  };
+  REQUIRE(losses(plain.log).size() == 11);
+  CHECK(losses(zero.log) == losses(plain.log));  // bit-identical, as printed to 9 digits
+  CHECK(test::slurp(zero.dir.path + "/ck/checkpoint.sgck") == test::slurp(plain.dir.path + "/ck/checkpoint.sgck"));
+  // The gradients' all-reduce plus the all-gather of the larger rank's weights:
+  // fc1.w alone (784 x 32, FP16 masters) and its 5 f32 opt scales.
+  const double grads = logged(plain.log, "comm_bytes").front();
+  CHECK(logged(zero.log, "comm_bytes").front() == grads + 784 * 32 * 2 + 5 * 4);
+
+  // Saved under ZeRO at step 50 (rank 0 gathers the moments), resumed without it.
+  const std::string cmd = test::kTool + " train " + kMlp + flags + " --threads 1 --quiet --comm-timeout 60 --log " +
+                          resumed.dir.path + "/log.jsonl --checkpoint " + resumed.dir.path + "/ck";
+  test::ToolResult o = test::run_shell(mpirun() + " -np 2 " + cmd + " --zero 1 --stop-after 50");
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  o = test::run_shell(mpirun() + " -np 2 " + cmd + " --resume");
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK(losses(test::slurp(resumed.dir.path + "/log.jsonl")) == losses(plain.log));
+  CHECK(test::slurp(resumed.dir.path + "/ck/checkpoint.sgck") == test::slurp(plain.dir.path + "/ck/checkpoint.sgck"));
 }
 
 TEST_CASE("mpirun -np 2: ranks with different models, or a rank that leaves, end the run with a clear line") {

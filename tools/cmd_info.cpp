@@ -8,6 +8,7 @@
 #include "model_source.h"
 #include "sg_generated.h"
 #include "sgrt/backend.h"
+#include "sgrt/data_parallel.h"
 #include "sgrt/file_io.h"
 
 namespace sgrt::tool {
@@ -165,6 +166,66 @@ void print_json(const Model& m) {
   std::puts(j.c_str());
 }
 
+// `--ranks N`: what each of N data-parallel ranks holds, without ZeRO and
+// under ZeRO-1, read off the models the ranks would run (split_train_step,
+// shard_optimizer_state): their tensors' storage and their arenas.
+struct RankMemory {
+  std::string who;
+  uint64_t weights = 0, grads = 0, state = 0, arena = 0;
+};
+
+RankMemory rank_memory(const Model& whole, const Model& rank, std::string who) {
+  ParamMemory pm = param_memory(whole);
+  RankMemory r{std::move(who), pm.weights, pm.grads, 0, rank.arena_bytes()};
+  int p = whole.find_program("train_step");
+  for (const OpInfoLoaded& op : whole.programs()[p].ops) {
+    if (op.code != OpCode::AdamwUpdate && op.code != OpCode::SgdUpdate) continue;
+    r.state += rank.tensors()[op.in.end()[-2]].bytes;  // the scales: every rank's
+    for (int t : update_moments(op)) r.state += rank.tensors()[t].bytes;  // 0 where another rank keeps it
+  }
+  return r;
+}
+
+Status print_ranks(const Model& m, int64_t ranks, bool json) {
+  if (m.find_program("train_step") < 0) return Status::Invalid(m.label() + ": has no train_step (nothing to train on ranks)");
+  std::vector<RankMemory> rows;
+  std::unique_ptr<Model> split;
+  SG_TRY(split_train_step(m, &split));
+  rows.push_back(rank_memory(m, *split, "every rank, without ZeRO"));
+  ZeroPlan plan;
+  const bool zero = plan_zero(m, static_cast<int>(ranks), &plan).ok();  // else nothing to shard (plain SGD): said below
+  for (int r = 0; r < ranks && zero; ++r) {
+    SG_TRY(split_train_step(m, &split));
+    SG_TRY(shard_optimizer_state(static_cast<int>(ranks), r, &split));
+    rows.push_back(rank_memory(m, *split, "rank " + std::to_string(r) + ", ZeRO-1"));
+  }
+  const double n = static_cast<double>(param_memory(m).params);
+  if (json) {
+    std::string j = "{\"ranks\":" + std::to_string(ranks) + ",\"trained_params\":" + std::to_string(param_memory(m).params) +
+                    ",\"per_rank\":[";
+    for (size_t i = 0; i < rows.size(); ++i)
+      j += std::string(i ? "," : "") + "{\"who\":" + json_str(rows[i].who) + ",\"weight_bytes\":" + std::to_string(rows[i].weights) +
+           ",\"grad_bytes\":" + std::to_string(rows[i].grads) + ",\"state_bytes\":" + std::to_string(rows[i].state) +
+           ",\"arena_bytes\":" + std::to_string(rows[i].arena) + "}";
+    std::puts((j + "]}").c_str());
+    return Status::Ok();
+  }
+  std::printf("%lld data-parallel ranks (mpirun -np %lld sgrt train; --zero 1 for ZeRO-1): bytes each rank holds, "
+              "and per trained parameter of the whole model (%.0f)\n", static_cast<long long>(ranks),
+              static_cast<long long>(ranks), n);
+  std::printf("%-26s %20s %20s %20s %20s %12s\n", "", "weights", "gradients", "optimizer state", "total", "arena");
+  auto cell = [n](uint64_t b) {
+    char c[40];
+    std::snprintf(c, sizeof c, "%llu (%.2f)", static_cast<unsigned long long>(b), b / n);
+    return std::string(c);
+  };
+  for (const RankMemory& r : rows)
+    std::printf("%-26s %20s %20s %20s %20s %12s\n", r.who.c_str(), cell(r.weights).c_str(), cell(r.grads).c_str(),
+                cell(r.state).c_str(), cell(r.weights + r.grads + r.state).c_str(), mib(r.arena).c_str());
+  if (!zero) std::printf("ZeRO-1: the optimizer keeps no moments (plain SGD): nothing to shard\n");
+  return Status::Ok();
+}
+
 // Graphviz: tensors as boxes labelled with dtype and scale, ops as ellipses;
 // low-precision tensors are filled so precision changes stand out.
 std::string dot_graph(const Model& m, const std::string& program) {
@@ -248,6 +309,12 @@ Status cmd_info(int argc, char** argv) {
     return Status::Ok();
   }
   if (a.has("--backend")) return print_coverage(*m, a.get("--backend"), a.has("--json"));
+  if (a.has("--ranks")) {
+    int64_t ranks;
+    SG_TRY(a.get_int("--ranks", 1, &ranks));
+    if (ranks < 1 || ranks > 65536) return Status::Invalid("--ranks expects 1 to 65536 data-parallel ranks, got " + a.get("--ranks"));
+    return print_ranks(*m, ranks, a.has("--json"));
+  }
   if (a.has("--json")) print_json(*m);
   else print_human(*m);
   return Status::Ok();

@@ -98,11 +98,11 @@ int64_t tokens_per_example(const Model& m) {
 }
 
 // One line on what is about to run.
-void print_header(const Args& a, const Model& m, const Communicator& comm, GradComm grad_comm) {
+void print_header(const Args& a, const Model& m, const Communicator& comm, GradComm grad_comm, bool zero) {
   ParamCounts pc = count_params(m.tensors());
   std::string frozen = pc.frozen ? " (" + std::to_string(pc.frozen) + " frozen)" : "";
   std::string ranks = comm.size() > 1 ? ", " + std::to_string(comm.size()) + " ranks (" + comm.name() + ", " +
-                                            grad_comm_name(grad_comm) + " gradients)"
+                                            grad_comm_name(grad_comm) + " gradients" + (zero ? ", ZeRO-1" : "") + ")"
                                       : "";
   const auto* recipe = m.root().recipe();
   std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d%s, arena %.2f MiB\n",
@@ -194,6 +194,11 @@ Status train_ranks(Args& a, Communicator& comm) {
   TrainOptions opts;
   opts.comm = &comm;
   SG_TRY(parse_grad_comm(a.get("--grad-comm", "fp32"), &opts.grad_comm));
+  int64_t zero;
+  SG_TRY(a.get_int("--zero", 0, &zero));
+  if (zero != 0 && zero != 1) return Status::Invalid("--zero expects 0 or 1 (ZeRO stage 1: optimizer state sharding), got " + a.get("--zero"));
+  if (zero == 1 && comm.size() == 1)
+    return Status::Invalid("--zero 1 shards the optimizer state over data-parallel ranks: start sgrt train with mpirun -np N (N > 1)");
   int64_t seed;
   SG_TRY(a.get_int("--steps", 0, &opts.steps));
   if (a.has("--steps") && opts.steps == 0)  // not "the default": a run of zero steps is a mistake
@@ -221,6 +226,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   if (comm.size() > 1) {
     std::unique_ptr<Model> parts;
     SG_TRY(split_train_step(*m, &parts));
+    if (zero == 1) SG_TRY(shard_optimizer_state(comm.size(), comm.rank(), &parts));
     m = std::move(parts);
   }
   if (!opts.checkpoint_dir.empty()) {
@@ -245,7 +251,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   const bool lead = comm.rank() == 0;  // the other ranks print nothing
   bool quiet = a.has("--quiet") || !lead, tty = isatty(2);
   if (!quiet) {
-    print_header(a, *m, comm, opts.grad_comm);
+    print_header(a, *m, comm, opts.grad_comm, zero == 1);
     opts.on_step = progress(*m, tty);
     opts.on_eval = [tty](const EvalReport& e) {
       if (tty) std::fputc('\n', stderr);

@@ -44,6 +44,8 @@ const std::vector<CommandHelp>& commands() {
            {"--json", nullptr, "print JSON instead of tables"},
            {"--dot", "FILE.dot", "write the training step as a Graphviz graph"},
            {"--backend", "B", "list the model's ops that backend B has no kernel for, before anything runs"},
+           {"--ranks", "N", "bytes each of N data-parallel ranks holds (weights, gradients, optimizer state, arena), "
+                            "without ZeRO and per rank under ZeRO-1 (sgrt train --zero 1)"},
        })},
       {"train", "MODEL.lua|MODEL.sg", "train a model; the MODEL may be omitted with --checkpoint DIR --resume",
        with_compile_flags({
@@ -67,6 +69,8 @@ const std::vector<CommandHelp>& commands() {
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
            {"--grad-comm", "M", "under mpirun -np N: how gradients travel between ranks: fp32 (default), bf16, or fp8 "
                                 "(E5M2, one shared scale per tensor; docs/distributed.md)"},
+           {"--zero", "1", "under mpirun -np N: ZeRO stage 1, each rank keeps and updates the optimizer moments of 1/N of the "
+                          "parameters and the updated weights are all-gathered (default 0: every rank keeps all)"},
            {"--comm-timeout", "SECONDS", "under mpirun: give up when the other ranks are silent this long (default 300)"},
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",

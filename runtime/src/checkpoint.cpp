@@ -75,6 +75,11 @@ Status check_meta(const CheckpointMeta& c) {
   return Status::Ok();
 }
 
+// What a checkpoint holds: a ZeRO-1 rank's model also names the moments
+// other ranks keep (no storage here), so its checkpoints are the whole model's.
+bool saved(const TensorInfo& t) { return in_checkpoint(t) || (t.persistent && t.sharded); }
+uint64_t saved_bytes(const TensorInfo& t) { return dtype_bytes(t.type.dtype, numel(t.type.shape)); }
+
 }  // namespace
 
 bool in_checkpoint(const TensorInfo& t) {
@@ -84,7 +89,7 @@ bool in_checkpoint(const TensorInfo& t) {
 uint64_t model_identity(const Model& m) {
   Hash h;
   for (const TensorInfo& t : m.tensors()) {
-    if (!in_checkpoint(t)) continue;
+    if (!saved(t)) continue;
     h.mix(t.name.data(), t.name.size());
     h.mix(&t.type.dtype, 1);
     h.mix(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t));
@@ -93,6 +98,7 @@ uint64_t model_identity(const Model& m) {
 }
 
 uint64_t step_identity(const Model& m) {
+  if (m.kept_step_identity() != 0) return m.kept_step_identity();  // a ZeRO-1 rank's model: the compiled one's
   int p = m.find_program("train_step");
   if (p < 0) return 0;
   Hash h;
@@ -137,8 +143,11 @@ uint64_t step_identity(const Model& m) {
 }
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta) {
+  return save_checkpoint(s.model(), [&s](int t, void* dst, size_t bytes) { return s.read(t, dst, bytes); }, dir, meta);
+}
+
+Status save_checkpoint(const Model& m, const TensorSource& read, const std::string& dir, const CheckpointMeta& meta) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create: " + std::strerror(errno));
-  const Model& m = s.model();
   std::vector<uint8_t> b(kMagic, kMagic + 8);
   put(&b, model_identity(m));
   put(&b, step_identity(m));
@@ -148,17 +157,17 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
   put(&b, meta.batches_per_epoch);
   put(&b, meta.examples_per_step);
   uint32_t count = 0;
-  for (const TensorInfo& t : m.tensors()) count += in_checkpoint(t);
+  for (const TensorInfo& t : m.tensors()) count += saved(t);
   put(&b, count);
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& t = m.tensors()[id];
-    if (!in_checkpoint(t)) continue;
+    if (!saved(t)) continue;
     put(&b, static_cast<uint32_t>(t.name.size()));
     b.insert(b.end(), t.name.begin(), t.name.end());
-    put(&b, static_cast<uint64_t>(t.bytes));
+    put(&b, saved_bytes(t));
     size_t at = b.size();
-    b.resize(at + t.bytes);
-    SG_TRY(s.read(static_cast<int>(id), b.data() + at, t.bytes));
+    b.resize(at + saved_bytes(t));
+    SG_TRY(read(static_cast<int>(id), b.data() + at, saved_bytes(t)));
   }
   append_footer(&b);
   return write_file_atomic(file_in(dir), b.data(), b.size());
@@ -200,16 +209,17 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
     name.resize(len);
     if (!r.take(name.data(), len) || !r.get(&bytes)) return Status::Invalid(path + ": corrupt tensor record");
     int t = m.find_tensor(name);
-    if (t < 0 || !in_checkpoint(m.tensors()[t]) || m.tensors()[t].bytes != bytes)
+    if (t < 0 || !saved(m.tensors()[t]) || saved_bytes(m.tensors()[t]) != bytes)
       return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
     found.push_back({t, r.here()});
     if (!r.skip(bytes)) return Status::Invalid(path + ": truncated tensor '" + name + "'");
   }
   uint32_t expected = 0;
-  for (const TensorInfo& t : m.tensors()) expected += in_checkpoint(t);
+  for (const TensorInfo& t : m.tensors()) expected += saved(t);
   if (count != expected || r.here() != b.data() + n)
     return Status::Invalid(path + ": holds " + std::to_string(count) + " tensor records, the model has " + std::to_string(expected));
-  for (auto [t, data] : found) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
+  for (auto [t, data] : found)  // a ZeRO-1 rank keeps only its own share of the moments
+    if (m.tensors()[t].bytes > 0) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
   *meta = got;
   return Status::Ok();
 }

@@ -16,9 +16,10 @@ constexpr float kE5M2Max = 57344.0f;  // NUMERICS.md §1
 bool is_update(OpCode c) { return c == OpCode::SgdUpdate || c == OpCode::AdamwUpdate; }
 
 // What must be equal on every rank after a step. Scale state is not: its
-// counters and last-used scales are each rank's own.
+// counters and last-used scales are each rank's own; nor are ZeRO-1's moments,
+// each rank's share.
 bool is_shared(const TensorInfo& t) {
-  return in_checkpoint(t) && (t.role == Role::param || t.role == Role::opt_state || t.role == Role::statistic);
+  return in_checkpoint(t) && !t.sharded && (t.role == Role::param || t.role == Role::opt_state || t.role == Role::statistic);
 }
 
 // The persistent amax-history states (Quantize's second input) of a program.
@@ -72,25 +73,28 @@ Status exchange_points(const Model& m, std::vector<ExchangePoint>* out) {
       if (std::find(ops[i].out.begin(), ops[i].out.end(), t) != ops[i].out.end()) w = i;
     return w;
   };
+  // The f32 gradients the optimizer reads, found from ops every rank keeps
+  // (ZeRO-1 drops other ranks' updates): check_finite's operands at the fp32
+  // state level, each quantize_grad's f32 input below it.
+  std::vector<std::pair<int, size_t>> grads;  // (gradient, the op that reads it for the optimizer)
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].code == OpCode::QuantizeGrad) grads.push_back({ops[i].in[0], i});
+    if (ops[i].code == OpCode::CheckFinite && ops[i].attrs.i("norms") == 0)
+      for (size_t k = 1; k < ops[i].in.size(); ++k) grads.push_back({ops[i].in[k], i});
+  }
   std::map<size_t, std::vector<int>> at;  // op index -> gradients complete before it
-  for (size_t u = 0; u < ops.size(); ++u) {
-    if (!is_update(ops[u].code) || ops[u].in.size() < 2) continue;
-    int g = ops[u].in[1];  // the gradient the update reads
-    size_t w = last_write(g, u);
-    if (w < u && ops[w].code == OpCode::QuantizeGrad) {  // below the fp32 level: exchange its f32 input
-      g = ops[w].in[0];
-      w = last_write(g, w);
-    }
+  for (auto [g, reader] : grads) {
+    size_t w = last_write(g, reader);
     const TensorInfo& t = m.tensors()[g];
-    if (w == u || t.type.dtype != DType::f32)
-      return Status::Invalid(ops[u].loc + ": the gradient " + t.name + " of this update is not an f32 tensor that backward writes");
+    if (w == reader || t.type.dtype != DType::f32)
+      return Status::Invalid(ops[reader].loc + ": the gradient " + t.name + " it reads is not an f32 tensor that backward writes");
     size_t r = w + 1;
     while (r < ops.size() && std::find(ops[r].in.begin(), ops[r].in.end(), g) == ops[r].in.end()) ++r;
     at[r].push_back(g);
   }
   if (at.empty()) return Status::Invalid(m.label() + ": its train_step updates no parameter");
   out->clear();
-  for (auto& [op, grads] : at) out->push_back({op, grads});
+  for (auto& [op, complete] : at) out->push_back({op, complete});
   return Status::Ok();
 }
 
@@ -108,6 +112,65 @@ Status split_train_step(const Model& m, std::unique_ptr<Model>* out) {
     begin = end;
   }
   return Status::Ok();
+}
+
+std::vector<int> update_moments(const OpInfoLoaded& update) {
+  if (update.code == OpCode::AdamwUpdate) return {update.in[2], update.in[3]};
+  return {update.in[2]};
+}
+
+Status plan_zero(const Model& m, int ranks, ZeroPlan* out) {
+  int prog = m.find_program("train_step");
+  if (prog < 0) return Status::Invalid(m.label() + ": has no train_step program");
+  const std::vector<OpInfoLoaded>& ops = m.programs()[prog].ops;
+  ZeroPlan plan;
+  std::vector<uint64_t> bytes;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!is_update(ops[i].code)) continue;
+    plan.updates.push_back(i);
+    bytes.push_back(0);
+    for (int t : update_moments(ops[i])) bytes.back() += m.tensors()[t].bytes;
+  }
+  uint64_t total = 0;
+  for (uint64_t b : bytes) total += b;
+  if (total == 0) return Status::Invalid(m.label() + ": its optimizer keeps no moments (plain SGD): ZeRO-1 has nothing to shard");
+  plan.owner.assign(bytes.size(), -1);
+  plan.rank_bytes.assign(static_cast<size_t>(ranks), 0);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    size_t u = bytes.size();  // the largest unassigned update, the first of equals
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (plan.owner[i] < 0 && (u == bytes.size() || bytes[i] > bytes[u])) u = i;
+    size_t r = static_cast<size_t>(std::min_element(plan.rank_bytes.begin(), plan.rank_bytes.end()) - plan.rank_bytes.begin());
+    plan.owner[u] = static_cast<int>(r);
+    plan.rank_bytes[r] += bytes[u];
+  }
+  *out = std::move(plan);
+  return Status::Ok();
+}
+
+Status shard_optimizer_state(int ranks, int rank, std::unique_ptr<Model>* m) {
+  Model& model = **m;
+  ZeroPlan plan;
+  SG_TRY(plan_zero(model, ranks, &plan));
+  model.keep_step_identity(step_identity(model));  // before its updates go
+  const std::vector<OpInfoLoaded>& ops = model.programs()[model.find_program("train_step")].ops;
+  std::vector<int> others;
+  for (size_t i = 0; i < plan.updates.size(); ++i) {
+    const OpInfoLoaded& u = ops[plan.updates[i]];
+    for (int t : update_moments(u)) {
+      model.set_updated_by(t, plan.owner[i], true);
+      if (plan.owner[i] != rank) others.push_back(t);
+    }
+    model.set_updated_by(u.out.front(), plan.owner[i], false);  // the weight (or its master)
+    model.set_updated_by(u.out.back(), plan.owner[i], false);   // its scales
+  }
+  for (size_t p = 0; p < model.programs().size(); ++p) {  // the other ranks' updates leave every program
+    std::vector<OpInfoLoaded> mine;
+    for (const OpInfoLoaded& op : model.programs()[p].ops)
+      if (!is_update(op.code) || model.tensors()[op.out.front()].updated_by == rank) mine.push_back(op);
+    model.set_ops(p, std::move(mine));
+  }
+  return model.drop_storage(others);
 }
 
 Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
@@ -128,6 +191,16 @@ Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
     if (m.tensors()[id].role == Role::statistic && in_checkpoint(m.tensors()[id]) && m.tensors()[id].type.dtype == DType::f32)
       statistics_.push_back(static_cast<int>(id));
   histories_ = amax_histories(m, whole_);
+  updated_by_rank_.assign(static_cast<size_t>(c.size()), {});
+  std::vector<size_t> block(static_cast<size_t>(c.size()), 0);
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    const TensorInfo& t = m.tensors()[id];
+    if (t.updated_by < 0 || t.sharded) continue;
+    if (t.updated_by >= c.size()) return Status::Invalid("the model was sharded (ZeRO-1) for more ranks than run it");
+    updated_by_rank_[static_cast<size_t>(t.updated_by)].push_back(static_cast<int>(id));
+    block[static_cast<size_t>(t.updated_by)] += t.bytes;
+  }
+  gather_block_ = *std::max_element(block.begin(), block.end());
   return Status::Ok();
 }
 
@@ -143,6 +216,40 @@ Status RankStep::run(Session& s) {
     }
     SG_TRY(s.run(parts_[i]));
   }
+  if (gather_block_ == 0) return Status::Ok();
+  auto t0 = std::chrono::steady_clock::now();
+  SG_TRY(gather_weights(s));
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+// ZeRO-1: each rank's updated weights and scales, packed in tensor order into
+// one block (padded to the largest rank's), allgathered and unpacked.
+Status RankStep::gather_weights(Session& s) {
+  const Model& m = s.model();
+  const size_t ranks = updated_by_rank_.size(), me = static_cast<size_t>(comm_->rank());
+  std::vector<uint8_t> send(gather_block_, 0), recv(gather_block_ * ranks);
+  size_t at = 0;
+  for (int t : updated_by_rank_[me]) {
+    SG_TRY(s.read(t, send.data() + at, m.tensors()[t].bytes));
+    at += m.tensors()[t].bytes;
+  }
+  for (size_t piece = 0; piece < gather_block_; piece += kMaxMessage / ranks) {
+    // In pieces, each block under MPI's int counts; recv is ranks x block, so gather piece by piece.
+    const size_t n = std::min(kMaxMessage / ranks, gather_block_ - piece);
+    std::vector<uint8_t> part(n * ranks);
+    SG_TRY(comm_->allgather(send.data() + piece, n, part.data()));
+    for (size_t r = 0; r < ranks; ++r) std::copy_n(part.data() + r * n, n, recv.data() + r * gather_block_ + piece);
+  }
+  for (size_t r = 0; r < ranks; ++r) {
+    if (r == me) continue;
+    at = 0;
+    for (int t : updated_by_rank_[r]) {
+      SG_TRY(s.write(t, recv.data() + r * gather_block_ + at, m.tensors()[t].bytes));
+      at += m.tensors()[t].bytes;
+    }
+  }
+  bytes_sent_ += (ranks - 1) * gather_block_;
   return Status::Ok();
 }
 
@@ -202,7 +309,7 @@ Status broadcast_state(Session& s, Communicator& c) {
   if (c.size() == 1) return Status::Ok();
   std::vector<uint8_t> buf;
   for (size_t id = 0; id < s.model().tensors().size(); ++id) {
-    if (!in_checkpoint(s.model().tensors()[id])) continue;
+    if (!in_checkpoint(s.model().tensors()[id]) || s.model().tensors()[id].sharded) continue;
     const int t = static_cast<int>(id);
     buf.resize(s.model().tensors()[id].bytes);
     if (c.rank() == 0) SG_TRY(s.read(t, buf.data(), buf.size()));
@@ -238,6 +345,21 @@ Status check_identical(Session& s, Communicator& c) {
     hash = fnv1a(hash, buf.data(), buf.size());
   }
   return check_agree(c, hash, "parameters or optimizer state (a hash of their bytes): the ranks diverged", StatusCode::runtime_error);
+}
+
+Status gather_moments(Session& s, Communicator& c, std::vector<std::vector<uint8_t>>* at_lead) {
+  at_lead->assign(s.model().tensors().size(), {});
+  std::vector<uint8_t> buf;
+  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
+    const TensorInfo& t = s.model().tensors()[id];
+    if (!t.sharded || t.updated_by == 0) continue;  // rank 0 keeps these itself
+    buf.resize(dtype_bytes(t.type.dtype, numel(t.type.shape)));
+    if (c.rank() == t.updated_by) SG_TRY(s.read(static_cast<int>(id), buf.data(), buf.size()));
+    for (size_t at = 0; at < buf.size(); at += kMaxMessage)
+      SG_TRY(c.broadcast(buf.data() + at, std::min(kMaxMessage, buf.size() - at), t.updated_by));
+    if (c.rank() == 0) (*at_lead)[id] = buf;
+  }
+  return Status::Ok();
 }
 
 }  // namespace sgrt

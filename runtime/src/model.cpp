@@ -234,4 +234,42 @@ Status Model::decode() {
   return Status::Ok();
 }
 
+// Each dropped tensor's span, rounded up to kTensorAlignment, holds nothing
+// else (checked), so closing it up shifts later tensors by multiples of the
+// alignment and keeps every other tensor's neighbours as the plan laid them.
+Status Model::drop_storage(const std::vector<int>& ids) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // [begin, end)
+  for (int id : ids) {
+    const TensorInfo& t = tensors_.at(static_cast<size_t>(id));
+    if (t.bytes == 0) continue;
+    for (const ProgramInfo& p : programs_)
+      for (const OpInfoLoaded& op : p.ops)
+        if (std::find(op.in.begin(), op.in.end(), id) != op.in.end() || std::find(op.out.begin(), op.out.end(), id) != op.out.end())
+          return Status::Invalid(op.loc + ": program " + p.name + " still uses " + t.name + ", whose storage is being dropped");
+    uint64_t end = (t.offset + t.bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+    for (size_t o = 0; o < tensors_.size(); ++o)
+      if (static_cast<int>(o) != id && tensors_[o].bytes > 0 && tensors_[o].offset < end &&
+          t.offset < tensors_[o].offset + tensors_[o].bytes)
+        return Status::Invalid("tensor " + t.name + " shares its arena bytes with " + tensors_[o].name + ": it cannot be dropped");
+    spans.push_back({t.offset, std::min(end, arena_bytes_)});
+  }
+  for (int id : ids) tensors_[static_cast<size_t>(id)].bytes = tensors_[static_cast<size_t>(id)].offset = 0;
+  std::sort(spans.begin(), spans.end());
+  for (TensorInfo& t : tensors_) {
+    if (t.bytes == 0) continue;
+    uint64_t shift = 0;
+    for (auto [b, e] : spans) shift += e <= t.offset ? e - b : 0;
+    t.offset -= shift;
+  }
+  for (auto [b, e] : spans) arena_bytes_ -= e - b;
+  if (!checked_round_up(std::max(arena_bytes_, uint64_t{1}), kArenaAlignment, &arena_alloc_bytes_))
+    return Status::Invalid("arena size overflows");
+  return Status::Ok();
+}
+
+void Model::set_updated_by(int tensor, int rank, bool sharded) {
+  tensors_.at(static_cast<size_t>(tensor)).updated_by = rank;
+  tensors_.at(static_cast<size_t>(tensor)).sharded = sharded;
+}
+
 }  // namespace sgrt

@@ -33,18 +33,22 @@ class RankStep {
 
  private:
   Status exchange(Session& s, const std::vector<int>& grads);
+  Status gather_weights(Session& s);
   Communicator* comm_ = nullptr;
   GradComm mode_ = GradComm::fp32;
   int whole_ = -1;                          // train_step
   std::vector<int> parts_;                  // its parts (N > 1)
   std::vector<std::vector<int>> exchanges_; // gradients exchanged before parts_[i + 1]
   std::vector<int> statistics_, histories_;
+  std::vector<std::vector<int>> updated_by_rank_;  // ZeRO-1: the weights and scales each rank's updates write
+  size_t gather_block_ = 0;                        // the most bytes of them any rank has
   uint64_t bytes_sent_ = 0;
   double comm_seconds_ = 0;
 };
 
 // Rank 0's persistent tensors (parameters, optimizer and scale state, train
-// state) to every rank: the ranks start alike, fresh or resumed.
+// state) to every rank: the ranks start alike, fresh or resumed. Under ZeRO-1
+// each rank's moments are its own (zero, or its share of the checkpoint).
 Status broadcast_state(Session& s, Communicator& c);
 // Fails, naming the rank, unless every rank has the same `value` (a model's
 // hash, the data's size): `what` says what it is.
@@ -53,5 +57,8 @@ uint64_t model_hash(const Model& m);
 // Fails, naming the rank, when parameters, optimizer state or statistics
 // differ between ranks (a hash of their bytes, gathered).
 Status check_identical(Session& s, Communicator& c);
+// ZeRO-1: the moments other ranks keep, to rank 0 for its checkpoint, by
+// tensor id (empty for the rest, on the other ranks and without ZeRO).
+Status gather_moments(Session& s, Communicator& c, std::vector<std::vector<uint8_t>>* at_lead);
 
 }  // namespace sgrt

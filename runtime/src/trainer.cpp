@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include "sg_generated.h"
@@ -180,12 +182,23 @@ Status start_run(Session& s, const TrainOptions& opts, const std::string& step, 
 }
 
 // Saves the run's checkpoint, preceded once by the files that go with it.
-Status save_run(const Session& s, const TrainOptions& opts, const CheckpointMeta& run, bool* files_written) {
+// `elsewhere`: ZeRO-1's moments that other ranks keep (gather_moments).
+Status save_run(const Session& s, const TrainOptions& opts, const CheckpointMeta& run,
+                const std::vector<std::vector<uint8_t>>& elsewhere, bool* files_written) {
   if (!*files_written)
     for (auto& [name, bytes] : opts.checkpoint_files)
       SG_TRY(write_file_atomic(opts.checkpoint_dir + "/" + name, bytes.data(), bytes.size()));
   *files_written = true;
-  return save_checkpoint(s, opts.checkpoint_dir, run);
+  auto read = [&](int t, void* dst, size_t bytes) {
+    if (elsewhere[static_cast<size_t>(t)].empty()) return s.read(t, dst, bytes);
+    std::memcpy(dst, elsewhere[static_cast<size_t>(t)].data(), bytes);
+    return Status::Ok();
+  };
+  return save_checkpoint(s.model(), read, opts.checkpoint_dir, run);
+}
+
+bool holds_shards(const Model& m) {
+  return std::any_of(m.tensors().begin(), m.tensors().end(), [](const TensorInfo& t) { return t.sharded; });
 }
 
 // A failed write during a run is a run-time failure (exit 1), not bad input.
@@ -311,6 +324,8 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     SG_TRY(start_run(s, opts, step, &run));
   } else {
     SG_TRY(s.init(run.seed, run.total_steps));  // shapes only: rank 0's state replaces it
+    CheckpointMeta ignored;  // ZeRO-1: each rank's moments are its own share of the checkpoint
+    if (opts.resume && holds_shards(m)) SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &ignored));
   }
   uint64_t position[3] = {static_cast<uint64_t>(run.step), static_cast<uint64_t>(run.total_steps), run.seed};
   SG_TRY(comm.broadcast(position, sizeof position, 0));  // a resumed run's seed orders every rank's shards
@@ -425,7 +440,9 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
     if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
       SG_TRY(check_identical(s, comm));
-      if (lead) SG_TRY(as_runtime(save_run(s, opts, run, &files_written)));
+      std::vector<std::vector<uint8_t>> elsewhere;
+      SG_TRY(gather_moments(s, comm, &elsewhere));
+      if (lead) SG_TRY(as_runtime(save_run(s, opts, run, elsewhere, &files_written)));
       save_pending = false;
     }
     if (stop) {

@@ -33,6 +33,11 @@ struct TensorInfo {
   uint64_t offset = 0, bytes = 0;
   bool persistent = false;
   bool frozen = false;  // a param no program trains (no gradient, optimizer state or master)
+  // ZeRO-1 (sgrt/data_parallel.h): the rank whose optimizer update writes this
+  // tensor (-1: every rank's), and whether that rank alone keeps it (the
+  // moments: on the other ranks bytes is 0 and no program touches it).
+  int updated_by = -1;
+  bool sharded = false;
   InitKind init = InitKind::zeros;
   float init_a = 0, init_b = 0;
   uint64_t init_seed = 0;

@@ -15,6 +15,7 @@
 // Format version 4 (magic "SGCKPT04"; version 3, without examples per step,
 // still loads); docs/optimizer.md has the layout.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "sgrt/session.h"
@@ -40,12 +41,17 @@ struct CheckpointMeta {
 };
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
+// The same, each tensor's bytes from `read` (ZeRO-1: rank 0 saves the moments
+// gathered from the ranks that keep them).
+using TensorSource = std::function<Status(int tensor, void* dst, size_t bytes)>;
+Status save_checkpoint(const Model& m, const TensorSource& read, const std::string& dir, const CheckpointMeta& meta);
 // Validates the whole file (checksum, model identity, field ranges, every
-// record) before writing any tensor into the session. step_id, when not 0,
-// is the training step the checkpoint must come from instead of the session's
-// own: the same script compiled with the batch the checkpoint was trained
-// with, when the session's model has another batch per rank (a resume on
-// another number of ranks, docs/distributed.md).
+// record) before writing any tensor into the session; a ZeRO-1 rank's session
+// takes only the moments it keeps. step_id, when not 0, is the training step
+// the checkpoint must come from instead of the session's own: the same script
+// compiled with the batch the checkpoint was trained with, when the session's
+// model has another batch per rank (a resume on another number of ranks,
+// docs/distributed.md).
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
 
 // Step-only forms for tools that need no run position (eval, export, run).

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sgrt/model.h"
 
@@ -24,5 +25,25 @@ std::string train_step_part(size_t i);
 // runs the parts with the exchanges between them when it has several ranks.
 // The IR is unchanged: the points are found from the update ops' inputs.
 Status split_train_step(const Model& m, std::unique_ptr<Model>* out);
+
+// ZeRO stage 1 (docs/distributed.md). Whole parameters are shared out among
+// the ranks, largest optimizer moments first, each to the rank with the
+// fewest moment bytes so far (as PyTorch's ZeroRedundancyOptimizer); a rank
+// keeps and updates only its parameters' moments, then the ranks all-gather
+// the updated weights (and their scales), so every rank ends the step alike.
+struct ZeroPlan {
+  std::vector<size_t> updates;        // train_step's update ops, by index
+  std::vector<int> owner;             // the rank that runs each of them
+  std::vector<uint64_t> rank_bytes;   // moment bytes each rank keeps
+};
+// The moments an update op reads: AdamW's m and v, SGD's momentum.
+std::vector<int> update_moments(const OpInfoLoaded& update);
+// Fails when train_step keeps no moments (nothing to shard).
+Status plan_zero(const Model& m, int ranks, ZeroPlan* out);
+// Rank `rank`'s copy of `m` (split_train_step's output, not yet prepared):
+// the other ranks' moments get no storage (the arena shrinks by them), their
+// updates leave every program, and each tensor notes which rank updates it
+// (TensorInfo::updated_by, sharded). Checkpoints stay the whole model's.
+Status shard_optimizer_state(int ranks, int rank, std::unique_ptr<Model>* m);
 
 }  // namespace sgrt

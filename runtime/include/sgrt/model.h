@@ -46,6 +46,17 @@ class Model {
   // A program the runtime derives from the file's before a backend prepares
   // them (data-parallel train_step parts, sgrt/data_parallel.h).
   void add_program(ProgramInfo p) { programs_.push_back(std::move(p)); }
+  // ZeRO-1 (sgrt/data_parallel.h), also before a backend prepares them: a
+  // program keeps only the ops this rank runs; tensors no op uses any more
+  // lose their storage (bytes 0) and the arena closes up over them; the
+  // update's writer and sharing are noted on each tensor.
+  void set_ops(size_t program, std::vector<OpInfoLoaded> ops) { programs_.at(program).ops = std::move(ops); }
+  Status drop_storage(const std::vector<int>& ids);
+  void set_updated_by(int tensor, int rank, bool sharded);
+  // The compiled train_step's checkpoint identity, kept when a derived model
+  // drops some of its ops (0: none kept; checkpoint.h computes it).
+  uint64_t kept_step_identity() const { return kept_step_identity_; }
+  void keep_step_identity(uint64_t id) { kept_step_identity_ = id; }
 
  private:
   Status decode();
@@ -55,7 +66,7 @@ class Model {
   std::vector<TensorInfo> tensors_;
   std::vector<ProgramInfo> programs_;
   std::vector<std::pair<std::string, int>> metrics_, outputs_;
-  uint64_t arena_bytes_ = 0, arena_alloc_bytes_ = 0;
+  uint64_t arena_bytes_ = 0, arena_alloc_bytes_ = 0, kept_step_identity_ = 0;
   int loss_ = -1, train_state_ = -1, lr_ = -1;
 };
 
