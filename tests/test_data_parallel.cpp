@@ -2,8 +2,10 @@
 //  - split_train_step cuts train_step where its gradients are complete: before
 //    the finiteness check at the fp32 state level, before each quantize_grad below it;
 //  - under `mpirun -np 2`, 2 ranks x batch b follow 1 rank x batch 2b (losses
-//    and final parameters to rounding) for the MLP and a small GPT; bf16 and fp8
-//    gradients stay close to fp32 and send 1/2 and 1/4 of its bytes;
+//    and final parameters to rounding) for the MLP and a small GPT, with
+//    dropout too (a rank's masks are its rows' in the global batch, checked
+//    on one process on the CPU and Vulkan); bf16 and fp8 gradients stay close
+//    to fp32 and send 1/2 and 1/4 of its bytes;
 //  - ranks that do not run the same model, or a rank that leaves, end the run
 //    with one clear line instead of a hang;
 //  - an infinite gradient on one rank skips that step on every rank;
@@ -19,6 +21,8 @@
 #include "harness.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/data_parallel.h"
+#include "sgrt/rng.h"
+#include "test_vulkan_support.h"
 #include "tool_runner.h"
 
 using namespace sgrt;
@@ -162,6 +166,59 @@ TEST_CASE("split_train_step cuts before the finiteness check at fp32, before eac
   }
 }
 
+// 3 x 1001 ones under dropout: x.grad is the step's mask times 1 / (1 - p).
+const char kDropoutRows[] = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ rows = 3 }
+  local x = sg.param("x", {cfg.rows, 1001}, "ones")
+  sg.loss(sg.sum(sg.sum(sg.dropout(x, 0.3))))
+  sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+TEST_CASE("a rank's dropout masks are its rows' in the global batch, on the cpu and vulkan") {
+  std::shared_ptr<const Model> global, row;
+  Status st = test::compile_lua(kDropoutRows, &global);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = test::compile_lua(kDropoutRows, &row, {{"rows", "1"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const OpInfoLoaded* drop = nullptr;
+  for (const OpInfoLoaded& op : global->programs()[global->find_program("train_step")].ops)
+    if (op.code == OpCode::Dropout && !drop) drop = &op;
+  REQUIRE(drop != nullptr);
+  const uint64_t seed = static_cast<uint64_t>(drop->attrs.i("seed"));
+  std::vector<std::string> backends{"cpu"};
+  if (test::vulkan_device_present()) backends.push_back("vulkan");
+  for (const std::string& be : backends) {
+    CAPTURE(be);
+    std::unique_ptr<Session> whole = test::open_session(global, be);
+    test::run(*whole, "train_step");  // step 0
+    const std::vector<float> all = test::read_f32(*whole, "x.grad");
+    std::vector<float> rank_rows[3];
+    for (int rank = 0; rank < 3; ++rank) {
+      CAPTURE(rank);
+      std::unique_ptr<Model> m;
+      st = Model::load_bytes(std::vector<uint8_t>(row->file_bytes().begin(), row->file_bytes().end()), "row.sg", &m);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      place_dropout_masks(m.get(), rank);
+      std::unique_ptr<Session> s = test::open_session(std::move(m), be);
+      test::run(*s, "train_step");
+      rank_rows[rank] = test::read_f32(*s, "x.grad");
+      REQUIRE(rank_rows[rank].size() == 1001);
+      size_t differ = 0, dropped = 0;
+      for (size_t i = 0; i < 1001; ++i) {
+        const bool keep = rng_uniform(seed, 0, static_cast<uint64_t>(rank) * 1001 + i) >= 0.3f;  // sgrt/rng.h
+        differ += rank_rows[rank][i] != all[static_cast<size_t>(rank) * 1001 + i];
+        differ += rank_rows[rank][i] != (keep ? 1.f / 0.7f : 0.f);
+        dropped += !keep;
+      }
+      CHECK(differ == 0);
+      CHECK(dropped > 250);  // ~0.3 x 1001
+      CHECK(dropped < 350);
+    }
+    CHECK(rank_rows[0] != rank_rows[1]);  // the ranks' masks differ
+  }
+}
+
 TEST_CASE("unknown --grad-comm is one clear error") {
   test::ToolResult r = test::run_tool({"train", kMlp, "--grad-comm", "fp16", "--steps", "1"});
   CHECK(r.code == 2);
@@ -224,6 +281,22 @@ TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the bat
   train(model, "--set batch=2" + flags, 2, &two);
   double d = max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
   MESSAGE("GPT, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
+  CHECK(d < 1e-5);
+}
+
+// Dropout on the embeddings, every block's attention and MLP outputs.
+TEST_CASE("mpirun -np 2: a small GPT with dropout follows one rank with twice the batch") {
+  if (!have_mpi()) return;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 17) + ". ";
+  test::TempFile corpus(".txt", text);
+  const std::string model = std::string(kGpt) + " --set n_layer=1 --set n_embd=16 --set n_head=2 --set block=16 --set dropout=0.1";
+  const std::string flags = " --steps 40 --log-every 4 --data " + corpus.path;
+  Run one, two;
+  train(model, "--set batch=4" + flags, 1, &one);
+  train(model, "--set batch=2" + flags, 2, &two);
+  double d = max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
+  MESSAGE("GPT with dropout 0.1, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
   CHECK(d < 1e-5);
 }
 

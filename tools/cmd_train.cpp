@@ -221,6 +221,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   if (comm.size() > 1) {
     std::unique_ptr<Model> parts;
     SG_TRY(split_train_step(*m, &parts));
+    place_dropout_masks(parts.get(), comm.rank());
     m = std::move(parts);
   }
   if (!opts.checkpoint_dir.empty()) {

@@ -25,4 +25,11 @@ std::string train_step_part(size_t i);
 // The IR is unchanged: the points are found from the update ops' inputs.
 Status split_train_step(const Model& m, std::unique_ptr<Model>* out);
 
+// Rank `rank`'s rows are rows rank b ... rank b + b - 1 of the global batch
+// (N b rows, b each rank's batch): its dropout ops count their mask's elements
+// from rank x their size (attribute offset), so N ranks x batch b draw the
+// masks one process draws with batch N b, and the ranks' masks differ. Every
+// tensor under dropout has the batch as its outermost axis.
+void place_dropout_masks(Model* m, int rank);
+
 }  // namespace sgrt

@@ -46,6 +46,8 @@ class Model {
   // A program the runtime derives from the file's before a backend prepares
   // them (data-parallel train_step parts, sgrt/data_parallel.h).
   void add_program(ProgramInfo p) { programs_.push_back(std::move(p)); }
+  // A program to adjust before a backend prepares it (a rank's dropout offsets).
+  ProgramInfo& program(int i) { return programs_[static_cast<size_t>(i)]; }
 
  private:
   Status decode();
