@@ -66,7 +66,8 @@ const std::vector<CommandHelp>& commands() {
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
            {"--grad-comm", "M", "under mpirun -np N: how gradients travel between ranks: fp32 (default), bf16, or fp8 "
-                                "(E5M2, one shared scale per tensor; docs/distributed.md)"},
+                                "(one shared scale per tensor; E4M3 where the recipe's gradients are E4M3, as fp8-row and "
+                                "fp8-block, else E5M2; docs/distributed.md)"},
            {"--comm-timeout", "SECONDS", "under mpirun: give up when the other ranks are silent this long (default 300)"},
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",

@@ -5,15 +5,23 @@
 #include <memory>
 #include <string>
 
+#include "sgrt/communicator.h"
 #include "sgrt/model.h"
 
 namespace sgrt {
 
-// How gradients travel: fp32 as they are; bf16 rounded; fp8 as FP8-LM, E5M2
-// under one power-of-two scale per tensor shared by every rank.
+// How gradients travel: fp32 as they are; bf16 rounded; fp8 as FP8-LM, in
+// fp8_wire(m)'s format under one power-of-two scale per tensor shared by
+// every rank.
 enum class GradComm { fp32, bf16, fp8 };
 Status parse_grad_comm(const std::string& name, GradComm* out);
 const char* grad_comm_name(GradComm c);
+// fp8's format, the recipe's gradients': E4M3 where every FP8 gradient tensor
+// of `m` is E4M3 (fp8-row, fp8-block), E5M2 otherwise (fp8, mxfp8, fp4 ...,
+// and recipes without FP8 gradients, as FP8-LM).
+Wire fp8_wire(const Model& m);
+// "fp32", "bf16", "fp8 (E5M2)" or "fp8 (E4M3)": what travels, for the header.
+std::string grad_comm_label(GradComm c, const Model& m);
 
 // train_step's parts: "train_step.part0", "train_step.part1", ...
 std::string train_step_part(size_t i);
