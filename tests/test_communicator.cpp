@@ -2,7 +2,7 @@
 // on an in-memory transport: the sum is taken in rank order 0, 1, ..., N-1
 // (checked with values whose float sum depends on the order), every rank gets
 // the same bits, vectors that do not split evenly are whole, a NaN anywhere is
-// NaN everywhere in a max, and the BF16 / E5M2 wires round as the CUDA
+// NaN everywhere in a max, and the BF16 / E5M2 / E4M3 wires round as the CUDA
 // toolkit's host conversions do (the independent oracle of NUMERICS.md §1).
 #include <barrier>
 #include <cmath>
@@ -138,18 +138,21 @@ TEST_CASE("one rank: the single-process communicator leaves f32 data as it is") 
 }
 
 #ifdef SGRT_HAVE_CUDA_ORACLE
-TEST_CASE("the BF16 and E5M2 wires round each rank's values and the mean as CUDA's host conversions do") {
-  auto e5m2 = [](float x) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2), __NV_E5M2)));
+TEST_CASE("the BF16, E5M2 and E4M3 wires round each rank's values and the mean as CUDA's host conversions do") {
+  auto fp8 = [](float x, __nv_fp8_interpretation_t f) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, f), f)));
   };
   auto bf16 = [](float x) { return __bfloat162float(__float2bfloat16_rn(x)); };
   for (size_t n : {101, 3001}) {  // one allgather; slices
-    for (Wire w : {Wire::bf16, Wire::e5m2}) {
-      auto round = [&](float x) { return w == Wire::bf16 ? bf16(x) : e5m2(x); };
+    for (Wire w : {Wire::bf16, Wire::e5m2, Wire::e4m3}) {
+      auto round = [&](float x) { return w == Wire::bf16 ? bf16(x) : fp8(x, w == Wire::e5m2 ? __NV_E5M2 : __NV_E4M3); };
+      // In the format's range, as the exchange scales them (E4M3's largest: 448),
+      // down to E4M3's subnormals.
+      const float mag = w == Wire::e4m3 ? 0.4f : 1.0f;
       std::vector<std::vector<float>> data(2, std::vector<float>(n));
       for (size_t i = 0; i < n; ++i) {
-        data[0][i] = std::sin(0.37f * i) * 1000.0f;
-        data[1][i] = std::cos(0.91f * i) * 300.0f + 0.123f;
+        data[0][i] = std::sin(0.37f * i) * 1000.0f * mag;
+        data[1][i] = std::cos(0.91f * i) * 300.0f * mag + 0.123f;
       }
       std::vector<float> expected(n);
       for (size_t i = 0; i < n; ++i) expected[i] = round((round(data[0][i]) + round(data[1][i])) * 0.5f);

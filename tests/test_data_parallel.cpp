@@ -2,8 +2,11 @@
 //  - split_train_step cuts train_step where its gradients are complete: before
 //    the finiteness check at the fp32 state level, before each quantize_grad below it;
 //  - under `mpirun -np 2`, 2 ranks x batch b follow 1 rank x batch 2b (losses
-//    and final parameters to rounding) for the MLP and a small GPT; bf16 and fp8
-//    gradients stay close to fp32 and send 1/2 and 1/4 of its bytes;
+//    and final parameters to rounding) for the MLP and a small GPT, with
+//    dropout too (a rank's masks are its rows' in the global batch, checked
+//    on one process on the CPU and Vulkan); bf16 and fp8 gradients stay close
+//    to fp32 and send 1/2 and 1/4 of its bytes; fp8 is E4M3 where the
+//    recipe's gradients are (fp8-block), E5M2 otherwise;
 //  - ranks that do not run the same model, or a rank that leaves, end the run
 //    with one clear line instead of a hang;
 //  - an infinite gradient on one rank skips that step on every rank;
@@ -19,6 +22,8 @@
 #include "harness.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/data_parallel.h"
+#include "sgrt/rng.h"
+#include "test_vulkan_support.h"
 #include "tool_runner.h"
 
 using namespace sgrt;
@@ -41,14 +46,20 @@ std::vector<const ProgramInfo*> parts_of(const Model& m) {
   return parts;
 }
 
-// `script` compiled with `set` at optimizer state level `level` (--opt-level).
-std::unique_ptr<Model> compiled(const std::string& script, const std::map<std::string, std::string>& set, const char* level) {
+// `script` compiled with `set` as `sgrt train --opt-level level --recipe recipe`
+// compiles it ("" leaves the script's).
+std::unique_ptr<Model> compiled(const std::string& script, const std::map<std::string, std::string>& set,
+                                const std::string& level, const std::string& recipe = "") {
   dsl::ScriptOptions opts;
   opts.set = set;
   compiler::Graph g;
   Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + script, opts, &g);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  g.optimizer.state = level;
+  if (!level.empty()) g.optimizer.state = level;
+  if (!recipe.empty()) {
+    g.recipe = recipe;
+    g.switches = {};
+  }
   st = compiler::compile(g);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Model> m;
@@ -89,7 +100,7 @@ std::vector<double> logged(const std::string& log, const std::string& key) {
 }
 
 struct Run {
-  std::string log;
+  std::string log, out;  // the --log file, rank 0's stdout
   test::TempDir dir;
 };
 
@@ -102,6 +113,7 @@ void train(const std::string& model, const std::string& flags, int ranks, Run* r
   test::ToolResult o = test::run_shell(cmd);
   REQUIRE_MESSAGE(o.code == 0, cmd << "\n" << o.err);
   r->log = test::slurp(r->dir.path + "/log.jsonl");
+  r->out = o.out;
 }
 
 // Every parameter of the checkpoint in `dir` (with the model.sg beside it), concatenated.
@@ -135,12 +147,17 @@ std::string sets(const std::map<std::string, std::string>& set) {
   return s;
 }
 
+// The MLP at hidden 16.
+std::unique_ptr<Model> compile_mlp(const std::string& level, const std::string& recipe) {
+  return compiled(kMlp, {{"hidden", "16"}}, level, recipe);
+}
+
 }  // namespace
 
 TEST_CASE("split_train_step cuts before the finiteness check at fp32, before each quantize_grad at O2") {
   for (const char* level : {"fp32", "O2"}) {
     CAPTURE(level);
-    std::unique_ptr<Model> m = compiled(kMlp, {{"hidden", "16"}}, level);
+    std::unique_ptr<Model> m = compile_mlp(level, "");
     std::unique_ptr<Model> split;
     Status st = split_train_step(*m, &split);
     REQUIRE_MESSAGE(st.ok(), st.message());
@@ -240,6 +257,72 @@ TEST_CASE("--zero 1 on one process, or with a bad value, is one clear error") {
   CHECK(r.err.find("--zero expects 0 or 1") != std::string::npos);
 }
 
+// 3 x 1001 ones under dropout: x.grad is the step's mask times 1 / (1 - p).
+const char kDropoutRows[] = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ rows = 3 }
+  local x = sg.param("x", {cfg.rows, 1001}, "ones")
+  sg.loss(sg.sum(sg.sum(sg.dropout(x, 0.3))))
+  sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+TEST_CASE("a rank's dropout masks are its rows' in the global batch, on the cpu and vulkan") {
+  std::shared_ptr<const Model> global, row;
+  Status st = test::compile_lua(kDropoutRows, &global);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = test::compile_lua(kDropoutRows, &row, {{"rows", "1"}});
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const OpInfoLoaded* drop = nullptr;
+  for (const OpInfoLoaded& op : global->programs()[global->find_program("train_step")].ops)
+    if (op.code == OpCode::Dropout && !drop) drop = &op;
+  REQUIRE(drop != nullptr);
+  const uint64_t seed = static_cast<uint64_t>(drop->attrs.i("seed"));
+  std::vector<std::string> backends{"cpu"};
+  if (test::vulkan_device_present()) backends.push_back("vulkan");
+  for (const std::string& be : backends) {
+    CAPTURE(be);
+    std::unique_ptr<Session> whole = test::open_session(global, be);
+    test::run(*whole, "train_step");  // step 0
+    const std::vector<float> all = test::read_f32(*whole, "x.grad");
+    std::vector<float> rank_rows[3];
+    for (int rank = 0; rank < 3; ++rank) {
+      CAPTURE(rank);
+      std::unique_ptr<Model> m;
+      st = Model::load_bytes(std::vector<uint8_t>(row->file_bytes().begin(), row->file_bytes().end()), "row.sg", &m);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      place_dropout_masks(m.get(), rank);
+      std::unique_ptr<Session> s = test::open_session(std::move(m), be);
+      test::run(*s, "train_step");
+      rank_rows[rank] = test::read_f32(*s, "x.grad");
+      REQUIRE(rank_rows[rank].size() == 1001);
+      size_t differ = 0, dropped = 0;
+      for (size_t i = 0; i < 1001; ++i) {
+        const bool keep = rng_uniform(seed, 0, static_cast<uint64_t>(rank) * 1001 + i) >= 0.3f;  // sgrt/rng.h
+        differ += rank_rows[rank][i] != all[static_cast<size_t>(rank) * 1001 + i];
+        differ += rank_rows[rank][i] != (keep ? 1.f / 0.7f : 0.f);
+        dropped += !keep;
+      }
+      CHECK(differ == 0);
+      CHECK(dropped > 250);  // ~0.3 x 1001
+      CHECK(dropped < 350);
+    }
+    CHECK(rank_rows[0] != rank_rows[1]);  // the ranks' masks differ
+  }
+}
+
+TEST_CASE("fp8 gradients travel as E4M3 where the recipe's gradients are E4M3, else as E5M2") {
+  const std::map<std::string, Wire> expected{{"fp32", Wire::e5m2},   {"bf16", Wire::e5m2},   {"fp8", Wire::e5m2},
+                                             {"mxfp8", Wire::e5m2},  {"nvfp4", Wire::e5m2},  {"fp8-row", Wire::e4m3},
+                                             {"fp8-block", Wire::e4m3}};  // docs/recipes.md's gradient columns
+  for (auto& [recipe, wire] : expected) {
+    CAPTURE(recipe);
+    std::unique_ptr<Model> m = compile_mlp("", recipe);
+    CHECK(fp8_wire(*m) == wire);
+    CHECK(grad_comm_label(GradComm::fp8, *m) == (wire == Wire::e4m3 ? "fp8 (E4M3)" : "fp8 (E5M2)"));
+    CHECK(grad_comm_label(GradComm::bf16, *m) == "bf16");
+  }
+}
+
 TEST_CASE("unknown --grad-comm is one clear error") {
   test::ToolResult r = test::run_tool({"train", kMlp, "--grad-comm", "fp16", "--steps", "1"});
   CHECK(r.code == 2);
@@ -290,17 +373,29 @@ TEST_CASE("mpirun -np 2: the MLP's losses and parameters follow one rank with tw
   }
 }
 
-TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the batch") {
-  if (!have_mpi()) return;
+namespace {
+
+// A small GPT (1 layer, 16 wide) on a repeated sentence, `sets` added, for
+// `steps` steps: the largest relative difference of the losses logged every
+// steps / 20 steps, 2 ranks x 2 against 1 x 4.
+double gpt_two_ranks_against_one(const std::string& sets, int steps) {
   std::string text;
   for (int i = 0; i < 300; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 17) + ". ";
   test::TempFile corpus(".txt", text);
-  const std::string model = std::string(kGpt) + " --set n_layer=1 --set n_embd=16 --set n_head=2 --set block=16";
-  const std::string flags = " --steps 200 --log-every 10 --data " + corpus.path;
+  const std::string model = std::string(kGpt) + " --set n_layer=1 --set n_embd=16 --set n_head=2 --set block=16" + sets;
+  const std::string flags =
+      " --steps " + std::to_string(steps) + " --log-every " + std::to_string(steps / 20) + " --data " + corpus.path;
   Run one, two;
   train(model, "--set batch=4" + flags, 1, &one);
   train(model, "--set batch=2" + flags, 2, &two);
-  double d = max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
+  return max_rel_diff(logged(one.log, "loss"), logged(two.log, "loss"));
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: a small GPT's losses follow one rank with twice the batch") {
+  if (!have_mpi()) return;
+  double d = gpt_two_ranks_against_one("", 200);
   MESSAGE("GPT, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
   CHECK(d < 1e-5);
 }
@@ -336,6 +431,30 @@ TEST_CASE("mpirun -np 2 --zero 1 at O2: the same losses and checkpoint as withou
   REQUIRE_MESSAGE(o.code == 0, o.err);
   CHECK(losses(test::slurp(resumed.dir.path + "/log.jsonl")) == losses(plain.log));
   CHECK(test::slurp(resumed.dir.path + "/ck/checkpoint.sgck") == test::slurp(plain.dir.path + "/ck/checkpoint.sgck"));
+}
+
+// Dropout on the embeddings, every block's attention and MLP outputs: the
+// ranks draw their rows' masks of the global batch.
+TEST_CASE("mpirun -np 2: a small GPT with dropout follows one rank with twice the batch") {
+  if (!have_mpi()) return;
+  double d = gpt_two_ranks_against_one(" --set dropout=0.1", 40);
+  MESSAGE("GPT with dropout 0.1, 2 ranks x 2 against 1 x 4: largest relative loss difference " << d);
+  CHECK(d < 1e-5);
+}
+
+TEST_CASE("mpirun -np 2: fp8-block's gradients travel as E4M3, one byte each, and stay close to fp32") {
+  if (!have_mpi()) return;
+  const std::string model = std::string(kMlp) + " --set hidden=16 --set batch=50 --recipe fp8-block";
+  const std::string flags = " --steps 30 --log-every 10";
+  Run fp32, fp8;
+  train(model, flags, 2, &fp32);
+  train(model, " --grad-comm fp8" + flags, 2, &fp8);
+  CHECK(fp8.out.find("2 ranks, fp8 (E4M3) gradients") != std::string::npos);
+  const double n = 16 * 784 + 16 + 10 * 16 + 10;  // parameters; 4 tensors' f32 amaxes besides
+  CHECK(logged(fp8.log, "comm_bytes").front() == doctest::Approx(n + 4 * 4).epsilon(1e-4));
+  MESSAGE("fp8-block, E4M3 exchange: final test loss " << logged(fp8.log, "loss").back() << " against fp32's "
+          << logged(fp32.log, "loss").back());
+  CHECK(logged(fp8.log, "loss").back() == doctest::Approx(logged(fp32.log, "loss").back()).epsilon(0.02));
 }
 
 TEST_CASE("mpirun -np 2: ranks with different models, or a rank that leaves, end the run with a clear line") {

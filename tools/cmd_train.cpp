@@ -102,7 +102,7 @@ void print_header(const Args& a, const Model& m, const Communicator& comm, GradC
   ParamCounts pc = count_params(m.tensors());
   std::string frozen = pc.frozen ? " (" + std::to_string(pc.frozen) + " frozen)" : "";
   std::string ranks = comm.size() > 1 ? ", " + std::to_string(comm.size()) + " ranks (" + comm.name() + ", " +
-                                            grad_comm_name(grad_comm) + " gradients" + (zero ? ", ZeRO-1" : "") + ")"
+                                            grad_comm_label(grad_comm, m) + " gradients" + (zero ? ", ZeRO-1" : "") + ")"
                                       : "";
   const auto* recipe = m.root().recipe();
   std::fprintf(stderr, "sgrt train: %s, %llu parameters%s, backend %s, recipe %s, threads %d%s, arena %.2f MiB\n",
@@ -227,6 +227,7 @@ Status train_ranks(Args& a, Communicator& comm) {
     std::unique_ptr<Model> parts;
     SG_TRY(split_train_step(*m, &parts));
     if (zero == 1) SG_TRY(shard_optimizer_state(comm.size(), comm.rank(), &parts));
+    place_dropout_masks(parts.get(), comm.rank());
     m = std::move(parts);
   }
   if (!opts.checkpoint_dir.empty()) {
@@ -279,7 +280,8 @@ Status train_ranks(Args& a, Communicator& comm) {
   for (auto& [n, v] : result.final_eval.metrics) std::printf(", %s %.4f", n.c_str(), v);
   std::printf(" (%.0f samples/s", result.samples_per_s);
   if (comm.size() > 1)
-    std::printf(", %d ranks, %s gradients: %llu bytes sent per rank per step", comm.size(), grad_comm_name(opts.grad_comm),
+    std::printf(", %d ranks, %s gradients: %llu bytes sent per rank per step", comm.size(),
+                grad_comm_label(opts.grad_comm, *m).c_str(),
                 static_cast<unsigned long long>(result.comm_bytes_per_step));
   std::printf(")\n");
   if (!quiet && !opts.checkpoint_dir.empty()) std::fprintf(stderr, "checkpoint saved to %s\n", opts.checkpoint_dir.c_str());

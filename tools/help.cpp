@@ -68,7 +68,8 @@ const std::vector<CommandHelp>& commands() {
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
            {"--grad-comm", "M", "under mpirun -np N: how gradients travel between ranks: fp32 (default), bf16, or fp8 "
-                                "(E5M2, one shared scale per tensor; docs/distributed.md)"},
+                                "(one shared scale per tensor; E4M3 where the recipe's gradients are E4M3, as fp8-row and "
+                                "fp8-block, else E5M2; docs/distributed.md)"},
            {"--zero", "1", "under mpirun -np N: ZeRO stage 1, each rank keeps and updates the optimizer moments of 1/N of the "
                           "parameters and the updated weights are all-gathered (default 0: every rank keeps all)"},
            {"--comm-timeout", "SECONDS", "under mpirun: give up when the other ranks are silent this long (default 300)"},

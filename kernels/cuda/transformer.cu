@@ -176,10 +176,10 @@ __global__ void rope_kernel(int64_t rows, int64_t T, int64_t H, int64_t Dh, doub
 }
 
 // Element i of step t kept when rng_uniform(seed, t, i) >= p.
-__global__ void dropout_kernel(int64_t n, uint64_t seed, const int32_t* state, float p, float keep_scale,
+__global__ void dropout_kernel(int64_t n, uint64_t seed, uint64_t offset, const int32_t* state, float p, float keep_scale,
                                const float* x, float* y) {
   const uint64_t step = static_cast<uint64_t>(state[kStep]);
-  SG_GRID_STRIDE(i, n) y[i] = rng_uniform(seed, step, static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
+  SG_GRID_STRIDE(i, n) y[i] = rng_uniform(seed, step, offset + static_cast<uint64_t>(i)) >= p ? x[i] * keep_scale : 0.f;
 }
 
 // Batch norm's running statistic (kernels/cpu/running_stat.cpp): mode 0
@@ -305,12 +305,12 @@ Status bind_dropout(const OpArgs& a, BindCtx& ctx, Launch* out) {
     };
     return Status::Ok();
   }
-  uint64_t seed = static_cast<uint64_t>(a.attrs->i("seed"));
+  uint64_t seed = static_cast<uint64_t>(a.attrs->i("seed")), offset = static_cast<uint64_t>(a.attrs->i("offset"));
   const int32_t* state = a.in[1].i32();
   float keep_scale = 1.f / (1.f - p);
   unsigned grid = grid_for(n, ctx.dev);
   *out = [=](cudaStream_t s) {
-    dropout_kernel<<<grid, kThreads, 0, s>>>(n, seed, state, p, keep_scale, x, y);
+    dropout_kernel<<<grid, kThreads, 0, s>>>(n, seed, offset, state, p, keep_scale, x, y);
     return launched("dropout_kernel");
   };
   return Status::Ok();

@@ -1,9 +1,10 @@
 // Inverted dropout with the CPU's counter-based mask (kernels/cpu/dropout.cpp,
-// sgrt/rng.h): element i of step t is kept when rng_uniform(seed, t, i) >= p.
+// sgrt/rng.h): element i of step t is kept when rng_uniform(seed, t, offset + i) >= p.
 // splitmix64 runs on 32-bit halves (uvec2: x = low, y = high), so no device
 // needs 64-bit integers, and the mask is the CPU's bit for bit.
 // off = {x, train_state, y}; n elements; p = {seed low, seed high, step slot};
-// f = {p, 1 / (1 - p)} (the CPU's floats; {0, 1} where the op passes x through).
+// f = {p, 1 / (1 - p)} (the CPU's floats; {0, 1} where the op passes x through);
+// dim = {offset low, offset high} (the op's attribute: a rank's place in the batch).
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -34,7 +35,7 @@ uvec2 splitmix64(uvec2 x) {
 void main() {
   int step = I[pc.off[1] + pc.p[2]];
   uvec2 step64 = uvec2(uint(step), step < 0 ? 0xFFFFFFFFu : 0u);  // static_cast<uint64_t>(int32)
-  uvec2 key = splitmix64(uvec2(pc.p[0], pc.p[1]) ^ splitmix64(step64));
+  uvec2 key = add64(splitmix64(uvec2(pc.p[0], pc.p[1]) ^ splitmix64(step64)), uvec2(pc.dim[0], pc.dim[1]));
   FOR_EACH_INDEX(i, pc.n) {
     uvec2 bits = splitmix64(add64(key, uvec2(i, 0u)));
     float u = float(bits.y >> 8) * (1.0 / 16777216.0);

@@ -108,7 +108,7 @@ Status rope(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   float p = static_cast<float>(c.op.attrs.f("p"));
   bool drop = c.op.attrs.i("training") != 0 && p != 0.f;
-  uint64_t seed = static_cast<uint64_t>(c.op.attrs.i("seed"));
+  uint64_t seed = static_cast<uint64_t>(c.op.attrs.i("seed")), offset = static_cast<uint64_t>(c.op.attrs.i("offset"));
   d->shader = "dropout";
   d->push.off[0] = c.word(c.in(0));
   d->push.off[1] = c.word(c.in(1));
@@ -117,6 +117,8 @@ Status dropout(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   d->push.p[0] = static_cast<uint32_t>(seed);
   d->push.p[1] = static_cast<uint32_t>(seed >> 32);
   d->push.p[2] = kStep;
+  d->push.dim[0] = static_cast<uint32_t>(offset);
+  d->push.dim[1] = static_cast<uint32_t>(offset >> 32);
   d->push.f[0] = drop ? p : 0.f;
   d->push.f[1] = drop ? 1.f / (1.f - p) : 1.f;
   d->groups[0] = groups_for(d->push.n, c.opts);

@@ -42,6 +42,9 @@ void encode(Wire w, const float* x, size_t n, uint8_t* out) {
     case Wire::e5m2:
       for (size_t i = 0; i < n; ++i) out[i] = fmt::e5m2_encode(x[i]);
       break;
+    case Wire::e4m3:
+      for (size_t i = 0; i < n; ++i) out[i] = fmt::e4m3_encode(x[i]);
+      break;
   }
 }
 
@@ -57,6 +60,9 @@ void decode(Wire w, const uint8_t* in, size_t n, float* x) {
       break;
     case Wire::e5m2:
       for (size_t i = 0; i < n; ++i) x[i] = fmt::e5m2_decode(in[i]);
+      break;
+    case Wire::e4m3:
+      for (size_t i = 0; i < n; ++i) x[i] = fmt::e4m3_decode(in[i]);
       break;
   }
 }

@@ -11,7 +11,8 @@
 namespace sgrt {
 namespace {
 
-constexpr float kE5M2Max = 57344.0f;  // NUMERICS.md §1
+// The largest finite value of an FP8 wire (NUMERICS.md §1).
+float fp8_max(Wire w) { return format_max(w == Wire::e4m3 ? DType::e4m3 : DType::e5m2); }
 
 bool is_update(OpCode c) { return c == OpCode::SgdUpdate || c == OpCode::AdamwUpdate; }
 
@@ -60,6 +61,19 @@ Status parse_grad_comm(const std::string& name, GradComm* out) {
 }
 
 const char* grad_comm_name(GradComm c) { return c == GradComm::fp32 ? "fp32" : c == GradComm::bf16 ? "bf16" : "fp8"; }
+
+Wire fp8_wire(const Model& m) {
+  bool e4m3 = false;
+  for (const TensorInfo& t : m.tensors())
+    if (t.role == Role::grad && t.type.dtype == DType::e5m2) return Wire::e5m2;
+    else e4m3 |= t.role == Role::grad && t.type.dtype == DType::e4m3;
+  return e4m3 ? Wire::e4m3 : Wire::e5m2;
+}
+
+std::string grad_comm_label(GradComm c, const Model& m) {
+  if (c != GradComm::fp8) return grad_comm_name(c);
+  return fp8_wire(m) == Wire::e4m3 ? "fp8 (E4M3)" : "fp8 (E5M2)";
+}
 
 std::string train_step_part(size_t i) { return "train_step.part" + std::to_string(i); }
 
@@ -177,6 +191,7 @@ Status RankStep::init(Session& s, Communicator& c, GradComm mode) {
   comm_ = &c;
   mode_ = mode;
   const Model& m = s.model();
+  fp8_wire_ = fp8_wire(m);
   SG_TRY(s.find_program("train_step", &whole_));
   if (c.size() == 1) return Status::Ok();
   std::vector<ExchangePoint> points;
@@ -255,7 +270,8 @@ Status RankStep::gather_weights(Session& s) {
 
 // The gradients, concatenated, become their mean over the ranks. fp8: each
 // tensor's amax is max-reduced first, so every rank scales it by the same
-// 2^e (e = floor(log2(E5M2 max / amax))); the codes are summed in FP32 in
+// 2^e (e = floor(log2(FP8 max / amax)), E5M2 or E4M3 by the recipe's
+// gradients, fp8_wire); the codes are summed in FP32 in
 // rank order and the mean, which fits under the same scale, goes back as
 // codes. A non-finite amax anywhere makes the tensor NaN on every rank: the
 // step's finiteness check then skips the update everywhere.
@@ -277,10 +293,10 @@ Status RankStep::exchange(Session& s, const std::vector<int>& grads) {
     std::vector<int> exps(grads.size(), 0);
     for (size_t i = 0; i < grads.size(); ++i)
       if (std::isfinite(amax[i]) && amax[i] > 0)
-        exps[i] = std::clamp(static_cast<int>(std::floor(std::log2(kE5M2Max / amax[i]))), -126, 126);
+        exps[i] = std::clamp(static_cast<int>(std::floor(std::log2(fp8_max(fp8_wire_) / amax[i]))), -126, 126);
     for (size_t i = 0; i < grads.size(); ++i)
       for (size_t j = at[i]; j < at[i + 1]; ++j) flat[j] *= fmt::exp2i(exps[i]);
-    SG_TRY(allreduce_sum(*comm_, flat.data(), flat.size(), Wire::e5m2, inv_ranks, &bytes_sent_));
+    SG_TRY(allreduce_sum(*comm_, flat.data(), flat.size(), fp8_wire_, inv_ranks, &bytes_sent_));
     for (size_t i = 0; i < grads.size(); ++i)
       for (size_t j = at[i]; j < at[i + 1]; ++j) flat[j] = std::isfinite(amax[i]) ? flat[j] * fmt::exp2i(-exps[i]) : NAN;
   }

@@ -36,6 +36,7 @@ class RankStep {
   Status gather_weights(Session& s);
   Communicator* comm_ = nullptr;
   GradComm mode_ = GradComm::fp32;
+  Wire fp8_wire_ = Wire::e5m2;              // fp8's format (fp8_wire)
   int whole_ = -1;                          // train_step
   std::vector<int> parts_;                  // its parts (N > 1)
   std::vector<std::vector<int>> exchanges_; // gradients exchanged before parts_[i + 1]

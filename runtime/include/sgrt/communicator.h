@@ -37,9 +37,9 @@ std::unique_ptr<Communicator> single_process_communicator();
 bool launched_by_mpirun(int* ranks);
 
 // How an element of a reduced vector travels: 4 bytes as is (fp32), or
-// rounded to BF16 (2 bytes) or E5M2 (1 byte; the values must already be
-// scaled into E5M2's range).
-enum class Wire { f32, bf16, e5m2 };
+// rounded to BF16 (2 bytes), E5M2 or E4M3 (1 byte; the values must already be
+// scaled into the format's range).
+enum class Wire { f32, bf16, e5m2, e4m3 };
 size_t wire_bytes(Wire w);
 
 // The elementwise sum (or max) over ranks of data[0..n). Slice i of the

@@ -57,6 +57,8 @@ class Model {
   // drops some of its ops (0: none kept; checkpoint.h computes it).
   uint64_t kept_step_identity() const { return kept_step_identity_; }
   void keep_step_identity(uint64_t id) { kept_step_identity_ = id; }
+  // A program to adjust before a backend prepares it (a rank's dropout offsets).
+  ProgramInfo& program(int i) { return programs_[static_cast<size_t>(i)]; }
 
  private:
   Status decode();
