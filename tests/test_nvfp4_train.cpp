@@ -241,6 +241,8 @@ TEST_CASE("nvfp4-train: one training step's plan and values, GEMM by GEMM") {
     CHECK(worst < 1e-5);
     // ... and close to the f32 product of the untransformed sources: NVFP4's
     // error, not the transform's (a GEMM with one side transformed is unrelated).
+    MESSAGE(std::string(has_w ? has_g ? "data gradient" : "forward" : "weight gradient") << " (K " << K << "): rel. error to the f32 product "
+            << std::sqrt(err / norm));
     CHECK(std::sqrt(err / norm) < 0.35);
     if (has_w) continue;
     ++wgrad;
