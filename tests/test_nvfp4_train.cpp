@@ -5,7 +5,8 @@
 // (docs/numerics.md) written here with plain loops. Also the recipe's plan: which
 // GEMM operand gets which granularity, transform and rounding; that forward and
 // data gradient read the same quantized weight; that stochastic rounding is
-// unbiased, reproducible and changes with the step; and a short training run.
+// unbiased, reproducible (resumed runs too) and changes with the step; and a
+// short training run.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -13,11 +14,13 @@
 #include <random>
 
 #include "backend_compare.h"
+#include "sgrt/checkpoint.h"
 #include "cpu/quantize.h"
 #include "fashion.h"
 #include "formats/hadamard.h"
 #include "harness.h"
 #include "sgrt/quant.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 
@@ -477,4 +480,56 @@ TEST_CASE("the Vulkan backend refuses nvfp4-train when the model is loaded, nami
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("recipe nvfp4-train") != std::string::npos);
   CHECK(st.message().find("not implemented on Vulkan") != std::string::npos);
+}
+
+TEST_CASE("nvfp4-train: a run resumed from a checkpoint goes on with the same random words, bit for bit") {
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(kMlp, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto feed = [](Session& s) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> x(160 * 300);
+    for (float& v : x) v = nd(rng);
+    test::write_vec(s, "x", x);
+    std::vector<int32_t> labels(160);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
+    test::write_vec(s, "y", labels);
+  };
+  auto steps = [](Session& s, int n) {
+    for (int i = 0; i < n; ++i) test::run(s, "train_step");
+  };
+  auto straight = test::open_session(m, "cpu", 3);
+  feed(*straight);
+  steps(*straight, 4);
+  test::TempDir dir;
+  auto first = test::open_session(m, "cpu", 3);
+  feed(*first);
+  steps(*first, 2);
+  REQUIRE(save_checkpoint(*first, dir.path + "/ck", 2).ok());
+  // resumed: the checkpoint as saved; restarted: the same, with every stochastic
+  // quantization's count of encodes back at 0 (the random words of step 1 again).
+  std::vector<float> restarted_w;
+  for (bool restart : {false, true}) {
+    auto s = test::open_session(m, "cpu", 9);
+    int64_t step = 0;
+    REQUIRE(load_checkpoint(*s, dir.path + "/ck", &step).ok());
+    CHECK(step == 2);
+    if (restart)
+      for (const OpInfoLoaded& op : m->programs()[m->find_program("train_step")].ops)
+        if (op.code == OpCode::Quantize && op.quant[0].stochastic) {
+          std::vector<float> state = test::read_as<float>(*s, op.out[2]);
+          CHECK(state[kStateHistoryPos] == 2.f);
+          state[kStateHistoryPos] = 0.f;
+          REQUIRE(s->write(op.out[2], state.data(), state.size() * sizeof(float)).ok());
+        }
+    feed(*s);
+    steps(*s, 2);
+    for (const char* w : {"fc1.w", "fc2.w", "head.w"}) {
+      INFO(w << (restart ? ", restarted" : ", resumed"));
+      if (!restart) CHECK(test::read_f32(*s, w) == test::read_f32(*straight, w));
+    }
+    if (restart) restarted_w = test::read_f32(*s, "fc1.w");
+  }
+  CHECK(restarted_w != test::read_f32(*straight, "fc1.w"));  // the count is what made them equal
 }
