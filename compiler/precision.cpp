@@ -1,5 +1,6 @@
 #include "precision.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -54,10 +55,15 @@ class Rewriter {
   Status choose_kept() {
     int last = -1;
     std::set<std::string> used;
+    std::vector<int> weighted;  // forward matmuls with a param operand
     for (size_t i = 0; i < g_.forward.size(); ++i) {
       const Op& op = g_.forward[i];
       if (op.code != OpCode::MatMul) continue;
       last = static_cast<int>(i);
+      bool has_param = false;
+      for (int in : op.in) has_param |= g_.t(in).role == sg::Role::param;
+      if (has_param) weighted.push_back(last);
+      else if (r_.keep_last_share > 0) kept_.insert(last);
       for (int in : op.in) {
         const std::string& n = g_.t(in).name;
         for (const std::string& k : g_.keep)
@@ -70,6 +76,10 @@ class Rewriter {
     for (const std::string& k : g_.keep)
       if (!used.count(k)) return Status::Invalid("precision override '" + k + "' names no matmul layer or parameter");
     if (r_.keep_last_layer && last >= 0) kept_.insert(last);
+    if (r_.keep_last_share > 0 && !weighted.empty()) {
+      size_t n = std::max<size_t>(1, static_cast<size_t>(std::ceil(r_.keep_last_share * weighted.size())));
+      for (size_t i = weighted.size() - n; i < weighted.size(); ++i) kept_.insert(weighted[i]);
+    }
     return Status::Ok();
   }
 
@@ -93,6 +103,8 @@ class Rewriter {
     spec.granularity = f.granularity;
     spec.history = f.history;
     spec.static_log2 = static_cast<int>(std::lround(-std::log2(si.scale)));  // Scalify's estimate
+    spec.hadamard = f.hadamard;
+    spec.stochastic = f.stochastic;
     if (f.dtype == DType::bf16 || f.dtype == DType::f16) {
       spec.mode = ScaleMode::static_pow2;
       spec.static_log2 = 0;
@@ -118,6 +130,8 @@ class Rewriter {
       spec.mode = ScaleMode::current_amax;
       spec.rule = "current amax; Scalify estimate " + si.rule;
     }
+    if (f.hadamard) spec.rule += "; random Hadamard transform along K";  // shown by `sgrt info`
+    if (f.stochastic) spec.rule += "; stochastic rounding";
     return spec;
   }
 
@@ -127,12 +141,14 @@ class Rewriter {
   // program updates the state.
   Status quantize(int src, OperandFormat f, std::vector<Op>* out, Quantized* res) {
     if (!g_.plan_scales && f.dtype != DType::bf16) f = {f.dtype, QuantGranularity::tensor, 0};
-    auto key = std::make_tuple(src, static_cast<int>(f.dtype), static_cast<int>(f.granularity), f.history);
+    auto key = std::make_tuple(src, static_cast<int>(f.dtype), static_cast<int>(f.granularity), f.history,
+                               f.hadamard, f.stochastic);
     const Tensor s = g_.t(src);  // a copy: make_tensor moves the tensors
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       // An outer-scaled tensor is quantized along each axis in turn: the axis names them apart.
-      std::string base = s.name + "." + dtype_name(f.dtype) + (f.outer ? std::string(".") + granularity_name(f.granularity) : "");
+      std::string base = s.name + "." + dtype_name(f.dtype) + (f.outer ? std::string(".") + granularity_name(f.granularity) : "") +
+                         (f.hadamard ? ".rht" : "");
       ScaleSpec spec = choose_scale(src, f);
       std::vector<TensorType> types;
       SG_TRY(infer_types(OpCode::Quantize, {s.type, TensorType{{kStateHeader + f.history}, DType::f32}}, {}, &types, &spec)
@@ -190,14 +206,20 @@ class Rewriter {
     bool forward = op.origin < 0;
     bool trans[2] = {op.attrs.i("trans_a") != 0, op.attrs.i("trans_b") != 0};
     int src[2] = {op.in[0], op.in[1]};
+    // A backward matmul without a weight operand is a weight gradient dW = dy^T x.
+    const bool wgrad = !forward && g_.t(src[0]).role != sg::Role::param && g_.t(src[1]).role != sg::Role::param;
+    const bool square_weight_blocks =
+        is_k_chunked(r_.weight.granularity) || r_.weight.granularity == QuantGranularity::nvfp4_16x16;
     OperandFormat fmt[2];
     for (int i = 0; i < 2; ++i) {
       const Tensor& t = g_.t(src[i]);
       bool is_param = t.role == sg::Role::param;
       fmt[i] = forward ? (is_param ? r_.weight : r_.activation) : (t.role == sg::Role::grad ? r_.grad : r_.saved);
-      // 128x128 weight blocks are square: the backward GEMMs read the same quantized
-      // weight (transposed), as DeepSeek-V3's recipe does.
-      if (is_param && is_k_chunked(r_.weight.granularity)) fmt[i] = r_.weight;
+      // 128x128 and 16x16 weight blocks are square: the backward GEMMs read the same
+      // quantized weight (transposed), as DeepSeek-V3's and NVIDIA's recipes do.
+      if (is_param && square_weight_blocks) fmt[i] = r_.weight;
+      // Both operands along the same K through the same orthogonal transform.
+      if (wgrad && r_.hadamard_wgrad) fmt[i].hadamard = true;
       // Weights change every step: their own amax, in the backward GEMMs too
       // (so FP8 recipes reuse the forward's quantized copy).
       if (is_param) fmt[i].history = 0;
@@ -248,7 +270,7 @@ class Rewriter {
   // right after it is complete; later ops (clipping, updates) read the result.
   Status apply_dge(std::vector<Op>* ops) {
     for (auto& [key, entry] : cache_) {
-      auto [src, dtype, gran, hist] = key;
+      auto [src, dtype, gran, hist, hadamard, stochastic] = key;
       if (static_cast<DType>(dtype) != DType::e2m1 || static_cast<QuantGranularity>(gran) != QuantGranularity::column ||
           g_.t(src).role != sg::Role::param)
         continue;
@@ -287,7 +309,7 @@ class Rewriter {
   std::set<int> kept_;
   bool update_ = false;
   std::set<int> emitted_;
-  std::map<std::tuple<int, int, int, int>, Quantized> cache_;
+  std::map<std::tuple<int, int, int, int, bool, bool>, Quantized> cache_;
 };
 
 }  // namespace

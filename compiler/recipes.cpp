@@ -74,6 +74,18 @@ std::vector<Recipe> make_recipes() {
   Recipe nv = low("nvfp4", {DType::e2m1, G::nvfp4, 0}, {DType::e2m1, G::nvfp4, 0}, kE4M3, kE5M2);
   nv.keep_last_layer = true;
   r.push_back(nv);
+
+  // NVIDIA's NVFP4 pre-training recipe: NVFP4 for all three GEMMs; weights in
+  // 16x16 blocks (forward and backward read the same values), a random Hadamard
+  // transform on both weight-gradient operands, stochastic rounding on gradients;
+  // the last 15% of the linear layers (at least the head) and attention stay f32.
+  constexpr OperandFormat kNv{DType::e2m1, G::nvfp4, 0};
+  OperandFormat nv_grad = kNv;
+  nv_grad.stochastic = true;
+  Recipe nt = low("nvfp4-train", kNv, {DType::e2m1, G::nvfp4_16x16, 0}, kNv, nv_grad);
+  nt.keep_last_share = 0.15;
+  nt.hadamard_wgrad = true;
+  r.push_back(nt);
   return r;
 }
 
@@ -119,6 +131,14 @@ Status apply_switches(const RecipeSwitches& s, Recipe* r) {
   }
   if (r->fp4_dge && r->weight.granularity != G::column)
     return Status::Invalid("recipe '" + r->name + "': 'dge' needs the weights' per-channel scales (with granularity = \"tensor\", set dge = false)");
+  if (s.hadamard) {
+    if (!r->hadamard_wgrad) return Status::Invalid("recipe '" + r->name + "' has no Hadamard transform for 'hadamard' to switch (nvfp4-train)");
+    r->hadamard_wgrad = *s.hadamard;
+  }
+  if (s.stochastic) {
+    if (!r->grad.stochastic) return Status::Invalid("recipe '" + r->name + "' has no stochastic rounding for 'stochastic' to switch (nvfp4-train)");
+    r->grad.stochastic = *s.stochastic;
+  }
   if (s.clamp_alpha) {
     if (!r->low_precision) return Status::Invalid("recipe '" + r->name + "' quantizes nothing for 'clamp' to act on");
     if (*s.clamp_alpha != 0 && !(*s.clamp_alpha > 0.5 && *s.clamp_alpha < 1))

@@ -22,6 +22,8 @@ struct OperandFormat {
   // Every scale fixed at compile time from Scalify's estimate (fp8-static): no
   // amax at run time; a bound, where Scalify proves one, still takes precedence.
   bool estimated = false;
+  bool hadamard = false;    // random Hadamard transform along K first (set per GEMM)
+  bool stochastic = false;  // stochastic rounding of the codes
 };
 
 struct Recipe {
@@ -32,6 +34,10 @@ struct Recipe {
   bool fp4_dge = false;                   // weight gradients through the DGE derivative
   double clamp_alpha = 0;                 // > 0: activation outlier clamping with compensation
   bool keep_last_layer = false;           // the last forward matmul (the head) stays f32
+  // > 0: this share of the matmuls with a weight, the last ones (at least the
+  // head), stays f32, and so does every matmul of two activations (attention).
+  double keep_last_share = 0;
+  bool hadamard_wgrad = false;            // both weight-gradient operands through the Hadamard transform
   bool scales_static_when_bounded = true; // bounded tensors get compile-time scales
 };
 
@@ -40,6 +46,8 @@ struct RecipeSwitches {
   std::optional<bool> dge;            // FP4 weight gradients through the DGE derivative
   std::optional<double> clamp_alpha;  // activation outlier clamping quantile; 0: off
   std::optional<bool> per_channel;    // false: per-tensor scales where the recipe has per-row/column/outer ones
+  std::optional<bool> hadamard;       // the weight gradient's random Hadamard transform (nvfp4-train)
+  std::optional<bool> stochastic;     // stochastic rounding of the gradients (nvfp4-train)
 };
 
 Status find_recipe(const std::string& name, Recipe* out);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "dsl.h"
 #include "embedded_lua.h"
@@ -497,12 +498,16 @@ int l_checkpoint(lua_State* L) {
   return 0;
 }
 
-// sg.recipe's dge = bool, clamp = quantile | false, granularity = "channel" | "tensor".
+// sg.recipe's dge / hadamard / stochastic = bool, clamp = quantile | false,
+// granularity = "channel" | "tensor".
 void read_switches(lua_State* L, int idx, compiler::RecipeSwitches* s) {
-  raw_field(L, idx, "dge");
-  if (lua_isboolean(L, -1)) s->dge = lua_toboolean(L, -1);
-  else if (!lua_isnil(L, -1)) raise_at(L, "sg.recipe: dge must be true or false");
-  lua_pop(L, 1);
+  for (auto [key, sw] : {std::pair<const char*, std::optional<bool>*>{"dge", &s->dge},
+                         {"hadamard", &s->hadamard}, {"stochastic", &s->stochastic}}) {
+    raw_field(L, idx, key);
+    if (lua_isboolean(L, -1)) *sw = lua_toboolean(L, -1);
+    else if (!lua_isnil(L, -1)) raise_at(L, std::string("sg.recipe: ") + key + " must be true or false");
+    lua_pop(L, 1);
+  }
   raw_field(L, idx, "clamp");
   if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) s->clamp_alpha = 0.0;
   else if (lua_type(L, -1) == LUA_TNUMBER) s->clamp_alpha = lua_tonumber(L, -1);
@@ -513,7 +518,7 @@ void read_switches(lua_State* L, int idx, compiler::RecipeSwitches* s) {
   else if (!gran.empty()) raise_at(L, "sg.recipe: granularity must be \"channel\" or \"tensor\", not \"" + gran + "\"");
 }
 
-// _sg.recipe(name, {keep = {names...}, plan = bool, dge, clamp, granularity})
+// _sg.recipe(name, {keep = {names...}, plan = bool, dge, clamp, granularity, hadamard, stochastic})
 int l_recipe(lua_State* L) {
   Graph& g = *state(L).g;
   g.recipe = check_string(L, 1);

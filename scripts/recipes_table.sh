@@ -28,7 +28,7 @@ PY
 echo "| recipe | test accuracy | vs fp32 (points) | test loss | median samples/s | overflows | underflows |"
 echo "|---|---|---|---|---|---|---|"
 read -r ref _ <<<"$(run fp32 --recipe fp32 "$@")"
-for r in fp32 bf16 fp8 fp8-delayed mxfp8 fp8-row fp8-block fp8-static fp4 nvfp4 "fp8 --no-plan" "fp4 --no-plan"; do
+for r in fp32 bf16 fp8 fp8-delayed mxfp8 fp8-row fp8-block fp8-static fp4 nvfp4 nvfp4-train "fp8 --no-plan" "fp4 --no-plan"; do
   name=${r// /_}
   read -r acc loss sps over under <<<"$(run "$name" --recipe $r "$@")"
   delta=$(python3 -c "print(f'{100*($acc-$ref):+.2f}')")

@@ -51,7 +51,7 @@ TEST_CASE("each recipe trains close to fp32 in a short run") {
     MESSAGE(std::string(r) << ": " << acc);
     CHECK_MESSAGE(acc > ref - 0.015f, r);
   }
-  for (const char* r : {"fp4", "nvfp4"}) {
+  for (const char* r : {"fp4", "nvfp4", "nvfp4-train"}) {
     float acc = train_recipe(r);
     MESSAGE(std::string(r) << ": " << acc);
     CHECK_MESSAGE(acc > ref - 0.03f, r);

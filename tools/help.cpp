@@ -11,7 +11,7 @@ namespace {
 
 // How a .lua script is compiled (every command that takes one).
 const std::vector<FlagHelp> kCompileFlags = {
-    {"--recipe", "R", "precision recipe: fp32 bf16 fp8 fp8-delayed mxfp8 fp8-row fp8-block fp8-static fp4 nvfp4 (docs/recipes.md)"},
+    {"--recipe", "R", "precision recipe: fp32 bf16 fp8 fp8-delayed mxfp8 fp8-row fp8-block fp8-static fp4 nvfp4 nvfp4-train (docs/recipes.md)"},
     {"--no-plan", nullptr, "no compile-time scale plan: every quantization uses its current amax"},
     {"--opt-level", "L", "optimizer state precision: fp32, O1, O2 or O3 (docs/optimizer.md)"},
     {"--set", "k=v", "override key k of the script's sg.config{...} (repeatable)"},

@@ -11,6 +11,8 @@ TensorType quant_scale_type(QuantGranularity g, const Shape& x) {
     case QuantGranularity::mx: return {{rows, (cols + kMxBlock - 1) / kMxBlock}, DType::e8m0};
     case QuantGranularity::nvfp4: return {{rows, (cols + kNvfp4Block - 1) / kNvfp4Block}, DType::e4m3};
     case QuantGranularity::tile1x128: return {{rows, (cols + kFp8Tile - 1) / kFp8Tile}, DType::f32};
+    case QuantGranularity::nvfp4_16x16:
+      return {{(rows + kNvfp4Block - 1) / kNvfp4Block, (cols + kNvfp4Block - 1) / kNvfp4Block}, DType::e4m3};
     case QuantGranularity::block128x128:
       return {{(rows + kFp8Tile - 1) / kFp8Tile, (cols + kFp8Tile - 1) / kFp8Tile}, DType::f32};
   }

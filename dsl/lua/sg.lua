@@ -436,9 +436,10 @@ function sg.config(defaults)
 end
 -- recipe(name, {keep = {"fc2"}, plan = true}): keep names layers (or params)
 -- that stay in f32; plan = false turns the static scale planner off; dge,
--- clamp and granularity switch the fp4 recipe's parts (docs/recipes.md).
+-- clamp and granularity switch the fp4 recipe's parts, hadamard and stochastic
+-- nvfp4-train's (docs/recipes.md).
 function sg.recipe(name, opts)
-  core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan", "dge", "clamp", "granularity" }))
+  core.recipe(name, opts and check("sg.recipe", opts, { "keep", "plan", "dge", "clamp", "granularity", "hadamard", "stochastic" }))
 end
 function sg.train(opts) core.train(check("sg.train", opts, { "epochs", "steps", "log_every", "seed", "accumulate", "eval_every" })) end
 

@@ -10,7 +10,8 @@ static_assert(static_cast<int>(sg::Granularity::column) == static_cast<int>(Quan
 sg::ScaleSpecT encode_scale_spec(const ScaleSpec& s) {
   sg::ScaleSpecT t;
   t.mode = static_cast<sg::ScaleMode>(s.mode);
-  t.granularity = s.granularity == QuantGranularity::block128x128 ? sg::Granularity::block2d
+  const bool square = s.granularity == QuantGranularity::block128x128 || s.granularity == QuantGranularity::nvfp4_16x16;
+  t.granularity = square                                           ? sg::Granularity::block2d
                   : is_block(s.granularity)                        ? sg::Granularity::block
                                                                    : static_cast<sg::Granularity>(s.granularity);
   t.block_size = static_cast<int32_t>(block_size(s.granularity));
@@ -22,14 +23,16 @@ sg::ScaleSpecT encode_scale_spec(const ScaleSpec& s) {
   t.grad_only = s.grad_only;
   t.state_tensor = s.state_tensor;
   t.rule = s.rule;
+  t.hadamard = s.hadamard;
+  t.stochastic = s.stochastic;
   return t;
 }
 
 namespace {
 
 // Block granularity names its kind by block size; version 2 also by the block
-// scales' dtype (version 1 wrote e8m0 for both; 128-blocks came later and always
-// name theirs).
+// scales' dtype (version 1 wrote e8m0 for both; 128-blocks and 16x16 blocks came
+// later and always name theirs).
 Status decode_granularity(const sg::ScaleSpec& s, uint32_t version, QuantGranularity* g) {
   int gran = static_cast<int>(s.granularity());
   if (gran < 0 || gran > static_cast<int>(sg::Granularity::block2d)) return Status::Invalid("invalid granularity " + std::to_string(gran));
@@ -40,9 +43,10 @@ Status decode_granularity(const sg::ScaleSpec& s, uint32_t version, QuantGranula
     return Status::Ok();
   }
   if (square && s.block_size() == kFp8Tile) *g = QuantGranularity::block128x128;
+  else if (square && s.block_size() == kNvfp4Block) *g = QuantGranularity::nvfp4_16x16;
   else if (square)
     return Status::Invalid("block2d granularity with block size " + std::to_string(s.block_size()) + " (takes " +
-                           std::to_string(kFp8Tile) + ")");
+                           std::to_string(kFp8Tile) + " or " + std::to_string(kNvfp4Block) + ")");
   else if (s.block_size() == kMxBlock) *g = QuantGranularity::mx;
   else if (s.block_size() == kNvfp4Block) *g = QuantGranularity::nvfp4;
   else if (s.block_size() == kFp8Tile) *g = QuantGranularity::tile1x128;
@@ -51,7 +55,7 @@ Status decode_granularity(const sg::ScaleSpec& s, uint32_t version, QuantGranula
                            std::to_string(kMxBlock) + ": mx, " + std::to_string(kNvfp4Block) + ": nvfp4, or " +
                            std::to_string(kFp8Tile) + ": 1x128 tiles)");
   DType want = block_scale_dtype(*g);
-  if ((version >= 2 || is_k_chunked(*g)) && static_cast<int>(s.block_scale_dtype()) != static_cast<int>(want))
+  if ((version >= 2 || is_k_chunked(*g) || square) && static_cast<int>(s.block_scale_dtype()) != static_cast<int>(want))
     return Status::Invalid(std::string(granularity_name(*g)) + " blocks need " + dtype_name(want) + " block scales, got " +
                            sg::EnumNameDType(s.block_scale_dtype()));
   return Status::Ok();
@@ -70,6 +74,8 @@ Status decode(const sg::ScaleSpec& s, uint32_t version, ScaleSpec* out) {
   out->grad_only = s.grad_only();
   out->state_tensor = s.state_tensor();
   out->rule = s.rule() ? s.rule()->str() : "";
+  out->hadamard = s.hadamard();
+  out->stochastic = s.stochastic();
   if (out->mode != ScaleMode::none) return check_quant_spec(*out);
   if (out->granularity != QuantGranularity::tensor)
     return Status::Invalid(std::string(granularity_name(out->granularity)) + " granularity without a scale mode");

@@ -3,10 +3,13 @@
 // (sgrt/scale_spec.h); state slots are in sgrt/quant.h.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "cpu/gemm.h"
 #include "cpu/op_args.h"
 #include "cpu/quantize.h"
+#include "formats/formats.h"
 #include "sgrt/quant.h"
 
 namespace sgrt::cpu {
@@ -21,6 +24,12 @@ bool history_exponent(const float* state, int64_t hist, const QuantParams& p, in
   bool kept = false;
   *e = scale_exponent(amax, format_max(p.fmt), p.margin, prev, &kept);
   return true;
+}
+
+// Stochastic rounding's key: the quantization (its state tensor) and how many
+// training encodes it has done, so a run's random words depend on the step alone.
+uint32_t sr_key(int state_tensor, float encodes) {
+  return fmt::mix32(static_cast<uint32_t>(state_tensor) * 0x9E3779B9u ^ fmt::mix32(static_cast<uint32_t>(encodes)));
 }
 
 }  // namespace
@@ -40,6 +49,16 @@ Status k_quantize(const OpArgs& a) {
   bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
   int64_t hist = spec.history;
   void* q = a.out[0].data;
+  std::vector<float> rotated;
+  if (spec.hadamard) {
+    rotated.resize(a.in[0].n);
+    hadamard_rows(x, rows, cols, rotated.data());
+    x = rotated.data();
+  }
+  if (spec.stochastic) {
+    p.stochastic = true;
+    p.seed = sr_key(spec.state_tensor, state[kStateHistoryPos]);
+  }
   QuantStats st;
   switch (g) {
     case QuantGranularity::mx:
@@ -49,6 +68,9 @@ Status k_quantize(const OpArgs& a) {
       // The tensor scale goes with the codes just written, so every program stores
       // it for its qmatmul, eval's and infer's too; the counters below are training's.
       st = quantize_nvfp4(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &state[kStateTensorScale]);
+      break;
+    case QuantGranularity::nvfp4_16x16:
+      st = quantize_nvfp4_16x16(x, rows, cols, p, q, static_cast<uint8_t*>(a.out[1].data), &state[kStateTensorScale]);
       break;
     case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
       st = quantize_fp8_tiles(x, rows, cols, g == QuantGranularity::tile1x128 ? 1 : kFp8Tile, p, q, a.out[1].f());
@@ -81,6 +103,8 @@ Status k_quantize(const OpArgs& a) {
     int64_t pos = static_cast<int64_t>(state[kStateHistoryPos]);
     state[kStateHeader + pos % hist] = st.amax;
     state[kStateHistoryPos] = static_cast<float>(pos + 1);
+  } else if (spec.stochastic) {
+    state[kStateHistoryPos] += 1;  // the next step's random words
   }
   return Status::Ok();
 }
@@ -89,7 +113,8 @@ namespace {
 
 // Describes operand `which` (0: A, 1: B) of a qmatmul for the GEMM. Its stored
 // matrix is the 2-D view [rows, cols]; "outer" is M for A and N for B.
-Status operand(const OpArgs& a, int which, GemmOperand* o) {
+// rows16 holds 16x16 blocks' scales repeated per row: the GEMM reads one per row.
+Status operand(const OpArgs& a, int which, GemmOperand* o, std::vector<uint8_t>* rows16) {
   const TensorArg& data = a.in[which * 3];
   const TensorArg& scale = a.in[which * 3 + 1];
   const float* state = a.in[which * 3 + 2].f();
@@ -115,6 +140,19 @@ Status operand(const OpArgs& a, int which, GemmOperand* o) {
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = state[kStateTensorScale];
       break;
+    case QuantGranularity::nvfp4_16x16: {
+      if (!rows_outer) return Status::Runtime("qmatmul: block scales must run along the contracting dimension");
+      const int64_t rows = data.n / cols, nb = scale.shape().back();
+      rows16->resize(static_cast<size_t>(rows * nb));
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(rows16->data() + r * nb, static_cast<const uint8_t*>(scale.data) + (r / kNvfp4Block) * nb, nb);
+      o->scale = rows16->data();
+      o->scale_mode = OperandScale::block;
+      o->block = kNvfp4Block;
+      o->scale_ld = nb;
+      o->tensor_scale = state[kStateTensorScale];
+      break;
+    }
     case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
       return Status::Runtime("qmatmul: 1x128 / 128x128 operands go with each other only");
   }
@@ -145,8 +183,9 @@ Status k_qmatmul(const OpArgs& a) {
     return Status::Runtime("qmatmul: 1x128 / 128x128 operands go with each other only");
   GemmOperand A, B;
   ChunkScales sa, sb;
-  SG_TRY(chunked ? chunked_operand(a, 0, &A, &sa) : operand(a, 0, &A));
-  SG_TRY(chunked ? chunked_operand(a, 1, &B, &sb) : operand(a, 1, &B));
+  std::vector<uint8_t> rows16[2];
+  SG_TRY(chunked ? chunked_operand(a, 0, &A, &sa) : operand(a, 0, &A, &rows16[0]));
+  SG_TRY(chunked ? chunked_operand(a, 1, &B, &sb) : operand(a, 1, &B, &rows16[1]));
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[3].shape();
   int64_t ar = a.in[0].n / as.back(), ac = as.back();

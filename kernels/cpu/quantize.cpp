@@ -1,5 +1,6 @@
 #include "cpu/quantize.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
 #include "formats/fp8_tile.h"
+#include "formats/hadamard.h"
 #include "formats/nvfp4.h"
 
 namespace sgrt::cpu {
@@ -63,7 +65,7 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
 // formats/nvfp4.h's nvfp4_block_scale, its two sums of squares vectorized
 // (nvfp4_block_sse's k, p, m and unit, then the kernel's loop).
 uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
-  const uint32_t six = fmt::e4m3_encode(amax / fmt::mul_rn(fmt::kE2M1Max, ts));
+  const uint32_t six = fmt::nvfp4_block_scale_six(amax, ts);
   const uint32_t four = fmt::e4m3_encode(amax / fmt::mul_rn(4.0f, ts));
   if (four == six) return six;
   const int k = 127 - static_cast<int>((fmt::float_bits(amax) >> 23) & 0xFFu);
@@ -198,6 +200,46 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   });
   merge(body, head);
   return body;
+}
+
+QuantStats quantize_nvfp4_16x16(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                                void* q, uint8_t* block_scales, float* tensor_scale) {
+  QuantParams pe = p;
+  pe.fmt = DType::e2m1;
+  QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
+  });
+  bool kept;
+  const float ts = *tensor_scale = fmt::nvfp4_tensor_scale(head.amax, *tensor_scale, &kept);
+  head.kept_scales = kept;
+  const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, groups = (rows + kNvfp4Block - 1) / kNvfp4Block;
+  // One task per 16 rows: a block's amax spans all of them.
+  QuantStats body = over_rows(groups, kNvfp4Block * cols, [&](int64_t g0, int64_t g1, QuantStats& s) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kNvfp4Block, r1 = r0 + kNvfp4Block < rows ? r0 + kNvfp4Block : rows;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
+        float a = 0;
+        for (int64_t r = r0; r < r1; ++r) a = nan_max(a, simd().amax(x + r * cols + c0, n));
+        const uint32_t code = fmt::nvfp4_block_scale_six(a, ts);
+        block_scales[g * nb + b] = static_cast<uint8_t>(code);
+        const float m = fmt::nvfp4_mult(code, ts);
+        for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);
+      }
+    }
+  });
+  merge(body, head);
+  return body;
+}
+
+void hadamard_rows(const float* x, int64_t rows, int64_t cols, float* out) {
+  const int64_t full = cols / fmt::kHadamardBlock * fmt::kHadamardBlock;
+  parallel_for(rows, (1 << 14) / (cols + 1) + 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      std::copy(x + r * cols, x + (r + 1) * cols, out + r * cols);
+      for (int64_t c = 0; c < full; c += fmt::kHadamardBlock) fmt::hadamard16(out + r * cols + c);
+    }
+  });
 }
 
 QuantStats quantize_fp8_tiles(const float* x, int64_t rows, int64_t cols, int64_t tile_rows,

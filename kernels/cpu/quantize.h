@@ -14,6 +14,8 @@
 //             of A / columns of B: outer; columns of a weight used as op(B)^T: inner)
 //   quantize_mx: scales as OperandScale::block, block 32, scale_dtype e8m0
 //   quantize_nvfp4: OperandScale::block, block 16, scale_dtype e4m3, tensor_scale
+//   quantize_nvfp4_16x16: as quantize_nvfp4 once each block row's scales are
+//             repeated for its 16 rows (cpu/quant_ops.cpp)
 //   quantize_fp8_tiles: gemm_k_chunked's operand scales (cpu/gemm.h)
 #pragma once
 #include <cstdint>
@@ -72,6 +74,17 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
 // block_scales: [rows][ceil(cols / 16)].
 QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                           void* q, uint8_t* block_scales, float* tensor_scale);
+
+// NVFP4 in 16x16 blocks (nvfp4-train's weights): as quantize_nvfp4, but 16 rows x
+// 16 columns share an E4M3 scale, the block amax mapped to 6 (formats/nvfp4.h), so
+// x and x^T quantize to the same values. block_scales: [ceil(rows / 16)][ceil(cols / 16)].
+QuantStats quantize_nvfp4_16x16(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                                void* q, uint8_t* block_scales, float* tensor_scale);
+
+// out = x with every full 16-element block of each row multiplied by
+// formats/hadamard.h's M (a trailing partial block copied as is, which keeps a
+// GEMM's product unchanged when both operands go through this along K).
+void hadamard_rows(const float* x, int64_t rows, int64_t cols, float* out);
 
 // Blockwise FP8 (DeepSeek-V3): tiles of tile_rows x 128 (tile_rows 1: 1x128 tiles
 // along a row; 128: 128x128 blocks; partial tiles at the edges) share an FP32

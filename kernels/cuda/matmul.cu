@@ -153,6 +153,7 @@ Status make_operand(const OpArgs& a, int which, Operand* o) {
       o->scale_ld = scale.shape().back();
       if (g == QuantGranularity::nvfp4) o->tensor_scale = a.in[which * 3 + 2].f() + kStateTensorScale;
       break;
+    case QuantGranularity::nvfp4_16x16: return Status::Unsupported("qmatmul: nvfp4-train's 16x16 weight blocks on CUDA");
     case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
       if (!o->rows_outer) return Status::Invalid("qmatmul: block scales must run along the contracting dimension");
       o->kind = ScaleKind::chunk;

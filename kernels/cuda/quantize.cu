@@ -267,6 +267,10 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
   q.q = a.out[0].p;
   q.scale = a.out[1].p;
   q.state = a.out[2].f();
+  if (q.g == QuantGranularity::nvfp4_16x16 || spec.hadamard || spec.stochastic)
+    return Status::Unsupported(
+        "recipe nvfp4-train (16x16 weight blocks, Hadamard transform, stochastic rounding) is not implemented on CUDA: "
+        "use --backend cpu");
   const bool tiles = is_k_chunked(q.g);
   q.block = q.g == QuantGranularity::mx ? kMxBlock : tiles ? kFp8Tile : kNvfp4Block;
   q.nb = (q.cols + q.block - 1) / q.block;
@@ -310,6 +314,7 @@ Status bind_quantize(const OpArgs& a, BindCtx& ctx, Launch* out) {
       case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
         fp8_tile_scale_kernel<<<tiles_grid, kThreads, 0, s>>>(q);
         break;
+      case QuantGranularity::nvfp4_16x16: break;  // refused above
     }
     encode_kernel<<<grid, kThreads, 0, s>>>(q);
     finish_kernel<<<1, 1, 0, s>>>(q);

@@ -60,13 +60,18 @@ SGRT_HD inline float nvfp4_block_sse(const float* x, int64_t n, float amax, uint
   return sse;
 }
 
+// The block scale from the amax alone, mapped to E2M1's 6 (amax / (6 ts), to
+// nearest E4M3): NVIDIA's rule, and nvfp4_16x16's, where it makes a block's scale
+// independent of the order its elements are read in (a matrix and its transpose).
+SGRT_HD inline uint32_t nvfp4_block_scale_six(float amax, float ts) { return e4m3_encode(amax / mul_rn(kE2M1Max, ts)); }
+
 // The block scale "four over six" (Cook et al., 2025): the block's amax mapped to
 // E2M1's 6 (amax / (6 ts), to nearest E4M3) or to 4 (amax / (4 ts)), whichever
 // encodes the block with the smaller squared error; 6 on a tie. Elements
 // saturate at ±6. (scripts/nvfp4_block_rules.py: lower error on every tensor
 // measured than 6 alone or than raising the scale until nothing saturates.)
 SGRT_HD inline uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
-  const uint32_t six = e4m3_encode(amax / mul_rn(kE2M1Max, ts)), four = e4m3_encode(amax / mul_rn(4.0f, ts));
+  const uint32_t six = nvfp4_block_scale_six(amax, ts), four = e4m3_encode(amax / mul_rn(4.0f, ts));
   if (four == six) return six;
   return nvfp4_block_sse(x, n, amax, four, ts) < nvfp4_block_sse(x, n, amax, six, ts) ? four : six;
 }

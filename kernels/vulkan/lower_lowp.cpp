@@ -22,6 +22,10 @@ bool is_code_format(DType t) {
 
 // qmatmul's operand `which` (0: A, 1: B) as cpu/quant_ops.cpp's operand(): the
 // scale kind from the granularity and whether the stored rows are the outer index.
+constexpr const char* kNoNvfp4Train =
+    "recipe nvfp4-train (16x16 weight blocks, Hadamard transform, stochastic rounding) is not implemented on Vulkan: "
+    "use --backend cpu";
+
 Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
   const TensorInfo& data = c.in(which * 3);
   const TensorInfo& scale = c.in(which * 3 + 1);
@@ -41,6 +45,7 @@ Status operand(const Ctx& c, int which, uint32_t* kind, uint32_t* scale_ld) {
       want = g == QuantGranularity::mx ? DType::e8m0 : DType::e4m3;
       *scale_ld = static_cast<uint32_t>(scale.type.shape.back());
       break;
+    case QuantGranularity::nvfp4_16x16: return Status::Unsupported(kNoNvfp4Train);
     case QuantGranularity::tile1x128: case QuantGranularity::block128x128:
       if (!rows_outer) return Status::Unsupported("qmatmul: block scales must run along the contracting dimension");
       *kind = g == QuantGranularity::tile1x128 ? kTileScale : kBlock2dScale;
@@ -65,6 +70,7 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const Shape& xs = c.in(0).type.shape;
   uint64_t n = numel(xs), cols = xs.back(), rows = n / cols;
   bool blocks = is_block(g);
+  if (g == QuantGranularity::nvfp4_16x16 || spec.hadamard || spec.stochastic) return Status::Unsupported(kNoNvfp4Train);
   if (!is_code_format(fmt) || (blocks && dtype_bits(fmt) != 8 && fmt != DType::e2m1))
     return Status::Unsupported(std::string("quantize to ") + dtype_name(fmt));
   if (g != QuantGranularity::tensor && (mode == ScaleMode::static_pow2 || mode == ScaleMode::delayed_amax))

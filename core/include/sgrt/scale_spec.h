@@ -35,6 +35,9 @@ enum class QuantGranularity : uint8_t {
   // 128-element K chunk's FP32 partial product times its two scales (docs/numerics.md).
   tile1x128 = 5,     // scale f32[rows, ceil(cols / 128)]: 128 consecutive elements of a row
   block128x128 = 6,  // scale f32[ceil(rows / 128), ceil(cols / 128)]: 128 x 128 blocks
+  // NVFP4 in 16x16 blocks (nvfp4-train's weights): one E4M3 scale per block, its
+  // amax mapped to 6, so a matrix and its transpose quantize to the same values.
+  nvfp4_16x16 = 7,  // scale e4m3[ceil(rows / 16), ceil(cols / 16)], FP32 tensor scale in the state
 };
 
 // The norm of Scalify's dynamic rescale (the values of sg.fbs's RescaleNorm).
@@ -53,11 +56,17 @@ struct ScaleSpec {
   int32_t margin = 0;        // exponent headroom below the format's max
   RescaleNorm rescale_norm = RescaleNorm::max;
   bool grad_only = false;    // dynamic_rescale: on the gradient only
+  // nvfp4 (1x16) only, nvfp4-train: a random Hadamard transform of each row's
+  // 16-blocks before quantizing (formats/hadamard.h), and stochastic rounding of
+  // the E2M1 codes (the random words keyed by state_tensor and the encode count).
+  bool hadamard = false;
+  bool stochastic = false;
   int state_tensor = -1;     // the tensor holding the runtime scale
   std::string rule;          // the planner rule that produced it (for `sgrt info`)
 };
 
-bool is_block(QuantGranularity g);             // mx, nvfp4, tile1x128, block128x128
+bool is_block(QuantGranularity g);             // mx, nvfp4, nvfp4_16x16, tile1x128, block128x128
+bool is_nvfp4(QuantGranularity g);             // nvfp4, nvfp4_16x16: E4M3 block scales, FP32 tensor scale
 // tile1x128 / block128x128: FP32 scales, K-chunked accumulation in the GEMM.
 bool is_k_chunked(QuantGranularity g);
 int64_t block_size(QuantGranularity g);        // 32, 16, 128, or 0 when not a block granularity
@@ -67,7 +76,8 @@ const char* scale_mode_name(ScaleMode m);
 
 // What a quantize may produce: a low-precision dtype, a scale source, block
 // mode exactly on block granularities, nvfp4 only on e2m1, mx only on 8-bit
-// floats and e2m1, tile1x128 / block128x128 only on 8-bit floats. The message says what is wrong; callers name the tensor.
+// floats and e2m1, tile1x128 / block128x128 only on 8-bit floats, the Hadamard
+// transform and stochastic rounding only on nvfp4. The message says what is wrong; callers name the tensor.
 Status check_quant_spec(const ScaleSpec& s);
 
 }  // namespace sgrt
