@@ -1,6 +1,7 @@
 // Every GEMM against an FP64 GEMM of the dequantized inputs, within an
 // accumulation-order tolerance: odd sizes, every transpose, every dtype mix and
 // scale mode, on every ISA path this CPU has (forced through set_isa_limit).
+#include <atomic>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu/cpu_features.h"
@@ -319,9 +321,16 @@ TEST_CASE("parallel_for: fixed chunks, each index once, nested calls run inline"
           CHECK(b % grain == 0);
           CHECK(e == std::min(n, b + grain));
           for (int64_t i = b; i < e; ++i) ++hits[i];
-          int inner = 0;
-          parallel_for(4, 1, [&](int64_t, int64_t) { ++inner; });  // nested: serial, no race
-          CHECK(inner == 4);
+          // Nested: inline inside a pool chunk; where the outer call ran serially
+          // (one chunk) the inner one may use the pool.
+          std::atomic<int> inner{0}, elsewhere{0};
+          const std::thread::id me = std::this_thread::get_id();
+          parallel_for(4, 1, [&](int64_t, int64_t) {
+            ++inner;
+            elsewhere += std::this_thread::get_id() != me;
+          });
+          CHECK(inner.load() == 4);
+          if (n > grain) CHECK(elsewhere.load() == 0);
         });
         CHECK(static_cast<int64_t>(begins.size()) == (n + grain - 1) / grain);
         for (int h : hits) CHECK(h == 1);

@@ -1,5 +1,6 @@
 #include "cpu/parallel.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -37,9 +38,11 @@ class Pool {
       std::lock_guard<std::mutex> lk(mu_);
       fn_ = fn; ctx_ = ctx; n_ = n; grain_ = grain; chunks_ = chunks;
       next_.store(0);
-      helpers_.store(threads - 1, std::memory_order_relaxed);
       pending_.store(threads - 1);
-      generation_.fetch_add(1, std::memory_order_release);
+      // One word holds the job's number and its helper count, so a helper reads
+      // both from the same job.
+      job_.store(((job_.load() >> kHelperBits) + 1) << kHelperBits | static_cast<uint64_t>(threads - 1),
+                 std::memory_order_release);
     }
     wake_.notify_all();
     work();
@@ -71,13 +74,14 @@ class Pool {
       // A step runs one parallel_for after another with short serial gaps: a
       // helper that spins through the gap starts the next job without a futex
       // wake-up (tens of microseconds, the cost of a small GEMM). It sleeps after.
-      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+      if (!spin_until([&] { return job_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock<std::mutex> lk(mu_);
-        wake_.wait(lk, [&] { return quit_ || generation_.load() != seen; });
+        wake_.wait(lk, [&] { return quit_ || job_.load() != seen; });
         if (quit_) return;
       }
-      seen = generation_.load(std::memory_order_acquire);
-      if (id >= helpers_.load(std::memory_order_relaxed)) continue;  // this job wants fewer threads
+      seen = job_.load(std::memory_order_acquire);
+      // A job this helper is not part of may end, and the next begin, at any time.
+      if (static_cast<uint64_t>(id) >= (seen & kHelperMask)) continue;
       work();
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lk(mu_);  // the caller may be between its check and its wait
@@ -109,8 +113,10 @@ class Pool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   bool quit_ = false;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0}, helpers_{0};  // helpers_: read by idle helpers outside mu_
+  static constexpr int kHelperBits = 16;
+  static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
+  std::atomic<uint64_t> job_{0};  // job number << kHelperBits | helpers it wants
+  std::atomic<int> pending_{0};   // helpers of the current job not yet done
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, grain_ = 1, chunks_ = 0;
@@ -143,7 +149,7 @@ void parallel_run(int64_t n, int64_t grain, ChunkFn fn, void* ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const int64_t chunks = (n + grain - 1) / grain;
-  const int threads = static_cast<int>(chunks < num_threads() ? chunks : num_threads());
+  const int threads = static_cast<int>(std::min<int64_t>({chunks, num_threads(), 1 << 16}));  // 16 bits of helpers
   if (threads > 1 && !t_in_pool_work && pool().run(chunks, threads, fn, ctx, n, grain)) return;
   for (int64_t b = 0; b < n; b += grain) fn(ctx, b, b + grain < n ? b + grain : n);
 }
