@@ -16,12 +16,13 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSGRT_SANITIZE=ON -DSGRT_BENCH=OFF)
   set -- -E '^(size_report|test_determinism|test_edge_example|test_vulkan_.*|test_formats_glsl|test_llama_reference)$' "$@"
 fi
-# Where the CUDA toolkit is installed (CI: no GPU), build the CUDA backend too,
-# for the Jetson Orin, Ada and Hopper architectures (sm_87, sm_89, sm_90a: a few
-# minutes more on 2 cores); its tests compile, link and skip. Not under the
-# sanitizers. scripts/gpu_check.sh builds for the GPU it runs on.
+# Where the CUDA toolkit is installed (CI: no GPU), build the CUDA backend too;
+# its tests compile, link and skip. One architecture, Hopper's sm_90a, proves
+# the kernels compile (they have no per-architecture code, and each more
+# architecture is another device compile of every kernel);
+# SGRT_CI_CUDA_ARCHS="87;89;90a" builds the default set. Not under the sanitizers. scripts/gpu_check.sh builds for the GPU it runs on.
 if [ -x /usr/local/cuda/bin/nvcc ] && [ "${SANITIZE:-0}" != 1 ]; then
-  SGRT_CMAKE_ARGS="-DSGRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${SGRT_CI_CUDA_ARCHS:-87;89;90a} ${SGRT_CMAKE_ARGS:-}"
+  SGRT_CMAKE_ARGS="-DSGRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${SGRT_CI_CUDA_ARCHS:-90a} ${SGRT_CMAKE_ARGS:-}"
 fi
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" ${SGRT_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"

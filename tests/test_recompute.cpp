@@ -85,22 +85,22 @@ TEST_CASE("recomputation with gradient accumulation: grad_step recomputes too, a
 }
 
 TEST_CASE("sg.checkpoint returns fn's results; nesting and a non-function are script errors") {
-  const char* base = R"(
+  const std::string base = R"(
 local sg = require "sg"
 local x = sg.input("x", {4, 6})
 local w = sg.param("w", {6, 6}, {"normal", 0, 0.5})
 local function f(h, k) return sg.matmul(h, w):tanh() * k, 7 end
 )";
   std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(std::string(base) + R"(
+  Status st = test::compile_lua(base + R"(
 local y, seven = sg.checkpoint(f, x, 2.0)
 assert(seven == 7)
 sg.loss(sg.sum(sg.reshape(y, {24})))
 sg.optimizer.sgd{ lr = 0.1 }
 )", &m);
   CHECK_MESSAGE(st.ok(), st.message());
-  st = test::compile_lua(std::string(base) + "sg.checkpoint(function() return sg.checkpoint(f, x, 1) end)\n", &m);
+  st = test::compile_lua(base + "sg.checkpoint(function() return sg.checkpoint(f, x, 1) end)\n", &m);
   CHECK(st.message().find("checkpoints do not nest") != std::string::npos);
-  st = test::compile_lua(std::string(base) + "sg.checkpoint(x)\n", &m);
+  st = test::compile_lua(base + "sg.checkpoint(x)\n", &m);
   CHECK(st.message().find("sg.checkpoint: expected a function") != std::string::npos);
 }

@@ -24,7 +24,7 @@ std::shared_ptr<const Model> load_v1(const std::string& recipe) {
   std::unique_ptr<Model> m;
   Status st = Model::load_file(std::string(SGRT_SOURCE_DIR) + "/tests/data/mlp_" + recipe + ".sg", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::move(m);
+  return m;
 }
 
 std::vector<uint8_t> compile_mlp(const std::string& recipe) {
@@ -43,7 +43,7 @@ std::shared_ptr<const Model> load_bytes(std::vector<uint8_t> bytes) {
   std::unique_ptr<Model> m;
   Status st = Model::load_bytes(std::move(bytes), "test.sg", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  return std::move(m);
+  return m;
 }
 
 // Losses of `steps` train steps on fixed pseudo-random images in [0, 1] and labels.
