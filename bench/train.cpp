@@ -1,7 +1,7 @@
 // Training-step throughput of every recipe against fp32 and against PyTorch, in one
 // run: the GPT of models/gpt.lua (n_layer 4, n_head 4, n_embd 256, block 128, batch
 // 16) and the Fashion-MNIST MLP of models/fashion_mlp.lua (784-500-10, batch 1000,
-// AdamW), each under fp32, fp8, fp8-row, fp8-block, mxfp8, fp4, nvfp4, nvfp4-train and fp32 with the O2 optimizer
+// AdamW), each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4, nvfp4-train and fp32 with the O2 optimizer
 // state, next to the same model in PyTorch (scripts/make_gpt_reference.py --bench,
 // Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
 // best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
@@ -156,7 +156,7 @@ double pytorch(const std::string& args, bool cpu, std::string* line) {
 int main(int argc, char** argv) {
   int steps = 3, reps = 0;
   bool torch = true;
-  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O2";
+  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O2";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
