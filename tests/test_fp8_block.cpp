@@ -265,21 +265,7 @@ TEST_CASE("CUDA oracle present") {
 #endif
 
 TEST_CASE("fp8-block trains the Fashion-MNIST MLP within half a point of fp32") {
-  auto accuracy = [](const std::string& recipe) {
-    // models/fashion_mlp.lua with a narrower hidden layer, under `recipe` (as --recipe).
-    test::TempFile f(".lua", test::fashion_mlp_lua());
-    dsl::ScriptOptions opts;
-    opts.set = {{"hidden", "128"}};
-    compiler::Graph g;
-    Status st = dsl::load_script(f.path, opts, &g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    g.recipe = recipe;
-    st = compiler::compile(g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    auto s = test::open_session(test::load_graph(g));
-    return test::trained_accuracy(*s, 300, 3);
-  };
-  const float ref = accuracy("fp32"), block = accuracy("fp8-block");
+  const float ref = test::mlp_recipe_accuracy("fp32"), block = test::mlp_recipe_accuracy("fp8-block");
   MESSAGE("300 steps, batch 100: fp32 " << ref << ", fp8-block " << block);
   CHECK(ref > 0.80f);
   CHECK(block > ref - 0.005f);

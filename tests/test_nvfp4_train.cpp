@@ -447,20 +447,8 @@ TEST_CASE("nvfp4-train: the last 15% of the linear layers stay f32; hadamard and
 }
 
 TEST_CASE("nvfp4-train trains the Fashion-MNIST MLP within a point of fp32, reproducibly") {
-  auto accuracy = [](const std::string& recipe) {
-    test::TempFile f(".lua", test::fashion_mlp_lua());
-    dsl::ScriptOptions opts;
-    opts.set = {{"hidden", "128"}};
-    compiler::Graph g;
-    Status st = dsl::load_script(f.path, opts, &g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    g.recipe = recipe;
-    st = compiler::compile(g);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    auto s = test::open_session(test::load_graph(g));
-    return test::trained_accuracy(*s, 300, 3);
-  };
-  const float ref = accuracy("fp32"), nt = accuracy("nvfp4-train"), again = accuracy("nvfp4-train");
+  const float ref = test::mlp_recipe_accuracy("fp32"), nt = test::mlp_recipe_accuracy("nvfp4-train"),
+              again = test::mlp_recipe_accuracy("nvfp4-train");
   MESSAGE("300 steps, batch 100: fp32 " << ref << ", nvfp4-train " << nt);
   CHECK(ref > 0.80f);
   CHECK(nt > ref - 0.01f);

@@ -78,6 +78,18 @@ uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
 
 constexpr uint8_t kE8M0NaN = 0xFF;
 
+// NVFP4's FP32 tensor scale from the whole tensor's amax (formats/nvfp4.h), also
+// stored in *tensor_scale; *head gets the amax and whether the old scale was kept.
+float nvfp4_tensor_scale_of(const float* x, int64_t rows, int64_t cols, float* tensor_scale, QuantStats* head) {
+  *head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
+  });
+  bool kept;
+  *tensor_scale = fmt::nvfp4_tensor_scale(head->amax, *tensor_scale, &kept);
+  head->kept_scales = kept;
+  return *tensor_scale;
+}
+
 QuantStats invalid(const char* why) {
   QuantStats s;
   s.error = why;
@@ -180,12 +192,8 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
                           void* q, uint8_t* block_scales, float* tensor_scale) {
   QuantParams pe = p;
   pe.fmt = DType::e2m1;
-  QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
-  });
-  bool kept;
-  const float ts = *tensor_scale = fmt::nvfp4_tensor_scale(head.amax, *tensor_scale, &kept);
-  head.kept_scales = kept;
+  QuantStats head;
+  const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     for (int64_t r = r0; r < r1; ++r)
@@ -206,12 +214,8 @@ QuantStats quantize_nvfp4_16x16(const float* x, int64_t rows, int64_t cols, cons
                                 void* q, uint8_t* block_scales, float* tensor_scale) {
   QuantParams pe = p;
   pe.fmt = DType::e2m1;
-  QuantStats head = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    s.amax = simd().amax(x + r0 * cols, (r1 - r0) * cols);
-  });
-  bool kept;
-  const float ts = *tensor_scale = fmt::nvfp4_tensor_scale(head.amax, *tensor_scale, &kept);
-  head.kept_scales = kept;
+  QuantStats head;
+  const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, groups = (rows + kNvfp4Block - 1) / kNvfp4Block;
   // One task per 16 rows: a block's amax spans all of them.
   QuantStats body = over_rows(groups, kNvfp4Block * cols, [&](int64_t g0, int64_t g1, QuantStats& s) {
