@@ -9,7 +9,7 @@
 # --check fails (exit 1) when a library holds Lua or compiler symbols, depends
 # on anything beyond libc, libstdc++, libm, zlib (plus libgcc_s and the GPU
 # runtime of a built-in GPU backend), or when a CPU-only static library is
-# 2.5 MB or more once stripped. ctest runs it on the build tree.
+# 2.9 MB or more once stripped (the limit below). ctest runs it on the build tree.
 set -eu
 
 check=0
@@ -29,11 +29,15 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # (40 KB), the data-parallel trainer with its communicator (47 KB of text:
 # data_parallel.o 34 KB, communicator.o 13 KB; MPI itself stays outside),
 # fp8-block's tiles and chunked GEMM and the flushed-share monitor ~0.11 MB
-# more (aarch64: 2,764,306 bytes; libsgrt.so 920,352). Leaving the
+# more (aarch64: 2,764,306 bytes; libsgrt.so 920,352); then ZeRO-1 (the
+# sharding plan, the weight all-gather, gathered checkpoints), resuming on
+# another number of ranks (checkpoint format 4), data-parallel dropout offsets
+# and the E4M3 gradient wire, and nvfp4-train's 16x16 blocks, Hadamard transform
+# and stochastic rounding ~60 KB more (aarch64: 2,824,346 bytes). Leaving the
 # data-parallel step out of an edge build is the next saving. The archive
 # holds every object; a program linking it statically takes only the ones it
 # calls.
-limit=2800000
+limit=2900000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
