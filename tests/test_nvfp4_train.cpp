@@ -107,6 +107,18 @@ std::vector<double> dequantize(const Session& s, const OpInfoLoaded& q_op) {
   return v;
 }
 
+// A fixed batch for kMlp: 160 normal inputs of 300 features, labels i mod 10.
+void feed_batch(Session& s) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(160 * 300);
+  for (float& v : x) v = nd(rng);
+  test::write_vec(s, "x", x);
+  std::vector<int32_t> labels(160);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
+  test::write_vec(s, "y", labels);
+}
+
 }  // namespace
 
 #ifdef SGRT_HAVE_CUDA_ORACLE
@@ -173,14 +185,7 @@ TEST_CASE("nvfp4-train: one training step's plan and values, GEMM by GEMM") {
   test::split_programs(&g);
   std::shared_ptr<const Model> m = test::load_graph(g);
   auto s = test::open_session(m, "cpu", 3);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> x(160 * 300);
-  for (float& v : x) v = nd(rng);
-  test::write_vec(*s, "x", x);
-  std::vector<int32_t> labels(160);
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
-  test::write_vec(*s, "y", labels);
+  feed_batch(*s);
 
   struct Source {
     std::vector<float> x;  // the f32 input as the quantize saw it
@@ -365,14 +370,7 @@ TEST_CASE("nvfp4-train: stochastic rounding in the graph is unbiased, reproducib
     if (op.code == OpCode::Quantize && op.quant[0].stochastic && !op.quant[0].hadamard) program = static_cast<int>(i);
   }
   auto prepare = [&](Session& s) {
-    std::mt19937 rng(5);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> x(160 * 300);
-    for (float& v : x) v = nd(rng);
-    test::write_vec(s, "x", x);
-    std::vector<int32_t> labels(160);
-    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
-    test::write_vec(s, "y", labels);
+    feed_batch(s);
     for (int i = 0; i < program; ++i) test::run(s, "train_step#" + std::to_string(i));
   };
   auto s1 = test::open_session(m, "cpu", 3), s2 = test::open_session(m, "cpu", 3);
@@ -473,25 +471,15 @@ TEST_CASE("nvfp4-train: a run resumed from a checkpoint goes on with the same ra
   std::shared_ptr<const Model> m;
   Status st = test::compile_lua(kMlp, &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  auto feed = [](Session& s) {
-    std::mt19937 rng(5);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> x(160 * 300);
-    for (float& v : x) v = nd(rng);
-    test::write_vec(s, "x", x);
-    std::vector<int32_t> labels(160);
-    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
-    test::write_vec(s, "y", labels);
-  };
   auto steps = [](Session& s, int n) {
     for (int i = 0; i < n; ++i) test::run(s, "train_step");
   };
   auto straight = test::open_session(m, "cpu", 3);
-  feed(*straight);
+  feed_batch(*straight);
   steps(*straight, 4);
   test::TempDir dir;
   auto first = test::open_session(m, "cpu", 3);
-  feed(*first);
+  feed_batch(*first);
   steps(*first, 2);
   REQUIRE(save_checkpoint(*first, dir.path + "/ck", 2).ok());
   // resumed: the checkpoint as saved; restarted: the same, with every stochastic
@@ -510,7 +498,7 @@ TEST_CASE("nvfp4-train: a run resumed from a checkpoint goes on with the same ra
           state[kStateHistoryPos] = 0.f;
           REQUIRE(s->write(op.out[2], state.data(), state.size() * sizeof(float)).ok());
         }
-    feed(*s);
+    feed_batch(*s);
     steps(*s, 2);
     for (const char* w : {"fc1.w", "fc2.w", "head.w"}) {
       INFO(w << (restart ? ", restarted" : ", resumed"));
