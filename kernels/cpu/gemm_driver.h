@@ -72,6 +72,18 @@ void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::El
   for (int64_t j = 0; j < n; ++j) out[j] = V::convert(rd(i0 + j) * sc);
 }
 
+// K is cut into equal blocks of at most KC + KC / 4 (multiples of 32, GGUF's block
+// length): K = 784 runs as 2 x 392, not 384 + 384 + 16, whose last block would pay a
+// whole pass over C and a pack for 16 steps. A function of K and KC alone, so ISAs
+// with the same KC sum in the same order.
+template <class V>
+constexpr int64_t kc_max() { return V::KC + V::KC / 4; }
+template <class V>
+int64_t k_block(int64_t K) {
+  const int64_t blocks = cdiv(K, kc_max<V>());
+  return mn(kc_max<V>(), cdiv(cdiv(K, blocks), 32) * 32);
+}
+
 // Packs op(X)[o0 .. o0+rows) x [k0 .. k0+kc) into an R-wide panel: K step kk/KU, then
 // row r, then kk%KU. Rows past `rows` and the odd K tail are zero. Each contiguous
 // run of the source is decoded first, then placed.
@@ -81,7 +93,18 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
   using E = typename V::Elem;
   constexpr int KU = V::KU;
   if (rows < R || kc % KU) std::memset(dst, 0, sizeof(E) * cdiv(kc, KU) * KU * R);
-  alignas(64) E tmp[2][(V::KC > R ? V::KC : R) + 64];
+  if constexpr (std::is_same_v<E, float> && D == DType::f32) {
+    if (s.s_k == 1 && !s.kscale) {
+      // Plain f32 rows: copy K step by K step, reading every row at once, so the
+      // rows' cache misses overlap (row by row, each ~1 KB row was a fresh stream
+      // and packing took 9 cycles an element on a GPT step).
+      const float* src = static_cast<const float*>(s.data) + o0 * s.s_outer + k0;
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t r = 0; r < rows; ++r) dst[k * R + r] = src[r * s.s_outer + k];
+      return;
+    }
+  }
+  alignas(64) E tmp[2][(kc_max<V>() > R ? kc_max<V>() : R) + 64];
   for (int64_t kb = k0, ke; kb < k0 + kc; kb = ke) {
     // Runs of K sharing one inner/block scale.
     ke = s.kscale ? mn(k0 + kc, (kb / s.kblock + 1) * s.kblock) : k0 + kc;
@@ -134,6 +157,28 @@ void pack(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc, typ
     case DType::q4_1: return pack_typed<V, R, DType::q4_1>(s, o0, rows, k0, kc, dst);
     default: return pack_typed<V, R, DType::e4m3>(s, o0, rows, k0, kc, dst);  // any 8-bit LUT
   }
+}
+
+// Packs op(X)[o0 .. o0+rows) into consecutive R-wide panels `stride` elements apart.
+template <class V, int R>
+void pack_panels(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc,
+                 typename V::Elem* dst, int64_t stride) {
+  if constexpr (std::is_same_v<typename V::Elem, float>) {
+    if (s.dtype == DType::f32 && s.s_outer == 1 && !s.kscale) {
+      // Plain f32, rows contiguous: each K step's run of `rows` values is read once
+      // for all panels (panel by panel, every panel re-read the same lines of all kc
+      // K rows, which a wide matrix had pushed out of cache by then).
+      const int64_t panels = cdiv(rows, R), tail = rows - (panels - 1) * R;
+      if (tail < R) std::memset(dst + (panels - 1) * stride, 0, sizeof(float) * kc * R);
+      const float* src = static_cast<const float*>(s.data) + o0 + k0 * s.s_k;
+      for (int64_t k = 0; k < kc; ++k, src += s.s_k) {
+        for (int64_t j = 0; j < panels - 1; ++j) std::memcpy(dst + j * stride + k * R, src + j * R, sizeof(float) * R);
+        std::memcpy(dst + (panels - 1) * stride + k * R, src + (panels - 1) * R, sizeof(float) * tail);
+      }
+      return;
+    }
+  }
+  for (int64_t j = 0; j * R < rows; ++j) pack<V, R>(s, o0 + j * R, mn(R, rows - j * R), k0, kc, dst + j * stride);
 }
 
 // C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps.
@@ -199,13 +244,13 @@ void run(const Problem& p) {
   const int threads = num_threads();
   for (int64_t jc = 0; jc < p.N; jc += V::NC) {
     const int64_t nc = mn(V::NC, p.N - jc), npanels = cdiv(nc, NR);
-    for (int64_t pc = 0; pc < p.K; pc += V::KC) {
-      const int64_t kc = mn(V::KC, p.K - pc), kp = cdiv(kc, KU);
+    const int64_t kblock = k_block<V>(p.K);
+    for (int64_t pc = 0; pc < p.K; pc += kblock) {
+      const int64_t kc = mn(kblock, p.K - pc), kp = cdiv(kc, KU);
       const int64_t bsz = kp * KU * NR, asz = kp * KU * MR;
       E* bt = static_cast<E*>(thread_scratch(1, sizeof(E) * bsz * npanels));
       parallel_for(npanels, 4, [&](int64_t b0, int64_t b1) {
-        for (int64_t j = b0; j < b1; ++j)
-          pack<V, NR>(p.b, jc + j * NR, mn(NR, nc - j * NR), pc, kc, bt + j * bsz);
+        pack_panels<V, NR>(p.b, jc + b0 * NR, mn(nc - b0 * NR, (b1 - b0) * NR), pc, kc, bt + b0 * bsz, bsz);
       });
       const float beta = pc == 0 ? p.beta : 1.0f;
       // Tasks: row blocks (each packs its own A block), split further by column
@@ -217,8 +262,7 @@ void run(const Problem& p) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t i0 = (t / n_jn) * mc, mrows = mn(mc, p.M - i0), jn = t % n_jn;
           E* at = static_cast<E*>(thread_scratch(0, sizeof(E) * asz * cdiv(mrows, MR)));
-          for (int64_t ir = 0; ir < mrows; ir += MR)
-            pack<V, MR>(p.a, i0 + ir, mn(MR, mrows - ir), pc, kc, at + (ir / MR) * asz);
+          pack_panels<V, MR>(p.a, i0, mrows, pc, kc, at, asz);
           for (int64_t j = jn * npanels / n_jn; j < (jn + 1) * npanels / n_jn; ++j) {
             const int64_t n0 = jc + j * NR, nr = mn(NR, p.N - n0);
             for (int64_t ir = 0; ir < mrows; ir += MR) {
