@@ -9,6 +9,10 @@
 #include <cstring>
 
 namespace sgrt::cpu {
+// Internal linkage in every file that includes this: cpu/elementwise_avx512.cpp
+// compiles these with AVX-512 (see elementwise_kernels.h), and a shared inline
+// copy could otherwise reach the baseline files through the linker.
+namespace {
 
 inline float fast_exp(float x) {
   x = x > -88.0f ? x : -88.0f;  // two plain selects: compilers turn them into max/min
@@ -31,4 +35,5 @@ inline float fast_exp(float x) {
 
 inline float fast_tanh(float x) { return 1.0f - 2.0f / (fast_exp(2.0f * x) + 1.0f); }
 
+}  // namespace
 }  // namespace sgrt::cpu
