@@ -6,7 +6,10 @@
 // Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
 // best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
 // the CPU has AVX-512 (Debian's OpenBLAS otherwise picks its 256-bit Haswell
-// kernel). On a GPU backend PyTorch runs on CUDA.
+// kernel), and on as many threads as sgrt: OPENBLAS_NUM_THREADS too, since
+// torch.set_num_threads does not reach the generic libblas.so.3 Debian's torch
+// calls (without it PyTorch's "1 thread" ran its GEMMs on every core). On a GPU
+// backend PyTorch runs on CUDA.
 //
 // Repetitions are interleaved (rep 1 of every recipe and of PyTorch, then rep 2,
 // ...), each the median step of a fresh session after one untimed step; every
@@ -129,8 +132,8 @@ double time_steps(const Workload& w, const std::shared_ptr<const Model>& model, 
 }
 
 // PyTorch's median step in seconds (0 when unavailable); its JSON line in *line.
-double pytorch(const std::string& args, bool cpu, std::string* line) {
-  std::string env = "OMP_WAIT_POLICY=passive ";
+double pytorch(const std::string& args, int threads, bool cpu, std::string* line) {
+  std::string env = "OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " ";
 #if defined(__x86_64__)
   if (cpu && cpu::detected_isa() >= cpu::Isa::avx512) env += "OPENBLAS_CORETYPE=SkylakeX ";
 #endif
@@ -212,7 +215,7 @@ int main(int argc, char** argv) {
         if (torch) {
           const double s = pytorch(w->torch_args + " --threads " + targ + " --steps " + std::to_string(w->steps) +
                                        " --device " + dev,
-                                   backend == "cpu", &torch_line);
+                                   threads, backend == "cpu", &torch_line);
           if (s > 0) torch_t.push_back(s);
         }
         for (size_t v = 0; v < variants.size(); ++v)

@@ -200,6 +200,9 @@ def bench(cfg):
                       "steps": cfg.steps, "device": str(dev), "threads": torch.get_num_threads(),
                       "interop_threads": torch.get_num_interop_threads(),
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "blas": blas_in_use(),
+                      # torch.set_num_threads does not reach a generic libblas.so.3: the
+                      # caller sets OpenBLAS's own count (bench/train.cpp does).
+                      "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
                       "torch": torch.__version__,
                       "config": [f.strip(" -,") for f in torch.__config__.show().replace(",", "\n").splitlines()
                                  if "BLAS_INFO" in f or "CPU capability" in f]}))
