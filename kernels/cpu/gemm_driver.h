@@ -52,7 +52,7 @@ struct Reader {
 };
 
 // Decodes n consecutive stored elements from index i0, times sc, into out. A traits
-// type may offer a SIMD decode_fast<D> for the unscaled case.
+// type may offer a SIMD decode_fast<D> (false: this call is not one it takes).
 template <class V, DType D>
 void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::Elem* out) {
   if constexpr (dtype_is_block(D)) {  // a frozen quantized base: whole blocks at a time
@@ -66,8 +66,8 @@ void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::El
     }
     return;
   }
-  if constexpr (requires { V::template decode_fast<D>(s, i0, n, out); })
-    if (sc == 1.0f && V::template decode_fast<D>(s, i0, n, out)) return;
+  if constexpr (requires { V::template decode_fast<D>(s, i0, n, sc, out); })
+    if (V::template decode_fast<D>(s, i0, n, sc, out)) return;
   const Reader<D> rd{s.data, s.lut};
   for (int64_t j = 0; j < n; ++j) out[j] = V::convert(rd(i0 + j) * sc);
 }
