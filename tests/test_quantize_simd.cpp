@@ -206,6 +206,41 @@ TEST_CASE("vectorized amax: max |x| by value, NaN-sticky, every length") {
   }
 }
 
+TEST_CASE("nvfp4_sse_blocks: each block's sum of squares is nvfp4_block_sse's, to the bit, on every ISA") {
+  const int64_t nb = 37;  // two 16-lane groups and a ragged third
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(nb * 16), m(nb), p(nb), unit(nb);
+  for (float& v : x) v = nd(rng) * 3.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    float a = 0;
+    for (int i = 0; i < 16; ++i) a = std::max(a, std::fabs(x[b * 16 + i]));
+    const float ts = 0.01f;
+    const uint32_t c = fmt::nvfp4_block_scale_six(a, ts) - (b % 3);  // a few scales per block
+    const int k = 127 - static_cast<int>((fmt::float_bits(a) >> 23) & 0xFFu);
+    p[b] = fmt::exp2i(k);
+    m[b] = fmt::nvfp4_mult(c, ts);
+    unit[b] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(c), ts), p[b]);
+  }
+  for (Isa isa : isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    std::vector<float> got(nb, -1.0f);
+    quant_impl::kernels_for(isa).nvfp4_sse_blocks(x.data(), nb, m.data(), p.data(), unit.data(), got.data());
+    int64_t bad = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      // formats/nvfp4.h's scalar loop: squares added in element order.
+      float want = 0.0f;
+      for (int i = 0; i < 16; ++i) {
+        const float back = fmt::mul_rn(fmt::e2m1_decode(fmt::e2m1_encode(fmt::mul_rn(x[b * 16 + i], m[b]))), unit[b]);
+        const float d = fmt::add_rn(fmt::mul_rn(x[b * 16 + i], p[b]), -back);
+        want = fmt::add_rn(want, fmt::mul_rn(d, d));
+      }
+      bad += std::memcmp(&got[b], &want, 4) != 0;
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
   // The scalar model of quantize (per row, current scaling) from formats.h alone.
   const int64_t rows = 5, cols = 77;
@@ -254,6 +289,35 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
         bad += s[r * 5 + b] != fmt::nvfp4_block_scale(xb, n, a, ts);
       }
     CHECK(bad == 0);
+  }
+  // Wide rows (several 16-lane groups of whole blocks and a partial last one):
+  // four-over-six batched across blocks still picks formats/nvfp4.h's scale.
+  {
+    const int64_t wr = 3, wc = 16 * 70 + 9, wnb = 71;
+    std::vector<float> w(wr * wc);
+    for (int64_t i = 0; i < wr * wc; ++i) w[i] = std::ldexp(nd(rng), static_cast<int>(i % 23) - 11);
+    for (Isa isa : isas()) {
+      set_isa_limit(isa);
+      CAPTURE(std::string(isa_name(isa)));
+      std::vector<uint8_t> q(wr * wc, 0), s(wr * wnb, 0);
+      float ts = 0;
+      quantize_nvfp4(w.data(), wr, wc, QuantParams{}, q.data(), s.data(), &ts);
+      int64_t bad = 0, fours = 0, sixes = 0;
+      for (int64_t r = 0; r < wr; ++r)
+        for (int64_t b = 0; b < wnb; ++b) {
+          const float* xb = w.data() + r * wc + b * 16;
+          const int64_t n = std::min<int64_t>(16, wc - b * 16);
+          float a = 0;
+          for (int64_t i = 0; i < n; ++i) a = std::max(a, std::fabs(xb[i]));
+          const uint32_t want = fmt::nvfp4_block_scale(xb, n, a, ts);
+          bad += s[r * wnb + b] != want;
+          fours += want != fmt::nvfp4_block_scale_six(a, ts);
+          sixes += want == fmt::nvfp4_block_scale_six(a, ts);
+        }
+      CHECK(bad == 0);
+      CHECK(fours > 10);  // both choices taken, so the batched sums decided some
+      CHECK(sixes > 10);
+    }
   }
   // The block formats: each ISA's bytes equal the generic path's, which the
   // reference-dump tests (test_quant_reference) check against Python.

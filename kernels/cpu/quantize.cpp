@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "cpu/parallel.h"
@@ -74,6 +75,45 @@ uint32_t nvfp4_block_scale(const float* x, int64_t n, float amax, float ts) {
     return simd().nvfp4_sse(x, n, fmt::nvfp4_mult(c, ts), p, fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(c), ts), p));
   };
   return sse(four) < sse(six) ? four : six;
+}
+
+// nvfp4_block_scale for every block of one row (codes: ceil(cols / 16)): the whole
+// blocks whose two candidates differ have their sums of squares taken together
+// (Kernels::nvfp4_sse_blocks, the same bits as one block at a time).
+void nvfp4_row_scales(const float* x, int64_t cols, float ts, uint8_t* codes) {
+  constexpr int64_t kGroup = 64;  // blocks per batch: the arrays below stay on the stack
+  const int64_t full = cols / kNvfp4Block;
+  for (int64_t g0 = 0; g0 < full; g0 += kGroup) {
+    const int64_t g1 = std::min(full, g0 + kGroup);
+    int64_t idx[kGroup];
+    float m4[kGroup], u4[kGroup], m6[kGroup], u6[kGroup], pk[kGroup], s4[kGroup], s6[kGroup];
+    alignas(64) float xs[kGroup * kNvfp4Block];
+    uint32_t four[kGroup];
+    int64_t k = 0;
+    for (int64_t b = g0; b < g1; ++b) {
+      const float* xb = x + b * kNvfp4Block;
+      const float amax = simd().amax(xb, kNvfp4Block);
+      const uint32_t six = fmt::nvfp4_block_scale_six(amax, ts), f = fmt::e4m3_encode(amax / fmt::mul_rn(4.0f, ts));
+      codes[b] = static_cast<uint8_t>(six);
+      if (f == six) continue;
+      const int e = 127 - static_cast<int>((fmt::float_bits(amax) >> 23) & 0xFFu);
+      const float p = fmt::exp2i(e < -126 ? -126 : e > 127 ? 127 : e);
+      idx[k] = b, four[k] = f, pk[k] = p;
+      m4[k] = fmt::nvfp4_mult(f, ts), u4[k] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(f), ts), p);
+      m6[k] = fmt::nvfp4_mult(six, ts), u6[k] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(six), ts), p);
+      std::memcpy(xs + k * kNvfp4Block, xb, sizeof(float) * kNvfp4Block);
+      ++k;
+    }
+    simd().nvfp4_sse_blocks(xs, k, m4, pk, u4, s4);
+    simd().nvfp4_sse_blocks(xs, k, m6, pk, u6, s6);
+    for (int64_t j = 0; j < k; ++j)
+      if (s4[j] < s6[j]) codes[idx[j]] = static_cast<uint8_t>(four[j]);
+  }
+  if (full * kNvfp4Block < cols) {  // a partial last block
+    const float* xb = x + full * kNvfp4Block;
+    const int64_t n = cols - full * kNvfp4Block;
+    codes[full] = static_cast<uint8_t>(nvfp4_block_scale(xb, n, simd().amax(xb, n), ts));
+  }
 }
 
 constexpr uint8_t kE8M0NaN = 0xFF;
@@ -196,15 +236,15 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    for (int64_t r = r0; r < r1; ++r)
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* codes = block_scales + r * nb;
+      nvfp4_row_scales(x + r * cols, cols, ts, codes);
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
-        const float* xb = x + r * cols + c0;
-        const uint32_t code = nvfp4_block_scale(xb, n, simd().amax(xb, n), ts);
-        block_scales[r * nb + b] = static_cast<uint8_t>(code);
-        const float m = fmt::nvfp4_mult(code, ts);
+        const float m = fmt::nvfp4_mult(codes[b], ts);
         encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);
       }
+    }
   });
   merge(body, head);
   return body;

@@ -50,6 +50,9 @@ struct Kernels {
   // formats/nvfp4.h's nvfp4_block_sse loop: the sum, in element order, of
   // (x[i] p - e2m1_decode(e2m1_encode(x[i] m)) unit)^2 over i in [0, n).
   float (*nvfp4_sse)(const float* x, int64_t n, float m, float p, float unit);
+  // sse[b] = nvfp4_sse(x + 16 b, 16, m[b], p[b], unit[b]) for b in [0, nb), to the bit.
+  void (*nvfp4_sse_blocks)(const float* x, int64_t nb, const float* m, const float* p, const float* unit,
+                           float* sse);
 };
 
 extern const Kernels kGeneric;

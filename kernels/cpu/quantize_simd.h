@@ -345,6 +345,40 @@ float nvfp4_sse(const float* x, int64_t n, float m, float p, float unit) {
   return sse;
 }
 
+// nvfp4_sse over `nb` whole blocks of 16 (x: nb * 16 contiguous elements; block b
+// with its own m[b], p[b], unit[b]) into sse[b]. The squares are computed a vector
+// at a time, then summed with one block per lane: each block's 16 squares still
+// add in element order, but N blocks' sums advance together instead of each
+// block's one dependent add at a time.
+template <int N>
+void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p, const float* unit, float* sse) {
+  using F = typename Vec<N>::f32;
+  constexpr fmt::Spec S = fmt::spec_e2m1();
+  constexpr int B = 16;  // kNvfp4Block
+  static_assert(B % N == 0 || N % B == 0, "a block is whole vectors");
+  alignas(64) float sq[N][B];
+  for (int64_t g = 0; g < nb; g += N) {
+    const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
+    for (int l = 0; l < lanes; ++l) {
+      const float* xb = x + (g + l) * B;
+      for (int j = 0; j < B; j += N) {
+        const F xv = load<F>(xb + j);
+        const F back = decode_vec<N, S>(encode_vec<N, S>(xv * m[g + l], typename Vec<N>::u32{}, false)) * unit[g + l];
+        const F d = xv * p[g + l] - back;
+        const F dd = d * d;
+        std::memcpy(&sq[l][j], &dd, sizeof dd);
+      }
+    }
+    F acc{};
+    for (int i = 0; i < B; ++i) {
+      F v{};
+      for (int l = 0; l < lanes; ++l) v[l] = sq[l][i];
+      acc += v;
+    }
+    for (int l = 0; l < lanes; ++l) sse[g + l] = acc[l];
+  }
+}
+
 // Non-negative floats order as their bit patterns, and NaNs above +inf.
 template <int N>
 float amax(const float* x, int64_t n) {
@@ -386,7 +420,7 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse<N>, &nvfp4_sse_blocks<N>};
 }
 
 }  // namespace
