@@ -212,7 +212,8 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
   const float fmax = format_max(p.fmt);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    for (int64_t r = r0; r < r1; ++r)
+    std::vector<float> mult(cols);  // each block's multiplier per element: one encode a row
+    for (int64_t r = r0; r < r1; ++r) {
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kMxBlock, n = cols - c0 < kMxBlock ? cols - c0 : kMxBlock;
         const float a = simd().amax(x + r * cols + c0, n);
@@ -222,9 +223,10 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
         s.kept_scales += kept;
         // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an infinity.
         scales[r * nb + b] = kept && a != 0 ? kE8M0NaN : static_cast<uint8_t>(127 - e);
-        const float m = fmt::exp2i(e);
-        encode_span(x, r * cols + c0, n, &m, 0, p, q, s);
+        std::fill_n(mult.begin() + c0, n, fmt::exp2i(e));
       }
+      encode_span(x, r * cols, cols, mult.data(), 1, p, q, s);
+    }
   });
 }
 
@@ -236,14 +238,15 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
+    std::vector<float> mult(cols);  // each block's multiplier per element: one encode a row
     for (int64_t r = r0; r < r1; ++r) {
       uint8_t* codes = block_scales + r * nb;
       nvfp4_row_scales(x + r * cols, cols, ts, codes);
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
-        const float m = fmt::nvfp4_mult(codes[b], ts);
-        encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);
+        std::fill_n(mult.begin() + c0, n, fmt::nvfp4_mult(codes[b], ts));
       }
+      encode_span(x, r * cols, cols, mult.data(), 1, pe, q, s);
     }
   });
   merge(body, head);
