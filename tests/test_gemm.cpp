@@ -246,6 +246,41 @@ TEST_CASE("gemm_f32 covers every transpose and equals gemm()") {
   }
 }
 
+TEST_CASE("a product with few columns (run transposed) equals those columns of a wide one, to the bit") {
+  // N < 16 runs as C^T = op(B)^T op(A)^T (gemm.cpp); each element's K sum and its
+  // merge with rs, cs and beta must not notice. B's first `narrow` columns of a
+  // 40-column product are the narrow product's.
+  std::mt19937 rng(11);
+  const int64_t M = 53, K = 300, wide = 40;
+  for (DType t : {DType::f32, DType::e4m3}) {
+    for (int64_t narrow : {1, 7, 10, 15}) {
+      for (int tr = 0; tr < 4; ++tr) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(narrow);
+        CAPTURE(tr);
+        Operand a(t, tr & 1, false, M, K, rng), bw(t, tr & 2, true, wide, K, rng);
+        // Tensor scales of 0.37: with alpha, rs and cs are not powers of two, so the
+        // merge's order of multiplication shows.
+        set_scales(a, t == DType::f32 ? Scales::none : Scales::tensor, M, K, rng);
+        set_scales(bw, t == DType::f32 ? Scales::none : Scales::tensor, wide, K, rng);
+        std::vector<float> Cw(M * wide), Cn(M * narrow);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < wide; ++j) Cw[i * wide + j] = 0.25f * static_cast<float>((i * 7 + j) % 13);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < narrow; ++j) Cn[i * narrow + j] = Cw[i * wide + j];
+        // The narrow B is the wide one's first columns: the same storage, ld and
+        // per-column scales, read for fewer outer indices.
+        REQUIRE(gemm(M, wide, K, 1.5f, a.g, bw.g, 0.5f, Cw.data(), wide) == nullptr);
+        REQUIRE(gemm(M, narrow, K, 1.5f, a.g, bw.g, 0.5f, Cn.data(), narrow) == nullptr);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < narrow; ++j) differ += std::memcmp(&Cn[i * narrow + j], &Cw[i * wide + j], 4) != 0;
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("results do not depend on the thread count") {
   std::mt19937 rng(3);
   for (DType t : {DType::f32, DType::e4m3}) {

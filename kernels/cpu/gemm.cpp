@@ -122,7 +122,14 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   std::vector<float> rs(M), cs(N), ka, kb;
   outer_scales(a, alpha, rs);
   outer_scales(b, 1.0f, cs);
-  const Problem p{M, N, K, source(a, false, M, K, ka), source(b, true, N, K, kb), rs.data(), cs.data(), beta, C, ldc};
+  const Source sa = source(a, false, M, K, ka), sb = source(b, true, N, K, kb);
+  // A product with few columns (a classifier head, a LoRA down-projection) runs as
+  // C^T = op(B)^T op(A)^T: its columns become the micro-tile's rows (14 of them)
+  // instead of a fraction of its 32 lanes. Every element's sum and merge are the
+  // same, so the result is bit for bit the untransposed one.
+  const bool narrow = N < 16 && M > N;
+  const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true}
+                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc};
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
 #if defined(__x86_64__)

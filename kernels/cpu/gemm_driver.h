@@ -219,22 +219,25 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
   }
 }
 
-// A tile cut by the matrix edge: compute the full tile into a buffer, then merge
-// with the same arithmetic as micro().
+// A tile cut by the matrix edge, or stored transposed (Problem::c_trans): compute
+// the full tile into a buffer, then merge with the same arithmetic as micro().
 template <class V>
 void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
-                int64_t ldc, int64_t mr, int64_t nr, const float* rs, const float* cs, float beta) {
+                int64_t ldc, int64_t mr, int64_t nr, const float* rs, const float* cs, float beta,
+                bool c_trans) {
   constexpr int MR = V::MR, NR = V::NV * V::W;
   alignas(64) float t[MR * NR];
   alignas(64) float one[NR > MR ? NR : MR];
   for (float& x : one) x = 1.0f;
   micro<V>(kp, a, b, t, NR, one, one, 0.0f);
+  auto merge = [beta](float& y, float v) { y = beta == 0.0f ? v : y * beta + v; };
+  if (c_trans) {
+    for (int64_t j = 0; j < nr; ++j)
+      for (int64_t i = 0; i < mr; ++i) merge(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j]);
+    return;
+  }
   for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) {
-      const float v = (t[i * NR + j] * cs[j]) * rs[i];
-      float& y = c[i * ldc + j];
-      y = beta == 0.0f ? v : y * beta + v;
-    }
+    for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i]);
 }
 
 template <class V>
@@ -267,12 +270,12 @@ void run(const Problem& p) {
             const int64_t n0 = jc + j * NR, nr = mn(NR, p.N - n0);
             for (int64_t ir = 0; ir < mrows; ir += MR) {
               const int64_t m0 = i0 + ir, mr = mn(MR, p.M - m0);
-              float* c = p.C + m0 * p.ldc + n0;
+              float* c = p.c_trans ? p.C + n0 * p.ldc + m0 : p.C + m0 * p.ldc + n0;
               const E* a = at + (ir / MR) * asz;
-              if (mr == MR && nr == NR)
+              if (mr == MR && nr == NR && !p.c_trans)
                 micro<V>(kp, a, bt + j * bsz, c, p.ldc, p.rs + m0, p.cs + n0, beta);
               else
-                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta);
+                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans);
             }
           }
         }

@@ -26,6 +26,9 @@ struct Problem {
   float beta;
   float* C;
   int64_t ldc;
+  // C holds this product transposed: element (i, j) at C[j * ldc + i], merged as
+  // (acc * rs[i]) * cs[j], the untransposed product's rounding (gemm.cpp's narrow case).
+  bool c_trans = false;
 };
 
 // One driver per kernel; each is compiled with its own ISA flags.
