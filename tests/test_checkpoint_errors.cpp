@@ -141,6 +141,13 @@ TEST_CASE("safetensors with missing, unknown or mis-shaped tensors, or a malform
     std::string w = dir.file("w.safetensors", safetensors(e));
     test::ToolResult r = test::run_tool(cmd("train", 16, {"--steps", "1", "--quiet", "--init-weights", w}));
     CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(r.err.find("warning") == std::string::npos);
+    // Under fp8-static it is accepted with a warning naming the file: static
+    // scales assume unit-scaled initial weights (docs/recipes.md).
+    r = test::run_tool(cmd("train", 16, {"--steps", "1", "--quiet", "--init-weights", w, "--recipe", "fp8-static"}));
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(r.err.find("warning: recipe fp8-static") != std::string::npos);
+    CHECK(r.err.find(w) != std::string::npos);
   }
   SUBCASE("missing") {
     e.pop_back();
