@@ -1,8 +1,11 @@
 // GEMM throughput per dtype at square sizes, side by side with OpenBLAS sgemm, as
 // JSON lines: one "peak" line saying how the FP32 peak was derived, then one line
 // per (size, dtype) with the median GFLOP/s, the ratio to OpenBLAS and % of peak.
+// --shapes times f32 products of the training steps' own shapes instead: each
+// MxNxK with an optional "t" per transposed operand (1000x500x784nt: A [1000,784],
+// B stored [500,784]), `gemm_f32` against `cblas_sgemm` alternately.
 //
-//   bench_gemm [--sizes 256,512,1024,2048,4096] [--reps N] [--threads N]
+//   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -155,16 +158,80 @@ std::vector<int64_t> parse_sizes(const char* s) {
   return v;
 }
 
+struct Shape3 {
+  int64_t m, n, k;
+  bool ta, tb;
+  std::string text;
+};
+
+// "1000x500x784nt,..." -> shapes; false on a malformed one.
+bool parse_shapes(const char* s, std::vector<Shape3>* out) {
+  std::string all(s);
+  for (size_t at = 0; at <= all.size();) {
+    const size_t end = std::min(all.find(',', at), all.size());
+    const std::string one = all.substr(at, end - at);
+    long long m, n, k;
+    int used = 0;
+    if (std::sscanf(one.c_str(), "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || m <= 0 || n <= 0 || k <= 0) return false;
+    const std::string t = one.substr(used);
+    if (!t.empty() && t != "nn" && t != "nt" && t != "tn" && t != "tt") return false;
+    out->push_back({m, n, k, !t.empty() && t[0] == 't', !t.empty() && t[1] == 't', one});
+    at = end + 1;
+  }
+  return !out->empty();
+}
+
+// f32 at the given shapes, against OpenBLAS in the same process, rep by rep.
+void run_shapes(const std::vector<Shape3>& shapes, int reps) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const Shape3& s : shapes) {
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    auto ours = [&] { cpu::gemm_f32(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n); };
+    auto blas = [&] {
+#ifdef SGRT_HAVE_OPENBLAS
+      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                  1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+#endif
+    };
+    blas();
+    ours();
+    std::vector<double> tb, to;
+    for (int rep = 0; rep < reps; ++rep) {
+      tb.push_back(seconds(blas));
+      to.push_back(seconds(ours));
+    }
+    const double flop = 2.0 * s.m * s.n * s.k, gf = flop / median(to) * 1e-9;
+#ifdef SGRT_HAVE_OPENBLAS
+    const double gblas = flop / median(tb) * 1e-9;
+#else
+    const double gblas = 0;
+#endif
+    std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
+                "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f}\n",
+                s.text.c_str(), reps, median(to) * 1e3, gf, gblas, gblas > 0 ? gf / gblas : 0.0);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {256, 512, 1024, 2048, 4096};
+  std::vector<Shape3> shapes;
   int reps = 0;  // 0: by size
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--sizes")) sizes = parse_sizes(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shapes") && parse_shapes(argv[i + 1], &shapes)) continue;
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) cpu::set_num_threads(std::atoi(argv[i + 1]));
-    else { std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,..] [--reps N] [--threads N]\n"); return 2; }
+    else {
+      std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,.. | --shapes MxNxK[nn|nt|tn|tt],..] [--reps N] [--threads N]\n");
+      return 2;
+    }
   }
   const int cores = cpu::num_threads();
 #ifdef SGRT_HAVE_OPENBLAS
@@ -180,6 +247,10 @@ int main(int argc, char** argv) {
               "(Zen 4: 32 = 2 x 256-bit FMA pipes; Zen 5: 64)\"}\n",
               cores, mhz_info, mhz, fpc, peak, cores * mhz * 1e-3 * 32, cpu::isa_name(cpu::active_isa()));
   std::fflush(stdout);
+  if (!shapes.empty()) {
+    run_shapes(shapes, reps > 0 ? reps : 9);
+    return 0;
+  }
 
   const struct { const char* name; DType a, b; } kinds[] = {
       {"f32", DType::f32, DType::f32},     {"bf16", DType::bf16, DType::bf16},
