@@ -47,10 +47,9 @@ struct Kernels {
   void (*amax_cols)(const float* x, int64_t rows, int64_t cols, uint32_t* acc);
   EncodeCounts (*encode)(const EncodeArgs& a);
   void (*decode)(const DecodeArgs& a);
-  // formats/nvfp4.h's nvfp4_block_sse loop: the sum, in element order, of
-  // (x[i] p - e2m1_decode(e2m1_encode(x[i] m)) unit)^2 over i in [0, n).
-  float (*nvfp4_sse)(const float* x, int64_t n, float m, float p, float unit);
-  // sse[b] = nvfp4_sse(x + 16 b, 16, m[b], p[b], unit[b]) for b in [0, nb), to the bit.
+  // formats/nvfp4.h's nvfp4_block_sse loop for nb whole blocks of 16: sse[b] is the
+  // sum, in element order, of (x[i] p[b] - e2m1_decode(e2m1_encode(x[i] m[b])) unit[b])^2
+  // over block b's elements x[16 b + i], to the bit.
   void (*nvfp4_sse_blocks)(const float* x, int64_t nb, const float* m, const float* p, const float* unit,
                            float* sse);
 };

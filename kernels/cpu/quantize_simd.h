@@ -328,28 +328,11 @@ EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
 }
 
-template <int N>
-float nvfp4_sse(const float* x, int64_t n, float m, float p, float unit) {
-  using F = typename Vec<N>::f32;
-  constexpr fmt::Spec S = fmt::spec_e2m1();
-  float sse = 0.0f;
-  for (int64_t j = 0; j < n; j += N) {
-    const int k = n - j < N ? static_cast<int>(n - j) : N;
-    F xv{};
-    for (int l = 0; l < k; ++l) xv[l] = x[j + l];
-    const F back = decode_vec<N, S>(encode_vec<N, S>(xv * m, typename Vec<N>::u32{}, false)) * unit;
-    const F d = xv * p - back;
-    const F dd = d * d;
-    for (int l = 0; l < k; ++l) sse += dd[l];  // in element order, as the scalar loop adds
-  }
-  return sse;
-}
-
-// nvfp4_sse over `nb` whole blocks of 16 (x: nb * 16 contiguous elements; block b
-// with its own m[b], p[b], unit[b]) into sse[b]. The squares are computed a vector
-// at a time, then summed with one block per lane: each block's 16 squares still
-// add in element order, but N blocks' sums advance together instead of each
-// block's one dependent add at a time.
+// formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
+// contiguous elements; block b with its own m[b], p[b], unit[b]) into sse[b]. The
+// squares are computed a vector at a time, then summed with one block per lane:
+// each block's 16 squares add in element order, as the scalar loop does, but N
+// blocks' sums advance together instead of one dependent add at a time.
 template <int N>
 void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p, const float* unit, float* sse) {
   using F = typename Vec<N>::f32;
@@ -420,7 +403,7 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse<N>, &nvfp4_sse_blocks<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>};
 }
 
 }  // namespace
