@@ -9,6 +9,17 @@
 namespace sgrt::cpu {
 namespace {
 
+// The input offset of the row-major index `i` over out's axes [0, axes), with
+// in_strides for those axes (the trailing axes' offsets are the caller's).
+int64_t strided_offset(int64_t i, const Shape& out, const std::vector<int64_t>& in_strides, int64_t axes) {
+  int64_t off = 0;
+  for (int64_t k = axes - 1; k >= 0; --k) {
+    off += (i % out[k]) * in_strides[k];
+    i /= out[k];
+  }
+  return off;
+}
+
 // Calls fn(out_index, in_offset) for every element of `out` in row-major order,
 // rows of the last axis handed out across threads.
 template <class F>
@@ -18,11 +29,7 @@ void for_each_strided(const Shape& out, const std::vector<int64_t>& in_strides, 
   int64_t inner = out.back(), rows = numel(out) / inner, sl = in_strides.back();
   auto run = [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
-      int64_t rem = r, off = 0;
-      for (int64_t k = rank - 2; k >= 0; --k) {
-        off += (rem % out[k]) * in_strides[k];
-        rem /= out[k];
-      }
+      const int64_t off = strided_offset(r, out, in_strides, rank - 1);
       for (int64_t j = 0; j < inner; ++j) fn(r * inner + j, off + j * sl);
     }
   };
@@ -41,11 +48,7 @@ void transpose_last_two(const float* x, float* y, const Shape& out, const std::v
   const int64_t batches = numel(out) / (P * L), ptiles = (P + kTile - 1) / kTile;
   parallel_for(batches * ptiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      int64_t rem = t / ptiles, off = 0;
-      for (int64_t k = rank - 3; k >= 0; --k) {
-        off += (rem % out[k]) * in_strides[k];
-        rem /= out[k];
-      }
+      const int64_t off = strided_offset(t / ptiles, out, in_strides, rank - 2);
       const int64_t p0 = (t % ptiles) * kTile, p1 = std::min(P, p0 + kTile);
       float* yb = y + (t / ptiles) * P * L;
       for (int64_t l0 = 0; l0 < L; l0 += kTile) {
