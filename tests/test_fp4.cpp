@@ -132,6 +132,39 @@ TEST_CASE("outlier clamping keeps the central quantiles and a sparse residual th
   }
 }
 
+TEST_CASE("outlier clamping finds the quantiles of sorted, reversed, tied and tiny rows") {
+  // The one-pass tail selection (quantiles within 32 of the ends) meets its worst
+  // orders here: every element of an ascending row displaces the current k-th.
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> few(-3, 3);
+  for (int64_t cols : {1, 2, 3, 40, 256, 1024}) {
+    std::vector<std::vector<float>> rows(4, std::vector<float>(cols));
+    for (int64_t c = 0; c < cols; ++c) {
+      rows[0][c] = static_cast<float>(c) * 0.5f;
+      rows[1][c] = -static_cast<float>(c);
+      rows[2][c] = static_cast<float>(few(rng));  // many ties
+      rows[3][c] = static_cast<float>(std::ldexp(1.0, few(rng) * 10)) * (c % 2 ? -1.f : 1.f);
+    }
+    std::vector<float> x;
+    for (auto& r : rows) x.insert(x.end(), r.begin(), r.end());
+    std::vector<float> xc(x.size()), res(x.size());
+    TensorType t{{4, cols}, DType::f32};
+    for (double alpha : {0.6, 0.99, 0.999}) {
+      Attrs at;
+      at.set_f("alpha", alpha);
+      cpu::OpArgs a{OpCode::ClampOutliers, &at, {{x.data(), &t, 4 * cols}}, {{xc.data(), &t, 4 * cols}, {res.data(), &t, 4 * cols}}};
+      REQUIRE(cpu::k_clamp_outliers(a).ok());
+      const size_t hi_k = static_cast<size_t>(std::floor(alpha * static_cast<double>(cols - 1))), lo_k = cols - 1 - hi_k;
+      for (int64_t r = 0; r < 4; ++r) {
+        std::vector<float> sorted = rows[r];
+        std::sort(sorted.begin(), sorted.end());
+        for (int64_t c = 0; c < cols; ++c)
+          REQUIRE(xc[r * cols + c] == std::min(std::max(rows[r][c], sorted[lo_k]), sorted[hi_k]));
+      }
+    }
+  }
+}
+
 TEST_CASE("outlier clamping below alpha 0.5 clamps to the sorted row's quantiles too") {
   const int64_t rows = 3, cols = 101;
   std::mt19937 rng(8);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -27,6 +28,78 @@ Status k_dge_grad(const OpArgs& a) {
   return Status::Ok();
 }
 
+namespace {
+
+// Lanes of the first pass; a quantile at most this many elements from either end
+// of a row of at least this many takes the two-pass selection.
+constexpr int64_t kLanes = 16;
+
+// Sorts v[0..n) descending in `before`'s order (n <= kLanes; NaN-safe bounds).
+template <class Before>
+void insertion_sort(float* v, int64_t n, Before before) {
+  for (int64_t i = 1; i < n; ++i) {
+    float x = v[i];
+    int64_t j = i;
+    for (; j > 0 && before(x, v[j - 1]); --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
+// The k-th value of x[0..n) in the order `before` (the k-th largest for
+// std::greater), 1 <= k <= kLanes <= n. The k-th of the kLanes strided lanes' first
+// values is an element with at least k elements at or before it, so the answer is
+// it or one of the few elements strictly before it, gathered into cand (n floats).
+template <class Before>
+float kth_in_order(const float* x, int64_t n, int64_t k, float* cand, Before before) {
+  float lane[kLanes];
+  std::memcpy(lane, x, sizeof lane);
+  int64_t i = kLanes;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = before(x[i + j], lane[j]) ? x[i + j] : lane[j];
+  for (; i < n; ++i) lane[i % kLanes] = before(x[i], lane[i % kLanes]) ? x[i] : lane[i % kLanes];
+  insertion_sort(lane, kLanes, before);
+  const float bound = lane[k - 1];
+  int64_t count = 0;
+  auto gather = [&](int64_t from, int64_t to) {  // branch-free compaction
+    for (int64_t c = from; c < to; ++c) {
+      cand[count] = x[c];
+      count += before(x[c], bound);
+    }
+  };
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {  // most groups hold no candidate
+    bool any = false;
+    for (int64_t j = 0; j < kLanes; ++j) any |= before(x[c + j], bound);
+    if (any) gather(c, c + kLanes);
+  }
+  gather(c, n);
+  if (count < k) return bound;
+  std::nth_element(cand, cand + k - 1, cand + count, before);
+  return cand[k - 1];
+}
+
+// The sorted row's elements lo_k and hi_k (hi_k + lo_k = cols - 1); tmp holds cols floats.
+void row_quantiles(const float* xr, int64_t cols, int64_t lo_k, int64_t hi_k, float* tmp, float* lo, float* hi) {
+  const int64_t k = std::min(lo_k, hi_k) + 1;  // lo_k + 1 = the k-th largest's rank when lo_k <= hi_k
+  if (k <= kLanes && cols >= kLanes) {
+    float largest = kth_in_order(xr, cols, k, tmp, std::greater<float>());
+    float smallest = kth_in_order(xr, cols, k, tmp, std::less<float>());
+    *hi = lo_k <= hi_k ? largest : smallest;
+    *lo = lo_k <= hi_k ? smallest : largest;
+    return;
+  }
+  std::memcpy(tmp, xr, sizeof(float) * cols);
+  std::nth_element(tmp, tmp + hi_k, tmp + cols);
+  *hi = tmp[hi_k];
+  // The first selection left every smaller element before hi_k and every larger
+  // one after it: the second searches only the side lo_k is on.
+  if (lo_k < hi_k) std::nth_element(tmp, tmp + lo_k, tmp + hi_k);
+  else if (lo_k > hi_k) std::nth_element(tmp + hi_k + 1, tmp + lo_k, tmp + cols);
+  *lo = tmp[lo_k];
+}
+
+}  // namespace
+
 // Per row: clamp to the [1 - alpha, alpha] quantiles; the residual x - clamp(x)
 // is non-zero for about 2 (1 - alpha) of the entries and goes through a
 // high-precision matmul (the compensation).
@@ -42,14 +115,8 @@ Status k_clamp_outliers(const OpArgs& a) {
     float* tmp = static_cast<float*>(thread_scratch(0, sizeof(float) * cols));
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
-      std::memcpy(tmp, xr, sizeof(float) * cols);
-      std::nth_element(tmp, tmp + hi_k, tmp + cols);
-      float hi = tmp[hi_k];
-      // The first selection left every smaller element before hi_k and every larger
-      // one after it: the second searches only the side lo_k is on.
-      if (lo_k < hi_k) std::nth_element(tmp, tmp + lo_k, tmp + hi_k);
-      else if (lo_k > hi_k) std::nth_element(tmp + hi_k + 1, tmp + lo_k, tmp + cols);
-      float lo = tmp[lo_k];
+      float lo, hi;
+      row_quantiles(xr, cols, lo_k, hi_k, tmp, &lo, &hi);
       for (int64_t c = 0; c < cols; ++c) {
         float v = std::min(std::max(xr[c], lo), hi);
         xc[r * cols + c] = v;
