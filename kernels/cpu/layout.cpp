@@ -37,6 +37,8 @@ void for_each_strided(const Shape& out, const std::vector<int64_t>& in_strides, 
   else run(0, rows);
 }
 
+}  // namespace
+
 // A transpose that swaps its last two axes ([.., P, L] out of [.., L, P]): copied in
 // 32 x 32 tiles, so the 32 input rows a tile reads stay in L1 while each is read 16
 // times, not once per output row (the strided walk above missed cache on every
@@ -59,8 +61,6 @@ void transpose_last_two(const float* x, float* y, const Shape& out, const std::v
     }
   });
 }
-
-}  // namespace
 
 Status k_layout(const OpArgs& a) {
   const float* x = a.in[0].f();

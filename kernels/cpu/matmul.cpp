@@ -1,7 +1,10 @@
 // MatMul in FP32 on the 2-D views of its operands ([leading dims product, last]).
 // One row of A (a decode step's x @ W^T) goes to a matrix-vector product that
 // streams B once: the blocked GEMM would first pack all of B, which for one
-// row costs more than the product itself.
+// row costs more than the product itself. An A that is almost all zeros (FP4's
+// outlier residual, ~2% non-zero) goes to a sparse product.
+#include <algorithm>
+
 #include "cpu/gemm.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -37,6 +40,45 @@ void gemv(bool trans_b, int64_t n, int64_t k, const float* x, const float* b, fl
   });
 }
 
+// Whether at most 1/kSparseShare of a[0..count) is non-zero. A dense operand is
+// told apart within its first 1/kSparseShare, in vectorizable chunks.
+constexpr int64_t kSparseShare = 16;
+bool mostly_zero(const float* a, int64_t count) {
+  constexpr int64_t kChunk = 1024;
+  int64_t budget = count / kSparseShare;
+  for (int64_t i = 0; i < count; i += kChunk) {
+    const int64_t end = std::min(count, i + kChunk);
+    int64_t nonzero = 0;
+    for (int64_t j = i; j < end; ++j) nonzero += a[j] != 0.f;
+    if ((budget -= nonzero) < 0) return false;
+  }
+  return true;
+}
+
+// C [m, n] = A [m, k] @ op(B) for a mostly-zero A: each non-zero A[r, c] adds
+// A[r, c] * op(B)[c, :] to row r, in increasing c (a fixed order whatever the
+// threads; its own rounding, not the blocked GEMM's). A transposed B [n, k] is
+// first copied to [k, n] so those rows are contiguous.
+void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  if (trans_b) {
+    float* bt = static_cast<float*>(thread_scratch(0, sizeof(float) * k * n));
+    transpose_last_two(b, bt, Shape{k, n}, {1, k});
+    b = bt;
+  }
+  parallel_for(m, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* cr = c + r * n;
+      std::fill(cr, cr + n, 0.f);
+      for (int64_t i = 0; i < k; ++i) {
+        const float ai = a[r * k + i];
+        if (ai == 0.f) continue;
+        const float* bi = b + i * n;
+        for (int64_t j = 0; j < n; ++j) cr[j] += ai * bi[j];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 Status k_matmul_f32(const OpArgs& a) {
@@ -47,6 +89,7 @@ Status k_matmul_f32(const OpArgs& a) {
   bool ta = a.attrs->i("trans_a"), tb = a.attrs->i("trans_b");
   int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
   if (m == 1 && !ta) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), a.out[0].f());
+  else if (!ta && mostly_zero(a.in[0].f(), m * k)) sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), a.out[0].f());
   else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, a.out[0].f(), n);
   return Status::Ok();
 }

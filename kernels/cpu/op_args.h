@@ -39,6 +39,8 @@ CpuKernel find_cpu_kernel(OpCode code, const std::vector<DType>& in, const std::
 // Kernel families, one file each; the table (table.cpp) maps op codes to them.
 Status k_elementwise(const OpArgs& a);  // elementwise.cpp
 Status k_layout(const OpArgs& a);       // layout.cpp: reshape, transpose, broadcast_to, sum_to
+// layout.cpp: y [.., P, L] = x's last two axes swapped, x read at in_strides (threaded).
+void transpose_last_two(const float* x, float* y, const Shape& out, const std::vector<int64_t>& in_strides);
 Status k_reduce(const OpArgs& a);       // reduce.cpp: reductions, softmax and their gradients
 Status k_classifier(const OpArgs& a);   // classifier.cpp: cross-entropy, its gradient, accuracy
 Status k_optimizer(const OpArgs& a);    // optimizer.cpp: lr schedule, SGD, AdamW, step counter
