@@ -57,7 +57,8 @@ bool mostly_zero(const float* a, int64_t count) {
 
 // C [m, n] = A [m, k] @ op(B) for a mostly-zero A: each non-zero A[r, c] adds
 // A[r, c] * op(B)[c, :] to row r, in increasing c (a fixed order whatever the
-// threads; its own rounding, not the blocked GEMM's). A transposed B [n, k] is
+// threads; its own rounding, not the blocked GEMM's). A zero skips its row of B,
+// so a NaN there reaches only the rows that multiply it. A transposed B [n, k] is
 // first copied to [k, n] so those rows are contiguous.
 void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
   if (trans_b) {
