@@ -1,7 +1,7 @@
 // The CPU's elementwise ops (cpu/elementwise_kernels.h) compiled per ISA: every op
 // of the elementwise family gives the baseline build's bits on every ISA path this
-// CPU has (forced through set_isa_limit), special values included, and GELU and
-// its gradient follow GPT-2's tanh formula evaluated in FP64.
+// CPU has (forced through set_isa_limit), special values included (FP4's dge_grad
+// too), and GELU and its gradient follow GPT-2's tanh formula evaluated in FP64.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -84,6 +84,37 @@ TEST_CASE("every elementwise op gives the baseline's bits on every ISA path") {
   }
   cpu::set_isa_limit(cpu::kTopIsa);
   CHECK(ops >= 19);  // add .. silu_grad: the family did not shrink unnoticed
+}
+
+TEST_CASE("dge_grad gives the baseline's bits on every ISA path") {
+  // FP4's gradient estimator runs in the family's loops; its weights span every
+  // grid interval, the specials and both ends of the scale exponent range.
+  const int64_t rows = 37, cols = 131, n = rows * cols;
+  const std::vector<float> dw = inputs(3, n), w = inputs(4, n);
+  std::vector<int32_t> e(cols);
+  for (int64_t c = 0; c < cols; ++c) e[c] = static_cast<int32_t>(c % 2 ? 4 - c % 9 : (c % 4 ? 127 : -126));
+  TensorType t{{rows, cols}, DType::f32}, te{{cols}, DType::i32};
+  auto dge = [&] {
+    std::vector<float> y(n);
+    Attrs none;
+    cpu::OpArgs a{OpCode::DgeGrad, &none, {{const_cast<float*>(dw.data()), &t, n}, {const_cast<float*>(w.data()), &t, n}, {e.data(), &te, cols}},
+                  {{y.data(), &t, n}}};
+    REQUIRE(cpu::k_dge_grad(a).ok());
+    return y;
+  };
+  cpu::set_isa_limit(cpu::Isa::generic);
+  const std::vector<float> want = dge();
+  for (cpu::Isa isa : cpu::kIsas) {
+    if (isa == cpu::Isa::generic || isa > cpu::detected_isa()) continue;
+    cpu::set_isa_limit(isa);
+    const std::vector<float> got = dge();
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0 && !std::isnan(want[i]);
+    const std::string where = std::string("dge_grad on ") + cpu::isa_name(isa);
+    INFO(where);
+    CHECK(differ == 0);
+  }
+  cpu::set_isa_limit(cpu::kTopIsa);
 }
 
 TEST_CASE("GELU and its gradient follow the tanh formula in FP64 on the widest path") {

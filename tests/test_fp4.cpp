@@ -92,6 +92,29 @@ TEST_CASE("dge_grad scales each weight gradient by f'(W 2^e) of its column") {
   for (int i = 0; i < 6; ++i) CHECK(out[i] == doctest::Approx(dw[i] * fmt::dge_derivative(std::ldexp(w[i], e[i % 3]))));
 }
 
+TEST_CASE("dge_grad's vectorized f' stays within 1e-6 of the formula in FP64 on every interval") {
+  // The kernel's power is exp(p ln u) from fast_math.h, not powf: compare it with
+  // NUMERICS.md's formula evaluated in double, densely over [-7, 7].
+  const int64_t n = 28001;
+  std::vector<float> dw(n, 1.0f), w(n), out(n);
+  for (int64_t i = 0; i < n; ++i) w[i] = -7.0f + 14.0f * static_cast<float>(i) / (n - 1);
+  std::vector<int32_t> e{0};
+  TensorType t{{n, 1}, DType::f32}, te{{1}, DType::i32};
+  Attrs none;
+  cpu::OpArgs a{OpCode::DgeGrad, &none, {{dw.data(), &t, n}, {w.data(), &t, n}, {e.data(), &te, 1}}, {{out.data(), &t, n}}};
+  REQUIRE(cpu::k_dge_grad(a).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const double ax = std::fabs(static_cast<double>(w[i]));
+    double want = 0.2;
+    if (ax < 6) {
+      const double d = ax < 2 ? 0.5 : ax < 4 ? 1 : 2, lo = ax < 4 ? std::floor(ax / d) * d : 4;
+      const double u = std::fabs(2 * (ax - lo) / d - 1);
+      want = u == 0 ? 3.0 : std::min(3.0, std::pow(u, 1.0 / 5 - 1) / 5);
+    }
+    REQUIRE_MESSAGE(std::fabs(out[i] - want) <= 1e-6 * want, "w = " << w[i] << ": " << out[i] << " vs " << want);
+  }
+}
+
 TEST_CASE("dge_grad is exactly dW f'(ldexp(W, e)) at the ends of the exponent range") {
   std::vector<float> dw(8, 1.5f), w{1e-30f, 3.0f, -2.5e-39f, 0.75f, 1e30f, -1.0f, 6e-3f, -4.0f}, out(8);
   std::vector<int32_t> e{-126, 127, 126, -3};

@@ -8,21 +8,21 @@
 
 namespace sgrt::cpu {
 
+bool elementwise_run(const ElementwiseArgs& e) {
+#if defined(__x86_64__)
+  // GELU's divide is most of a GPT step's elementwise time: wider vectors take more
+  // lanes per divide (bench_train's GPT step).
+  if (active_isa() >= Isa::avx512) return elementwise_avx512(e);
+  if (active_isa() >= Isa::avx2) return elementwise_avx2(e);
+#endif
+  return elementwise_impl::run(e);
+}
+
 Status k_elementwise(const OpArgs& a) {
   const bool two = a.in.size() > 1;
   const ElementwiseArgs e{a.code, a.in[0].f(), two ? a.in[1].f() : nullptr, a.out[0].f(), a.out[0].n,
                           a.code == OpCode::Scale ? static_cast<float>(a.attrs->f("alpha")) : 0.0f};
-  bool known;
-#if defined(__x86_64__)
-  // GELU's divide is most of a GPT step's elementwise time: wider vectors take more
-  // lanes per divide (bench_train's GPT step).
-  if (active_isa() >= Isa::avx512) known = elementwise_avx512(e);
-  else if (active_isa() >= Isa::avx2) known = elementwise_avx2(e);
-  else known = elementwise_impl::run(e);
-#else
-  known = elementwise_impl::run(e);
-#endif
-  if (!known) return Status::Runtime("elementwise kernel given " + std::string(op_info(a.code).name));
+  if (!elementwise_run(e)) return Status::Runtime("elementwise kernel given " + std::string(op_info(a.code).name));
   return Status::Ok();
 }
 

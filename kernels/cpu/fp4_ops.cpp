@@ -5,26 +5,20 @@
 #include <cstring>
 #include <functional>
 
+#include "cpu/elementwise_args.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
-#include "formats/fp4_dge.h"
 
 namespace sgrt::cpu {
-
-// dW[o, i] *= f'(W[o, i] * 2^e[i]): the weight was quantized per input channel.
+// dW[o, i] *= f'(W[o, i] * 2^e[i]): the weight was quantized per input channel
+// (the loop is elementwise_kernels.h's, at the CPU's widest vectors).
 Status k_dge_grad(const OpArgs& a) {
   const float* dw = a.in[0].f();
   const float* w = a.in[1].f();
   const int32_t* e = a.in[2].i32();
   float* out = a.out[0].f();
-  int64_t cols = a.in[1].shape()[1], rows = a.in[1].shape()[0];
-  parallel_for(rows, 16, [&](int64_t b, int64_t en) {
-    for (int64_t r = b; r < en; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        int64_t i = r * cols + c;
-        out[i] = dw[i] * fmt::dge_derivative(w[i] * fmt::exp2i(e[c]));  // = ldexp: e is in [-126, 127]
-      }
-  });
+  ElementwiseArgs args{OpCode::DgeGrad, dw, w, out, a.out[0].n, 0.0f, e, a.in[1].shape()[1]};
+  if (!elementwise_run(args)) return Status::Runtime("dge_grad: no elementwise kernel");
   return Status::Ok();
 }
 
@@ -34,7 +28,7 @@ namespace {
 // of a row of at least this many takes the two-pass selection.
 constexpr int64_t kLanes = 16;
 
-// Sorts v[0..n) descending in `before`'s order (n <= kLanes; NaN-safe bounds).
+// Sorts v[0..n) into `before`'s order (n <= kLanes; bounds-checked, so NaN-safe).
 template <class Before>
 void insertion_sort(float* v, int64_t n, Before before) {
   for (int64_t i = 1; i < n; ++i) {
