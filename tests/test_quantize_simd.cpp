@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -238,6 +239,36 @@ TEST_CASE("nvfp4_sse_blocks: each block's sum of squares is nvfp4_block_sse's, t
       bad += std::memcmp(&got[b], &want, 4) != 0;
     }
     CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("nvfp4_block_scales: formats/nvfp4.h's four-over-six choice per block, to the bit, on every ISA") {
+  const int64_t nb = 53;  // three 16-lane groups and a ragged fourth
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(nb * 16);
+  for (int64_t i = 0; i < nb * 16; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / 16 % 29) - 14);
+  std::fill(x.begin() + 16, x.begin() + 32, 0.0f);                         // all zero
+  x[2 * 16 + 5] = std::numeric_limits<float>::quiet_NaN();                 // NaN
+  x[3 * 16 + 7] = -std::numeric_limits<float>::infinity();                 // Inf
+  for (int i = 0; i < 16; ++i) x[4 * 16 + i] = std::ldexp(1.0f + i, -140);  // subnormal only
+  for (int i = 0; i < 16; ++i) x[5 * 16 + i] = i % 2 ? 6.0f : -4.0f;        // on both grids
+  for (float ts : {1.0f, 3.7e-3f, 1e-30f}) {
+    std::vector<uint8_t> want(nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      float a = 0;
+      for (int i = 0; i < 16; ++i) a = std::isnan(a) ? a : (std::isnan(x[b * 16 + i]) ? x[b * 16 + i] : std::max(a, std::fabs(x[b * 16 + i])));
+      want[b] = static_cast<uint8_t>(fmt::nvfp4_block_scale(x.data() + b * 16, 16, a, ts));
+    }
+    for (Isa isa : isas()) {
+      CAPTURE(std::string(isa_name(isa)));
+      CAPTURE(ts);
+      std::vector<uint8_t> got(nb, 0xAB);
+      quant_impl::kernels_for(isa).nvfp4_block_scales(x.data(), nb, ts, got.data());
+      int64_t bad = 0;
+      for (int64_t b = 0; b < nb; ++b) bad += got[b] != want[b];
+      CHECK(bad == 0);
+    }
   }
 }
 

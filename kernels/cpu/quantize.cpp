@@ -64,42 +64,14 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
 }
 
 // formats/nvfp4.h's nvfp4_block_scale for every block of one row (codes:
-// ceil(cols / 16)). The blocks whose two candidates differ have both sums of
-// squares taken together (Kernels::nvfp4_sse_blocks: the bits of one block at a
-// time); a partial last block is padded with zeros, whose squares add +0 after
-// its own and leave its sum as it was.
+// ceil(cols / 16)): the whole blocks a vector of blocks at a time
+// (Kernels::nvfp4_block_scales), a partial last block by the scalar rule.
 void nvfp4_row_scales(const float* x, int64_t cols, float ts, uint8_t* codes) {
-  constexpr int64_t kGroup = 64;  // blocks per batch: the arrays below stay on the stack
-  const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
-  for (int64_t g0 = 0; g0 < nb; g0 += kGroup) {
-    const int64_t g1 = std::min(nb, g0 + kGroup);
-    int64_t idx[kGroup];
-    float m4[kGroup], u4[kGroup], m6[kGroup], u6[kGroup], pk[kGroup], s4[kGroup], s6[kGroup];
-    alignas(64) float xs[kGroup * kNvfp4Block];
-    uint32_t four[kGroup];
-    int64_t k = 0;
-    for (int64_t b = g0; b < g1; ++b) {
-      const float* xb = x + b * kNvfp4Block;
-      const int64_t n = std::min(kNvfp4Block, cols - b * kNvfp4Block);
-      const float amax = simd().amax(xb, n);
-      const uint32_t six = fmt::nvfp4_block_scale_six(amax, ts), f = fmt::e4m3_encode(amax / fmt::mul_rn(4.0f, ts));
-      codes[b] = static_cast<uint8_t>(six);
-      if (f == six) continue;
-      // nvfp4_block_sse's p (the block's amax into [1, 2)), m and unit per candidate.
-      const int e = 127 - static_cast<int>((fmt::float_bits(amax) >> 23) & 0xFFu);
-      const float p = fmt::exp2i(e < -126 ? -126 : e > 127 ? 127 : e);
-      idx[k] = b, four[k] = f, pk[k] = p;
-      m4[k] = fmt::nvfp4_mult(f, ts), u4[k] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(f), ts), p);
-      m6[k] = fmt::nvfp4_mult(six, ts), u6[k] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(six), ts), p);
-      std::memcpy(xs + k * kNvfp4Block, xb, sizeof(float) * n);
-      std::fill(xs + k * kNvfp4Block + n, xs + (k + 1) * kNvfp4Block, 0.0f);
-      ++k;
-    }
-    simd().nvfp4_sse_blocks(xs, k, m4, pk, u4, s4);
-    simd().nvfp4_sse_blocks(xs, k, m6, pk, u6, s6);
-    for (int64_t j = 0; j < k; ++j)
-      if (s4[j] < s6[j]) codes[idx[j]] = static_cast<uint8_t>(four[j]);
-  }
+  const int64_t whole = cols / kNvfp4Block, rest = cols - whole * kNvfp4Block;
+  simd().nvfp4_block_scales(x, whole, ts, codes);
+  if (rest == 0) return;
+  const float* xb = x + whole * kNvfp4Block;
+  codes[whole] = static_cast<uint8_t>(fmt::nvfp4_block_scale(xb, rest, simd().amax(xb, rest), ts));
 }
 
 constexpr uint8_t kE8M0NaN = 0xFF;

@@ -52,6 +52,9 @@ struct Kernels {
   // over block b's elements x[16 b + i], to the bit.
   void (*nvfp4_sse_blocks)(const float* x, int64_t nb, const float* m, const float* p, const float* unit,
                            float* sse);
+  // formats/nvfp4.h's nvfp4_block_scale (four over six, tensor scale ts) for nb whole
+  // blocks of 16 at x into codes[b], to the bit.
+  void (*nvfp4_block_scales)(const float* x, int64_t nb, float ts, uint8_t* codes);
 };
 
 extern const Kernels kGeneric;

@@ -396,6 +396,41 @@ float amax(const float* x, int64_t n) {
   return __builtin_bit_cast(float, m);
 }
 
+// formats/nvfp4.h's nvfp4_block_scale ("four over six") for nb whole blocks of 16
+// (x: nb * 16 contiguous elements) into codes[b], one block per lane: its amax, both
+// E4M3 candidates with their multipliers and units, then both sums of squares by
+// nvfp4_sse_blocks. The same operations as the scalar choice, lane by lane.
+template <int N>
+void nvfp4_block_scales(const float* x, int64_t nb, float ts, uint8_t* codes) {
+  using U = typename Vec<N>::u32;
+  using I = typename Vec<N>::i32;
+  using F = typename Vec<N>::f32;
+  constexpr fmt::Spec E = fmt::spec_e4m3();
+  constexpr int B = 16;  // kNvfp4Block
+  const float six_ts = 6.0f * ts, four_ts = 4.0f * ts;
+  for (int64_t g = 0; g < nb; g += N) {
+    const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
+    F a{};
+    for (int l = 0; l < lanes; ++l) a[l] = amax<N>(x + (g + l) * B, B);
+    const U six = encode_vec<N, E>(a / six_ts, U{}, false), four = encode_vec<N, E>(a / four_ts, U{}, false);
+    // p = 2^k puts the amax in [1, 2) (nvfp4_block_sse), k clamped to a normal power.
+    const I k = 127 - as<I>((as<U>(a) >> 23) & 0xFFu);
+    const I kc = k < -126 ? splat<I>(-126) : (k > 127 ? splat<I>(127) : k);
+    const F p = as<F>(as<U>(kc + 127) << 23);
+    const F d4 = decode_vec<N, E>(four) * ts, d6 = decode_vec<N, E>(six) * ts;
+    alignas(64) float pa[N], m4[N], u4[N], m6[N], u6[N], s4[N], s6[N];
+    const F m4v = d4 > 0.0f ? 1.0f / d4 : F{}, m6v = d6 > 0.0f ? 1.0f / d6 : F{}, u4v = d4 * p, u6v = d6 * p;
+    std::memcpy(pa, &p, sizeof p);
+    std::memcpy(m4, &m4v, sizeof p);
+    std::memcpy(u4, &u4v, sizeof p);
+    std::memcpy(m6, &m6v, sizeof p);
+    std::memcpy(u6, &u6v, sizeof p);
+    nvfp4_sse_blocks<N>(x + g * B, lanes, m4, pa, u4, s4);
+    nvfp4_sse_blocks<N>(x + g * B, lanes, m6, pa, u6, s6);
+    for (int l = 0; l < lanes; ++l) codes[g + l] = static_cast<uint8_t>(four[l] != six[l] && s4[l] < s6[l] ? four[l] : six[l]);
+  }
+}
+
 template <int N>
 void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
   using U = typename Vec<N>::u32;
@@ -416,7 +451,7 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>};
 }
 
 }  // namespace
