@@ -242,6 +242,39 @@ TEST_CASE("nvfp4_sse_blocks: each block's sum of squares is nvfp4_block_sse's, t
   }
 }
 
+TEST_CASE("nvfp4_sse_blocks rounds like the E2M1 encoder and decoder on floats of every binade") {
+  // Its E2M1 rounding skips the codes (a step per binade); with m = p = unit = 1 a
+  // block's sum is that of (x - decode(encode(x)))^2, so one wrongly rounded value
+  // changes it. Values: a stride through every float bit pattern (NaN left out:
+  // a block with a NaN never reaches the sums) and every tie of E2M1's grid.
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (1ull << 32); b += 65521) {
+    const float v = std::bit_cast<float>(static_cast<uint32_t>(b));
+    if (!std::isnan(v)) x.push_back(v);
+  }
+  for (float t : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, 6.5f, 1e-40f, 3e38f})
+    for (float sgn : {1.0f, -1.0f}) x.push_back(sgn * t);
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.resize((x.size() + 15) / 16 * 16, 0.0f);
+  const int64_t nb = static_cast<int64_t>(x.size()) / 16;
+  const std::vector<float> one(nb, 1.0f);
+  for (Isa isa : isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    std::vector<float> got(nb);
+    quant_impl::kernels_for(isa).nvfp4_sse_blocks(x.data(), nb, one.data(), one.data(), one.data(), got.data());
+    int64_t bad = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      float want = 0.0f;
+      for (int i = 0; i < 16; ++i) {
+        const float d = fmt::add_rn(x[b * 16 + i], -fmt::e2m1_decode(fmt::e2m1_encode(x[b * 16 + i])));
+        want = fmt::add_rn(want, fmt::mul_rn(d, d));
+      }
+      bad += std::memcmp(&got[b], &want, 4) != 0;
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("nvfp4_block_scales: formats/nvfp4.h's four-over-six choice per block, to the bit, on every ISA") {
   const int64_t nb = 53;  // three 16-lane groups and a ragged fourth
   std::mt19937 rng(5);

@@ -341,6 +341,24 @@ EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
 }
 
+// decode(encode(y)) for E2M1 (round to nearest even, saturating at 6) without the
+// codes: y rounded to its binade's step (0.5 below 2, 1 below 4, then 2) by the
+// 1.5 * 2^23 offset, whose ties go to even multiples of the step: E2M1's even
+// codes. NaN gives +6, as the encoder's NaN code does; -0 gives +0 (the same
+// square). A tie's error squares alike either way, so the sums cannot show a
+// tie rounded the other way; everything else they do (test_quantize_simd).
+template <int N>
+typename Vec<N>::f32 e2m1_round(typename Vec<N>::f32 y) {
+  using F = typename Vec<N>::f32;
+  using U = typename Vec<N>::u32;
+  const F a = as<F>(as<U>(y) & 0x7FFFFFFFu);
+  const F inv = a < 2.0f ? splat<F>(2.0f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(0.5f));
+  const F step = a < 2.0f ? splat<F>(0.5f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(2.0f));
+  F r = ((a * inv + 12582912.0f) - 12582912.0f) * step;
+  r = r < 6.0f ? r : splat<F>(6.0f);
+  return y < 0.0f ? -r : r;
+}
+
 // formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
 // contiguous elements; block b with its own m[b], p[b], unit[b]) into sse[b]. The
 // squares are computed a vector at a time, then summed with one block per lane:
@@ -349,7 +367,6 @@ EncodeCounts encode(const EncodeArgs& a) {
 template <int N>
 void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p, const float* unit, float* sse) {
   using F = typename Vec<N>::f32;
-  constexpr fmt::Spec S = fmt::spec_e2m1();
   constexpr int B = 16;  // kNvfp4Block
   static_assert(B % N == 0 || N % B == 0, "a block is whole vectors");
   alignas(64) float sq[N][B];
@@ -359,7 +376,7 @@ void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p
       const float* xb = x + (g + l) * B;
       for (int j = 0; j < B; j += N) {
         const F xv = load<F>(xb + j);
-        const F back = decode_vec<N, S>(encode_vec<N, S>(xv * m[g + l], typename Vec<N>::u32{}, false)) * unit[g + l];
+        const F back = e2m1_round<N>(xv * m[g + l]) * unit[g + l];
         const F d = xv * p[g + l] - back;
         const F dd = d * d;
         std::memcpy(&sq[l][j], &dd, sizeof dd);
