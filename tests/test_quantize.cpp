@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -72,6 +73,26 @@ TEST_CASE("scale exponent: floor(log2(fmt_max / amax)) - margin, exactly") {
     CHECK(scale_exponent(bad, 448.0f, 0, 5, &kept) == 5);
     CHECK(kept);
   }
+}
+
+TEST_CASE("scale exponent: every binade of amax, subnormals included, against ilogb of the FP64 quotient") {
+  // The quotient of two floats in FP64 is a power of two exactly when it is one, and
+  // otherwise at least 2^-24 away from it, so ilogb gives floor(log2) exactly.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits(1, 0x7F7FFFFFu);
+  bool kept = false;
+  for (float fmax : {448.0f, 57344.0f, 6.0f, 65504.0f, 3.3895314e38f})
+    for (int margin : {0, 2}) {
+      int64_t bad = 0;
+      for (int i = 0; i < 20000; ++i) {
+        float amax = std::bit_cast<float>(i < 64 ? static_cast<uint32_t>(i + 1) << (i % 23) : bits(rng));
+        if (i >= 64 && i < 192) amax = std::ldexp(fmax, -(i % 64) - 1);  // fmax's own mantissa
+        if (i >= 128 && i < 192) amax = std::nextafter(amax, i % 2 ? 0.0f : 1e30f);
+        const int want = std::clamp(std::ilogb(static_cast<double>(fmax) / amax) - margin, -126, 127);
+        bad += scale_exponent(amax, fmax, margin, 0, &kept) != want;
+      }
+      CHECK(bad == 0);
+    }
 }
 
 TEST_CASE("quantize-dequantize is within half an ulp after scaling, for every granularity") {

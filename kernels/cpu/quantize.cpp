@@ -101,9 +101,17 @@ int32_t scale_exponent(float amax, float fmt_max, int margin, int32_t prev, bool
   if (*kept) return prev;
   // fmt_max / amax = (mf / ma) * 2^(ef - ea) with mf, ma in [0.5, 1): the floor of its
   // log2 is ef - ea, minus one when mf < ma. Exact, unlike log2 of a rounded quotient.
+  // Normal numbers read both from their bits (frexp was a call per MX block).
+  const uint32_t ab = fmt::float_bits(amax), fb = fmt::float_bits(fmt_max);
   int ea, ef;
-  const float ma = std::frexp(amax, &ea), mf = std::frexp(fmt_max, &ef);
-  const int e = ef - ea - (mf < ma ? 1 : 0) - margin;
+  bool below;
+  if ((ab >> 23) != 0 && (fb >> 23) != 0) {
+    ea = static_cast<int>(ab >> 23) - 126, ef = static_cast<int>(fb >> 23) - 126;
+    below = (fb & 0x7FFFFFu) < (ab & 0x7FFFFFu);
+  } else {
+    below = std::frexp(fmt_max, &ef) < std::frexp(amax, &ea);
+  }
+  const int e = ef - ea - (below ? 1 : 0) - margin;
   return e < -126 ? -126 : e > 127 ? 127 : e;
 }
 
