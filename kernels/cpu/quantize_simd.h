@@ -272,6 +272,43 @@ void store_codes(void* q, int64_t e, typename Vec<N>::u32 code) {
   }
 }
 
+// E2M1's round to nearest even, saturating at 6, of magnitudes a >= 0 (NaN: 6):
+// a rounded to its binade's step (0.5 below 2, 1 below 4, then 2) by the 1.5 * 2^23
+// offset, whose ties go to even multiples of the step, which are E2M1's even codes.
+template <int N>
+typename Vec<N>::f32 e2m1_magnitude(typename Vec<N>::f32 a) {
+  using F = typename Vec<N>::f32;
+  const F inv = a < 2.0f ? splat<F>(2.0f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(0.5f));
+  const F step = a < 2.0f ? splat<F>(0.5f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(2.0f));
+  const F r = ((a * inv + 12582912.0f) - 12582912.0f) * step;
+  return r < 6.0f ? r : splat<F>(6.0f);
+}
+
+// fmt::encode(spec_e2m1(), v) without the general encoder's exponent arithmetic:
+// the rounded magnitude's index on the grid 0, .5, 1, 1.5, 2, 3, 4, 6, the sign
+// above it; NaN takes the NaN code (7, no sign) as there. test_quantize_simd
+// compares it with the scalar encoder on every float.
+template <int N>
+typename Vec<N>::u32 e2m1_code(typename Vec<N>::f32 v) {
+  using F = typename Vec<N>::f32;
+  using U = typename Vec<N>::u32;
+  const U bits = as<U>(v), mag = bits & 0x7FFFFFFFu;
+  const F r = e2m1_magnitude<N>(as<F>(mag));
+  const F index = r < 2.0f ? r * 2.0f : (r < 4.0f ? r + 2.0f : r * 0.5f + 4.0f);
+  const U code = ((bits >> 31) << 3) | __builtin_convertvector(index, U);
+  return mag > 0x7F800000u ? splat<U>(7u) : code;
+}
+
+// decode(encode(y)) for E2M1 without the codes: the rounded magnitude, signed. NaN
+// gives +6 as the encoder's NaN code does; -0 gives +0 (the same square). The
+// sums below cannot show a tie rounded the other way (both errors square alike).
+template <int N>
+typename Vec<N>::f32 e2m1_round(typename Vec<N>::f32 y) {
+  using U = typename Vec<N>::u32;
+  const typename Vec<N>::f32 r = e2m1_magnitude<N>(as<typename Vec<N>::f32>(as<U>(y) & 0x7FFFFFFFu));
+  return y < 0.0f ? -r : r;
+}
+
 // SR: stochastic rounding, a template argument so the loop holds no branch on it.
 template <int N, fmt::Spec S, bool SR>
 EncodeCounts encode_span(const EncodeArgs& args) {
@@ -292,7 +329,9 @@ EncodeCounts encode_span(const EncodeArgs& args) {
     const F x = load<F>(xp);
     const F v = x * (a.mult_stride ? load<F>(mp) : mult0);
     const U noise = SR ? sr_noise<N>(key, static_cast<uint64_t>(a.i0 + j)) : U{};
-    const U code = encode_vec<N, S>(v, noise, SR);
+    U code;
+    if constexpr (!SR && S.exp_bits == 2 && S.man_bits == 1) code = e2m1_code<N>(v);
+    else code = encode_vec<N, S>(v, noise, SR);
     const I live = valid >= N ? splat<I>(-1) : (iota<N>() < static_cast<uint32_t>(valid));
     const U av = as<U>(v) & 0x7FFFFFFFu, ax = as<U>(x) & 0x7FFFFFFFu;
     sat += live & (av > max_bits<S>()) & (av <= 0x7F800000u);
@@ -339,24 +378,6 @@ EncodeCounts encode_rounded(const EncodeArgs& a) {
 template <int N>
 EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
-}
-
-// decode(encode(y)) for E2M1 (round to nearest even, saturating at 6) without the
-// codes: y rounded to its binade's step (0.5 below 2, 1 below 4, then 2) by the
-// 1.5 * 2^23 offset, whose ties go to even multiples of the step: E2M1's even
-// codes. NaN gives +6, as the encoder's NaN code does; -0 gives +0 (the same
-// square). A tie's error squares alike either way, so the sums cannot show a
-// tie rounded the other way; everything else they do (test_quantize_simd).
-template <int N>
-typename Vec<N>::f32 e2m1_round(typename Vec<N>::f32 y) {
-  using F = typename Vec<N>::f32;
-  using U = typename Vec<N>::u32;
-  const F a = as<F>(as<U>(y) & 0x7FFFFFFFu);
-  const F inv = a < 2.0f ? splat<F>(2.0f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(0.5f));
-  const F step = a < 2.0f ? splat<F>(0.5f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(2.0f));
-  F r = ((a * inv + 12582912.0f) - 12582912.0f) * step;
-  r = r < 6.0f ? r : splat<F>(6.0f);
-  return y < 0.0f ? -r : r;
 }
 
 // formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
