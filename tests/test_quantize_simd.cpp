@@ -20,6 +20,7 @@
 #include "cpu/quantize.h"
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#include "formats/hadamard.h"
 #include "formats/nvfp4.h"
 
 using namespace sgrt;
@@ -271,6 +272,25 @@ TEST_CASE("nvfp4_sse_blocks rounds like the E2M1 encoder and decoder on floats o
       }
       bad += std::memcmp(&got[b], &want, 4) != 0;
     }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, to the bit, on every ISA") {
+  const int64_t nb = 37;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(nb * 16);
+  for (int64_t i = 0; i < nb * 16; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i % 41) - 20);
+  x[7] = -0.0f, x[40] = std::numeric_limits<float>::infinity(), x[41] = 3e38f, x[42] = 3e38f, x[99] = 1e-44f;
+  std::vector<float> want = x;
+  for (int64_t b = 0; b < nb; ++b) fmt::hadamard16(want.data() + b * 16);
+  for (Isa isa : isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    std::vector<float> got = x;
+    quant_impl::kernels_for(isa).hadamard16_blocks(got.data(), nb);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < nb * 16; ++i) bad += std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]));
     CHECK(bad == 0);
   }
 }

@@ -250,7 +250,7 @@ void hadamard_rows(const float* x, int64_t rows, int64_t cols, float* out) {
   parallel_for(rows, (1 << 14) / (cols + 1) + 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       std::copy(x + r * cols, x + (r + 1) * cols, out + r * cols);
-      for (int64_t c = 0; c < full; c += fmt::kHadamardBlock) fmt::hadamard16(out + r * cols + c);
+      simd().hadamard16_blocks(out + r * cols, full / fmt::kHadamardBlock);
     }
   });
 }

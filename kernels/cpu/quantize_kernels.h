@@ -55,6 +55,8 @@ struct Kernels {
   // formats/nvfp4.h's nvfp4_block_scale (four over six, tensor scale ts) for nb whole
   // blocks of 16 at x into codes[b], to the bit.
   void (*nvfp4_block_scales)(const float* x, int64_t nb, float ts, uint8_t* codes);
+  // formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place, to the bit.
+  void (*hadamard16_blocks)(float* v, int64_t nb);
 };
 
 extern const Kernels kGeneric;

@@ -15,6 +15,7 @@
 
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#include "formats/hadamard.h"  // its constants only
 #ifdef SGRT_QUANT_NEON  // quantize_neon.cpp: NEON intrinsics where gcc's lowering is poor
 #include <arm_neon.h>
 #endif
@@ -487,9 +488,49 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
   }
 }
 
+// formats/hadamard.h's hadamard16 on nb contiguous blocks of 16, a block in 16 / N
+// vectors: butterfly stage h pairs element j with j ^ h (a lane shuffle below N, a
+// vector pair from N on) and takes a + b below, a - b above, the scalar loop's
+// operands in its order, so its bits.
+template <int N>
+void hadamard16_blocks(float* v, int64_t nb) {
+  using F = typename Vec<N>::f32;
+  using U = typename Vec<N>::u32;
+  using I = typename Vec<N>::i32;
+  constexpr int B = 16, V = B / N;
+  static_assert(B % N == 0, "a block is whole vectors");
+  const U lane = iota<N>();
+  U flip[V];  // diag(s) as sign bits
+  for (int k = 0; k < V; ++k) flip[k] = ((splat<U>(fmt::kHadamardSigns) >> (lane + static_cast<uint32_t>(k * N))) & 1u) << 31;
+  for (int64_t b = 0; b < nb; ++b) {
+    F x[V];
+    for (int k = 0; k < V; ++k) x[k] = as<F>(load<U>(v + B * b + N * k) ^ flip[k]);
+    for (uint32_t h = 1; h < B; h *= 2) {
+      if (h < N) {
+        for (int k = 0; k < V; ++k) {
+          const F p = __builtin_shuffle(x[k], as<I>(lane ^ h));
+          x[k] = (lane & h) != 0u ? p - x[k] : x[k] + p;
+        }
+      } else {
+        const int hv = static_cast<int>(h) / N;
+        for (int k = 0; k < V; ++k)
+          if ((k & hv) == 0) {
+            const F a = x[k], c = x[k + hv];
+            x[k] = a + c;
+            x[k + hv] = a - c;
+          }
+      }
+    }
+    for (int k = 0; k < V; ++k) {
+      const F y = x[k] * 0.25f;
+      std::memcpy(v + B * b + N * k, &y, sizeof y);
+    }
+  }
+}
+
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>, &hadamard16_blocks<N>};
 }
 
 }  // namespace
