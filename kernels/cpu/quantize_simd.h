@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
@@ -488,15 +489,43 @@ void amax_cols(const float* x, int64_t rows, int64_t cols, uint32_t* acc) {
   }
 }
 
-// formats/hadamard.h's hadamard16 on nb contiguous blocks of 16, a block in 16 / N
-// vectors: butterfly stage h pairs element j with j ^ h (a lane shuffle below N, a
-// vector pair from N on) and takes a + b below, a - b above, the scalar loop's
-// operands in its order, so its bits.
+// x with lanes l and l ^ H exchanged (__builtin_shufflevector: GCC 12+ and Clang).
+template <uint32_t H, class V, size_t... L>
+V exchange_lanes(V x, std::index_sequence<L...>) {
+  return __builtin_shufflevector(x, x, static_cast<int>(L ^ H)...);
+}
+
+// Butterfly stages H, 2H, .. 8 of hadamard16 on a block held in 16 / N vectors x:
+// element j pairs with j ^ H (a lane exchange below N, a vector pair from N on)
+// and becomes a + b below, a - b above: the scalar loop's operands in its order.
+template <int N, uint32_t H>
+void butterflies(typename Vec<N>::f32* x, typename Vec<N>::u32 lane) {
+  if constexpr (H < 16) {
+    constexpr int V = 16 / N;
+    if constexpr (H < N) {
+      for (int k = 0; k < V; ++k) {
+        const typename Vec<N>::f32 p = exchange_lanes<H>(x[k], std::make_index_sequence<N>());
+        x[k] = (lane & H) != 0u ? p - x[k] : x[k] + p;
+      }
+    } else {
+      constexpr int hv = static_cast<int>(H) / N;
+      for (int k = 0; k < V; ++k)
+        if ((k & hv) == 0) {
+          const typename Vec<N>::f32 a = x[k], c = x[k + hv];
+          x[k] = a + c;
+          x[k + hv] = a - c;
+        }
+    }
+    butterflies<N, 2 * H>(x, lane);
+  }
+}
+
+// formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place,
+// bit for bit: the signs as sign bits, the butterflies above, the exact 1/4.
 template <int N>
 void hadamard16_blocks(float* v, int64_t nb) {
   using F = typename Vec<N>::f32;
   using U = typename Vec<N>::u32;
-  using I = typename Vec<N>::i32;
   constexpr int B = 16, V = B / N;
   static_assert(B % N == 0, "a block is whole vectors");
   const U lane = iota<N>();
@@ -505,22 +534,7 @@ void hadamard16_blocks(float* v, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     F x[V];
     for (int k = 0; k < V; ++k) x[k] = as<F>(load<U>(v + B * b + N * k) ^ flip[k]);
-    for (uint32_t h = 1; h < B; h *= 2) {
-      if (h < N) {
-        for (int k = 0; k < V; ++k) {
-          const F p = __builtin_shuffle(x[k], as<I>(lane ^ h));
-          x[k] = (lane & h) != 0u ? p - x[k] : x[k] + p;
-        }
-      } else {
-        const int hv = static_cast<int>(h) / N;
-        for (int k = 0; k < V; ++k)
-          if ((k & hv) == 0) {
-            const F a = x[k], c = x[k + hv];
-            x[k] = a + c;
-            x[k + hv] = a - c;
-          }
-      }
-    }
+    butterflies<N, 1>(x, lane);
     for (int k = 0; k < V; ++k) {
       const F y = x[k] * 0.25f;
       std::memcpy(v + B * b + N * k, &y, sizeof y);
