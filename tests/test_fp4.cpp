@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
@@ -192,41 +193,43 @@ TEST_CASE("outlier clamping finds the quantiles of sorted, reversed, tied and ti
 TEST_CASE("the compensation matmul of an outlier residual matches FP64, on any thread count") {
   // The residual is ~2% non-zero: the CPU multiplies only its non-zeros (a dense A
   // takes the blocked GEMM); both must give x @ W^T and x @ W to FP64's accuracy.
-  const int64_t rows = 96, k = 256, n = 72;
-  std::mt19937 rng(10);
-  std::normal_distribution<float> nd;
-  std::vector<float> x(rows * k), xc(x.size()), res(x.size()), w(n * k);
-  for (float& v : x) v = nd(rng);
-  for (float& v : w) v = nd(rng);
-  TensorType tx{{rows, k}, DType::f32};
-  Attrs at;
-  at.set_f("alpha", 0.99);
-  cpu::OpArgs clamp{OpCode::ClampOutliers, &at, {{x.data(), &tx, rows * k}}, {{xc.data(), &tx, rows * k}, {res.data(), &tx, rows * k}}};
-  REQUIRE(cpu::k_clamp_outliers(clamp).ok());
-  for (std::vector<float>* a : {&res, &x})
-    for (int trans_b : {1, 0}) {
-      TensorType tw{trans_b ? Shape{n, k} : Shape{k, n}, DType::f32}, ty{{rows, n}, DType::f32};
-      Attrs mm;
-      mm.set_i("trans_b", trans_b);
-      std::vector<float> y1(rows * n), y2(rows * n);
-      for (auto [threads, y] : {std::pair{1, &y1}, std::pair{2, &y2}}) {
-        cpu::set_num_threads(threads);
-        cpu::OpArgs op{OpCode::MatMul, &mm, {{a->data(), &tx, rows * k}, {w.data(), &tw, n * k}}, {{y->data(), &ty, rows * n}}};
-        REQUIRE(cpu::k_matmul_f32(op).ok());
-      }
-      cpu::set_num_threads(0);
-      CHECK(std::equal(y1.begin(), y1.end(), y2.begin()));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < n; ++j) {
-          double ref = 0, mag = 0;
-          for (int64_t c = 0; c < k; ++c) {
-            double p = static_cast<double>((*a)[r * k + c]) * w[trans_b ? j * k + c : c * n + j];
-            ref += p;
-            mag += std::fabs(p);
-          }
-          REQUIRE(std::fabs(y1[r * n + j] - ref) <= 1e-6 * mag + 1e-30);
+  // The second shape's transposed W (2.4 M floats) is copied in two panels.
+  for (auto [rows, k, n] : {std::tuple<int64_t, int64_t, int64_t>{96, 256, 72}, {6, 4096, 600}}) {
+    std::mt19937 rng(10);
+    std::normal_distribution<float> nd;
+    std::vector<float> x(rows * k), xc(x.size()), res(x.size()), w(n * k);
+    for (float& v : x) v = nd(rng);
+    for (float& v : w) v = nd(rng);
+    TensorType tx{{rows, k}, DType::f32};
+    Attrs at;
+    at.set_f("alpha", 0.99);
+    cpu::OpArgs clamp{OpCode::ClampOutliers, &at, {{x.data(), &tx, rows * k}}, {{xc.data(), &tx, rows * k}, {res.data(), &tx, rows * k}}};
+    REQUIRE(cpu::k_clamp_outliers(clamp).ok());
+    for (std::vector<float>* a : {&res, &x})
+      for (int trans_b : {1, 0}) {
+        TensorType tw{trans_b ? Shape{n, k} : Shape{k, n}, DType::f32}, ty{{rows, n}, DType::f32};
+        Attrs mm;
+        mm.set_i("trans_b", trans_b);
+        std::vector<float> y1(rows * n), y2(rows * n);
+        for (auto [threads, y] : {std::pair{1, &y1}, std::pair{2, &y2}}) {
+          cpu::set_num_threads(threads);
+          cpu::OpArgs op{OpCode::MatMul, &mm, {{a->data(), &tx, rows * k}, {w.data(), &tw, n * k}}, {{y->data(), &ty, rows * n}}};
+          REQUIRE(cpu::k_matmul_f32(op).ok());
         }
-    }
+        cpu::set_num_threads(0);
+        CHECK(std::equal(y1.begin(), y1.end(), y2.begin()));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < k; ++c) {
+              double p = static_cast<double>((*a)[r * k + c]) * w[trans_b ? j * k + c : c * n + j];
+              ref += p;
+              mag += std::fabs(p);
+            }
+            REQUIRE(std::fabs(y1[r * n + j] - ref) <= 1e-6 * mag + 1e-30);
+          }
+      }
+  }
 }
 
 TEST_CASE("outlier clamping below alpha 0.5 clamps to the sorted row's quantiles too") {

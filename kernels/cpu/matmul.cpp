@@ -59,25 +59,33 @@ bool mostly_zero(const float* a, int64_t count) {
 // A[r, c] * op(B)[c, :] to row r, in increasing c (a fixed order whatever the
 // threads; its own rounding, not the blocked GEMM's). A zero skips its row of B,
 // so a NaN there reaches only the rows that multiply it. A transposed B [n, k] is
-// first copied to [k, n] so those rows are contiguous.
+// copied to [k, w] panels of w columns first, so those rows are contiguous; a
+// panel holds at most kPanelFloats (a large B is not copied whole).
+constexpr int64_t kPanelFloats = 1 << 21;  // 8 MiB of scratch
 void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  if (trans_b) {
-    float* bt = static_cast<float*>(thread_scratch(0, sizeof(float) * k * n));
-    transpose_last_two(b, bt, Shape{k, n}, {1, k});
-    b = bt;
-  }
-  parallel_for(m, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* cr = c + r * n;
-      std::fill(cr, cr + n, 0.f);
-      for (int64_t i = 0; i < k; ++i) {
-        const float ai = a[r * k + i];
-        if (ai == 0.f) continue;
-        const float* bi = b + i * n;
-        for (int64_t j = 0; j < n; ++j) cr[j] += ai * bi[j];
-      }
+  const int64_t width = trans_b ? std::min(n, std::max<int64_t>(16, kPanelFloats / k)) : n;
+  for (int64_t j0 = 0; j0 < n; j0 += width) {
+    const int64_t w = std::min(width, n - j0);
+    const float* panel = b + j0;  // row i of op(B)'s columns [j0, j0 + w) at panel + i * ld
+    int64_t ld = n;
+    if (trans_b) {
+      float* bt = static_cast<float*>(thread_scratch(0, sizeof(float) * k * w));
+      transpose_last_two(b + j0 * k, bt, Shape{k, w}, {1, k});
+      panel = bt, ld = w;
     }
-  });
+    parallel_for(m, 8, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* cr = c + r * n + j0;
+        std::fill(cr, cr + w, 0.f);
+        for (int64_t i = 0; i < k; ++i) {
+          const float ai = a[r * k + i];
+          if (ai == 0.f) continue;
+          const float* bi = panel + i * ld;
+          for (int64_t j = 0; j < w; ++j) cr[j] += ai * bi[j];
+        }
+      }
+    });
+  }
 }
 
 }  // namespace
