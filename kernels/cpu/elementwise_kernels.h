@@ -9,7 +9,6 @@
 // (kernels/CMakeLists.txt), so every width gives the same bits.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "cpu/elementwise_args.h"
 #include "cpu/fast_math.h"
@@ -46,14 +45,6 @@ inline float dge_derivative(float x) {
   float g = fast_exp((1.0f / fmt::kDgeK - 1.0f) * fast_log(u)) / fmt::kDgeK;
   g = g < fmt::kDgeClamp ? g : fmt::kDgeClamp;
   return ax >= 6.0f ? 1.0f / fmt::kDgeK : g;
-}
-
-// 2^e for e in [-126, 127], built from its bits.
-inline float pow2i(int32_t e) {
-  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
 }
 
 void dge_grad(const ElementwiseArgs& a) {

@@ -16,6 +16,14 @@ namespace sgrt::cpu {
 // copy could otherwise reach the baseline files through the linker.
 namespace {
 
+// 2^e from its bits, for e in [-127, 127]; -127 gives exactly 0.
+inline float pow2i(int32_t e) {
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 inline float fast_exp(float x) {
   x = x > -88.0f ? x : -88.0f;  // two plain selects: compilers turn them into max/min
   x = x < 88.0f ? x : 88.0f;
@@ -29,10 +37,7 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return p * pow2i(static_cast<int32_t>(n));
 }
 
 inline float fast_log(float x) {

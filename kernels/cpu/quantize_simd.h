@@ -460,11 +460,11 @@ void nvfp4_block_scales(const float* x, int64_t nb, float ts, uint8_t* codes) {
     const F d4 = decode_vec<N, E>(four) * ts, d6 = decode_vec<N, E>(six) * ts;
     alignas(64) float pa[N], m4[N], u4[N], m6[N], u6[N], s4[N], s6[N];
     const F m4v = d4 > 0.0f ? 1.0f / d4 : F{}, m6v = d6 > 0.0f ? 1.0f / d6 : F{}, u4v = d4 * p, u6v = d6 * p;
-    std::memcpy(pa, &p, sizeof p);
-    std::memcpy(m4, &m4v, sizeof p);
-    std::memcpy(u4, &u4v, sizeof p);
-    std::memcpy(m6, &m6v, sizeof p);
-    std::memcpy(u6, &u6v, sizeof p);
+    std::memcpy(pa, &p, sizeof pa);
+    std::memcpy(m4, &m4v, sizeof m4);
+    std::memcpy(u4, &u4v, sizeof u4);
+    std::memcpy(m6, &m6v, sizeof m6);
+    std::memcpy(u6, &u6v, sizeof u6);
     nvfp4_sse_blocks<N>(x + g * B, lanes, m4, pa, u4, s4);
     nvfp4_sse_blocks<N>(x + g * B, lanes, m6, pa, u6, s6);
     for (int l = 0; l < lanes; ++l) codes[g + l] = static_cast<uint8_t>(four[l] != six[l] && s4[l] < s6[l] ? four[l] : six[l]);
