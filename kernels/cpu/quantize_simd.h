@@ -113,6 +113,17 @@ template <int N, fmt::Spec S>
     }
   }
 #endif
+#ifdef __AVX512F__
+  if constexpr (N == 16 && is_f16<S>()) {
+    if (!stochastic) {
+      // vcvtps2ph: IEEE binary16, nearest even, as the NEON path above (O2/O3 store
+      // their FP16 master and second moment this way every step).
+      const __m512 f = as<__m512>(v);
+      const U h = __builtin_convertvector(as<typename Vec<N>::u16>(_mm512_maskz_cvtps_ph(0xFFFF, f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), U);
+      return v == v ? h : splat<U>(S.nan_code);
+    }
+  }
+#endif
   const U u = as<U>(v);
   const U sign = (u >> 31) << (S.exp_bits + S.man_bits);
   const U a = u & 0x7FFFFFFFu;
@@ -167,6 +178,8 @@ typename Vec<N>::f32 decode_vec(typename Vec<N>::u32 code) {
     const U bits = as<U>(f);
     return as<F>(f == f ? bits : ((bits & 0x80000000u) | 0x7FC00000u));
   }
+  if constexpr (N == 16 && S.exp_bits == 5 && S.man_bits == 2)  // E5M2 is binary16's top byte
+    return decode_vec<N, fmt::spec_f16()>(code << 8);
 #endif
   constexpr int nbits = S.exp_bits + S.man_bits;
   constexpr uint32_t emax = (1u << S.exp_bits) - 1u;
