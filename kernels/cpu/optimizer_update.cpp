@@ -2,9 +2,10 @@
 // held in f32, f16 or e4m3 with per-tensor power-of-two scales (optimizer_state.h).
 //
 // Low-precision state takes two passes in one kernel, as MS-AMP's Adam but with no
-// f32 copy: the first computes every new value and its amax, the scales for this
-// step follow from those amaxes, and the second recomputes the same values (same
-// float operations, so identical) and stores them under the new scales. The
+// f32 copy: the first computes every new state value (and at O3 the parameter's)
+// and its amax, the scales for this step follow from those amaxes, and the second
+// recomputes the same values (same float operations, so identical) and stores them
+// under the new scales. The
 // parameter update itself uses the f32 moments of this step; only what is kept
 // for the next step is rounded. All-f32 updates take the second pass only.
 #include <algorithm>
@@ -13,14 +14,13 @@
 #include "sgrt/quant.h"
 
 #include "cpu/optimizer_state.h"
+#include "cpu/optimizer_step.h"
 #include "cpu/parallel.h"
 
 namespace sgrt::cpu {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
-
-struct Values { float w, s1, s2, g; };  // parameter, first and second state, gradient
 
 // The views an update reads and writes: parameter, first state, second state
 // (SGD has none: nstate 1), gradient.
@@ -32,30 +32,36 @@ struct Views {
 };
 
 // Elements go through the update in blocks: each view's block is decoded to f32
-// (vectorized, cpu/quantize_kernels.h), updated, then reduced to amaxes or
-// encoded back. Every element sees the same float operations as one at a time.
+// (vectorized, cpu/quantize_kernels.h), stepped (cpu/optimizer_step.h), then
+// reduced to amaxes or encoded back. Every element sees the same float operations
+// as one at a time.
 constexpr int64_t kBlock = 256;
 
-// One update over every element with the dtypes fixed at compile time: `step`
-// maps the old values to the new ones.
-template <DType W, DType S1, DType S2, DType G, class Step>
-void apply(int64_t n, const Views& v, Step step) {
+// One update over every element with the dtypes fixed at compile time; `hyper`
+// holds the step's hyperparameters (its pointers and length are set per block).
+template <DType W, DType S1, DType S2, DType G>
+void apply(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
   float* sc = v.scales;
   const float inv[3] = {1.f / sc[kOptScaleW], 1.f / sc[kOptScaleM], 1.f / sc[kOptScaleV]}, ginv = 1.f / sc[kOptScaleG];
-  // The new values of block [i0, i0 + k) in b[0..2] (parameter, first, second state).
   struct Block { float x[4][kBlock]; };
-  auto update = [&](int64_t i0, int64_t k, Block& b) {
-    load_span(W, v.w.data, i0, k, inv[0], b.x[0]);
+  // The new values of block [i0, i0 + k) in b.x[0..2] (parameter, first, second
+  // state); with moments_only b.x[0] is left as it was, unread when `read_w` is false.
+  auto update = [&](int64_t i0, int64_t k, Block& b, bool moments_only, bool read_w) {
+    if (read_w) load_span(W, v.w.data, i0, k, inv[0], b.x[0]);
     load_span(S1, v.s1.data, i0, k, inv[1], b.x[1]);
     if (v.nstate == 2) load_span(S2, v.s2.data, i0, k, inv[2], b.x[2]);
-    else std::fill_n(b.x[2], k, 0.f);
     load_span(G, v.g.data, i0, k, ginv, b.x[3]);
-    for (int64_t j = 0; j < k; ++j) {
-      const Values x = step(Values{b.x[0][j], b.x[1][j], b.x[2][j], b.x[3][j]});
-      b.x[0][j] = x.w, b.x[1][j] = x.s1, b.x[2][j] = x.s2;
-    }
+    OptimizerStepArgs s = hyper;
+    s.moments_only = moments_only;
+    s.n = k;
+    s.w = b.x[0], s.s1 = b.x[1], s.s2 = b.x[2], s.g = b.x[3];
+    optimizer_step(s);
   };
   if (W != DType::f32 || S1 != DType::f32 || S2 != DType::f32) {
+    // AdamW's moments do not read the parameter: unless its own scale follows its
+    // amax (O3), this pass neither decodes nor updates it.
+    const bool read_w = v.scale_w || !hyper.adamw;
+    const quant_impl::Kernels& simd = quant_impl::kernels_for(active_isa());
     int64_t chunks = (n + kGrain - 1) / kGrain;
     float* amax = static_cast<float*>(thread_scratch(3, static_cast<size_t>(chunks) * 3 * sizeof(float)));
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
@@ -63,9 +69,8 @@ void apply(int64_t n, const Views& v, Step step) {
       Block blk;
       for (int64_t i0 = b; i0 < e; i0 += kBlock) {
         const int64_t k = std::min(kBlock, e - i0);
-        update(i0, k, blk);
-        for (int s = 0; s < 3; ++s)
-          for (int64_t j = 0; j < k; ++j) m[s] = std::max(m[s], std::fabs(blk.x[s][j]));
+        update(i0, k, blk, !v.scale_w, read_w);
+        for (int s = v.scale_w ? 0 : 1; s < 1 + v.nstate; ++s) m[s] = std::max(m[s], simd.amax(blk.x[s], k));
       }
       std::copy(m, m + 3, amax + b / kGrain * 3);
     });
@@ -81,7 +86,7 @@ void apply(int64_t n, const Views& v, Step step) {
     Block blk;
     for (int64_t i0 = b; i0 < e; i0 += kBlock) {
       const int64_t k = std::min(kBlock, e - i0);
-      update(i0, k, blk);
+      update(i0, k, blk, false, true);
       store_span(W, v.w.data, i0, k, blk.x[0], out[0]);
       store_span(S1, v.s1.data, i0, k, blk.x[1], out[1]);
       if (v.nstate == 2) store_span(S2, v.s2.data, i0, k, blk.x[2], out[2]);
@@ -90,8 +95,7 @@ void apply(int64_t n, const Views& v, Step step) {
 }
 
 // apply<> for the dtypes the state levels use (compiler/optimizer.cpp).
-template <class Step>
-Status dispatch(int64_t n, const Views& v, Step step) {
+Status dispatch(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
   using D = DType;
   auto in = [](const TensorArg& t, DType a, DType b) { return t.type->dtype == a || t.type->dtype == b; };
   if (!in(v.w, D::f32, D::f16) || !in(v.s1, D::f32, D::e4m3) || !in(v.s2, D::f32, D::f16) || !in(v.g, D::f32, D::e5m2))
@@ -101,7 +105,7 @@ Status dispatch(int64_t n, const Views& v, Step step) {
   with_dtype<D::f32, D::f16>(v.w.type->dtype, [&](auto w) {
     with_dtype<D::f32, D::e4m3>(v.s1.type->dtype, [&](auto s1) {
       with_dtype<D::f32, D::f16>(v.s2.type->dtype, [&](auto s2) {
-        with_dtype<D::f32, D::e5m2>(v.g.type->dtype, [&](auto g) { apply<w(), s1(), s2(), g()>(n, v, step); });
+        with_dtype<D::f32, D::e5m2>(v.g.type->dtype, [&](auto g) { apply<w(), s1(), s2(), g()>(n, v, hyper); });
       });
     });
   });
@@ -116,36 +120,29 @@ const TensorType kNoState{{}, DType::f32};
 // (param, grad, momentum, lr, train_state, scales, grad_coef)
 Status sgd_update(const OpArgs& a) {
   if (a.in[4].i32()[kSkipStep]) return Status::Ok();
-  float lr = a.in[3].f()[0], coef = a.in[6].f()[0];
-  float mu = static_cast<float>(a.attrs->f("momentum")), wd = static_cast<float>(a.attrs->f("weight_decay"));
+  OptimizerStepArgs h{};
+  h.lr = a.in[3].f()[0], h.coef = a.in[6].f()[0];
+  h.mu = static_cast<float>(a.attrs->f("momentum")), h.wd = static_cast<float>(a.attrs->f("weight_decay"));
   Views v{a.in[0], a.in[2], TensorArg{nullptr, &kNoState, 0}, a.in[1], 1, a.in[5].f(), a.attrs->i("scale_w", 0) != 0};
-  return dispatch(a.in[0].n, v, [&](Values x) {
-    float gi = x.g * coef + wd * x.w;
-    x.s1 = mu * x.s1 + gi;
-    x.w -= lr * x.s1;
-    return x;
-  });
+  return dispatch(a.in[0].n, v, h);
 }
 
 // (param, grad, m, v, lr, train_state, scales, grad_coef)
 Status adamw_update(const OpArgs& a) {
   if (a.in[5].i32()[kSkipStep]) return Status::Ok();
   const Attrs& at = *a.attrs;
-  float lr = a.in[4].f()[0], coef = a.in[7].f()[0];
+  float lr = a.in[4].f()[0];
   int64_t t = a.in[5].i32()[kStep] + 1;
-  float b1 = static_cast<float>(at.f("beta1")), b2 = static_cast<float>(at.f("beta2"));
-  float eps = static_cast<float>(at.f("eps")), wd = static_cast<float>(at.f("weight_decay"));
-  float bc1 = 1.f - std::pow(b1, static_cast<float>(t)), bc2 = 1.f - std::pow(b2, static_cast<float>(t));
-  float step = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = 1.f - lr * wd;
+  OptimizerStepArgs h{};
+  h.adamw = true;
+  h.coef = a.in[7].f()[0];
+  h.b1 = static_cast<float>(at.f("beta1")), h.b2 = static_cast<float>(at.f("beta2"));
+  h.eps = static_cast<float>(at.f("eps"));
+  float wd = static_cast<float>(at.f("weight_decay"));
+  float bc1 = 1.f - std::pow(h.b1, static_cast<float>(t)), bc2 = 1.f - std::pow(h.b2, static_cast<float>(t));
+  h.step = lr / bc1, h.bc2_sqrt = std::sqrt(bc2), h.decay = 1.f - lr * wd;
   Views v{a.in[0], a.in[2], a.in[3], a.in[1], 2, a.in[6].f(), at.i("scale_w", 0) != 0};
-  return dispatch(a.in[0].n, v, [&](Values x) {
-    float gi = x.g * coef;
-    x.w *= decay;
-    x.s1 = b1 * x.s1 + (1.f - b1) * gi;
-    x.s2 = b2 * x.s2 + (1.f - b2) * gi * gi;
-    x.w -= step * x.s1 / (std::sqrt(x.s2) / bc2_sqrt + eps);
-    return x;
-  });
+  return dispatch(a.in[0].n, v, h);
 }
 
 // (grad f32, scales) -> (q, scales): current scaling, as quantize's
@@ -159,10 +156,25 @@ Status quantize_grad(const OpArgs& a) {
   struct Part { float amax; double sumsq; };
   Part* part = static_cast<Part*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(Part)));
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    // Lane-wise partial sums, added in lane order at the end: independent adds
+    // instead of one chain through every element (its latency was the op's time).
+    constexpr int kLanes = 16;
+    float amax[kLanes] = {};
+    double sumsq[kLanes] = {};
+    int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        amax[l] = std::max(amax[l], std::fabs(g[i + l]));
+        sumsq[l] += static_cast<double>(g[i + l]) * g[i + l];
+      }
+    for (int l = 0; i < e; ++i, ++l) {
+      amax[l] = std::max(amax[l], std::fabs(g[i]));
+      sumsq[l] += static_cast<double>(g[i]) * g[i];
+    }
     Part p{0, 0};
-    for (int64_t i = b; i < e; ++i) {
-      p.amax = std::max(p.amax, std::fabs(g[i]));
-      p.sumsq += static_cast<double>(g[i]) * g[i];
+    for (int l = 0; l < kLanes; ++l) {
+      p.amax = std::max(p.amax, amax[l]);
+      p.sumsq += sumsq[l];
     }
     part[b / kGrain] = p;
   });

@@ -1,0 +1,8 @@
+// The optimizer step at AVX2 (8 lanes) width.
+#include "cpu/optimizer_step_kernels.h"
+
+namespace sgrt::cpu {
+
+void optimizer_step_avx2(const OptimizerStepArgs& a) { optimizer_step_impl::run(a); }
+
+}  // namespace sgrt::cpu
