@@ -395,34 +395,54 @@ EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
 }
 
+// One stage of an N x N transpose on rows a (bit H of the row index clear) and b
+// (set): lanes with bit H set in a trade places with lanes without it in b.
+template <uint32_t H, class V, size_t... L>
+void swap_quadrants(V& a, V& b, std::index_sequence<L...>) {
+  constexpr int n = sizeof...(L);
+  const V lo = __builtin_shufflevector(a, b, ((L & H) != 0 ? n + static_cast<int>(L ^ H) : static_cast<int>(L))...);
+  b = __builtin_shufflevector(a, b, ((L & H) != 0 ? n + static_cast<int>(L) : static_cast<int>(L ^ H))...);
+  a = lo;
+}
+
+// The N x N tile in rows r[0, N) transposed in place (r[i][j] becomes r[j][i]):
+// each stage swaps one bit of the row index with the same bit of the lane index.
+template <int N, uint32_t H = N / 2>
+void transpose_tile(typename Vec<N>::f32* r) {
+  if constexpr (H >= 1) {
+    for (int k = 0; k < N; ++k)
+      if ((k & H) == 0) swap_quadrants<H>(r[k], r[k + H], std::make_index_sequence<N>());
+    transpose_tile<N, H / 2>(r);
+  }
+}
+
 // formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
 // contiguous elements; block b with its own m[b], p[b], unit[b]) into sse[b]. The
-// squares are computed a vector at a time, then summed with one block per lane:
-// each block's 16 squares add in element order, as the scalar loop does, but N
+// squares are computed a vector at a time, transposed in registers, then summed
+// with one block per lane: each block's 16 squares add in element order, as the scalar loop does, but N
 // blocks' sums advance together instead of one dependent add at a time.
 template <int N>
 void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p, const float* unit, float* sse) {
   using F = typename Vec<N>::f32;
   constexpr int B = 16;  // kNvfp4Block
-  static_assert(B % N == 0 || N % B == 0, "a block is whole vectors");
-  alignas(64) float sq[N][B];
+  static_assert(B % N == 0, "a block is whole vectors");
   for (int64_t g = 0; g < nb; g += N) {
     const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
-    for (int l = 0; l < lanes; ++l) {
-      const float* xb = x + (g + l) * B;
-      for (int j = 0; j < B; j += N) {
-        const F xv = load<F>(xb + j);
+    F acc{};
+    for (int j = 0; j < B; j += N) {
+      F t[N];  // row l: block g + l's squares of elements [j, j + N); then transposed
+      for (int l = 0; l < N; ++l) {
+        if (l >= lanes) {
+          t[l] = F{};
+          continue;
+        }
+        const F xv = load<F>(x + (g + l) * B + j);
         const F back = e2m1_round<N>(xv * m[g + l]) * unit[g + l];
         const F d = xv * p[g + l] - back;
-        const F dd = d * d;
-        std::memcpy(&sq[l][j], &dd, sizeof dd);
+        t[l] = d * d;
       }
-    }
-    F acc{};
-    for (int i = 0; i < B; ++i) {
-      F v{};
-      for (int l = 0; l < lanes; ++l) v[l] = sq[l][i];
-      acc += v;
+      transpose_tile<N>(t);
+      for (int i = 0; i < N; ++i) acc += t[i];  // element j + i of every block, in element order
     }
     for (int l = 0; l < lanes; ++l) sse[g + l] = acc[l];
   }
