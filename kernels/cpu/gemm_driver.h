@@ -19,6 +19,7 @@
 #include "cpu/gemm_problem.h"
 #include "cpu/gguf_decode.h"
 #include "cpu/parallel.h"
+#include "cpu/vec_transpose.h"
 
 namespace sgrt::cpu::gemm_impl {
 namespace {
@@ -84,6 +85,27 @@ int64_t k_block(int64_t K) {
   return mn(kc_max<V>(), cdiv(cdiv(K, blocks), 32) * 32);
 }
 
+// dst[k * R + r] = src[r * ld + k] for k < W, r < R: row groups of W loaded a
+// vector each (rows past R zero), transposed W x W in registers, stored a K step at
+// a time (R lanes of it; the same words as the element loop, fewer operations).
+template <int W, int R, int G = 0>
+void pack_f32_tile(const float* src, int64_t ld, float* dst) {
+  if constexpr (G * W < R) {
+    typedef float vec __attribute__((vector_size(4 * W)));
+    constexpr int lanes = R - G * W < W ? R - G * W : W;
+    vec t[W];
+#pragma GCC unroll 16
+    for (int l = 0; l < W; ++l) {
+      t[l] = vec{};
+      if (l < lanes) std::memcpy(&t[l], src + (G * W + l) * ld, sizeof(vec));
+    }
+    transpose_tile<W>(t);
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) std::memcpy(dst + i * R + G * W, &t[i], sizeof(float) * lanes);
+    pack_f32_tile<W, R, G + 1>(src, ld, dst);
+  }
+}
+
 // Packs op(X)[o0 .. o0+rows) x [k0 .. k0+kc) into an R-wide panel: K step kk/KU, then
 // row r, then kk%KU. Rows past `rows` and the odd K tail are zero. Each contiguous
 // run of the source is decoded first, then placed.
@@ -99,7 +121,11 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
       // rows' cache misses overlap (row by row, each ~1 KB row was a fresh stream
       // and packing took 9 cycles an element on a GPT step).
       const float* src = static_cast<const float*>(s.data) + o0 * s.s_outer + k0;
-      for (int64_t k = 0; k < kc; ++k)
+      int64_t k = 0;
+      if constexpr (V::W >= 4)  // whole panels: W K steps at a time, transposed in registers
+        if (rows == R)
+          for (; k + V::W <= kc; k += V::W) pack_f32_tile<V::W, R>(src + k, s.s_outer, dst + k * R);
+      for (; k < kc; ++k)
         for (int64_t r = 0; r < rows; ++r) dst[k * R + r] = src[r * s.s_outer + k];
       return;
     }

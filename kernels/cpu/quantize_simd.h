@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cpu/quantize_kernels.h"
+#include "cpu/vec_transpose.h"
 #include "formats/formats.h"
 #include "formats/hadamard.h"  // its constants only
 #ifdef SGRT_QUANT_NEON  // quantize_neon.cpp: NEON intrinsics where gcc's lowering is poor
@@ -393,27 +394,6 @@ EncodeCounts encode_rounded(const EncodeArgs& a) {
 template <int N>
 EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
-}
-
-// One stage of an N x N transpose on rows a (bit H of the row index clear) and b
-// (set): lanes with bit H set in a trade places with lanes without it in b.
-template <uint32_t H, class V, size_t... L>
-void swap_quadrants(V& a, V& b, std::index_sequence<L...>) {
-  constexpr int n = sizeof...(L);
-  const V lo = __builtin_shufflevector(a, b, ((L & H) != 0 ? n + static_cast<int>(L ^ H) : static_cast<int>(L))...);
-  b = __builtin_shufflevector(a, b, ((L & H) != 0 ? n + static_cast<int>(L) : static_cast<int>(L ^ H))...);
-  a = lo;
-}
-
-// The N x N tile in rows r[0, N) transposed in place (r[i][j] becomes r[j][i]):
-// each stage swaps one bit of the row index with the same bit of the lane index.
-template <int N, uint32_t H = N / 2>
-void transpose_tile(typename Vec<N>::f32* r) {
-  if constexpr (H >= 1) {
-    for (int k = 0; k < N; ++k)
-      if ((k & H) == 0) swap_quadrants<H>(r[k], r[k + H], std::make_index_sequence<N>());
-    transpose_tile<N, H / 2>(r);
-  }
 }
 
 // formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
