@@ -37,6 +37,25 @@ void for_each_strided(const Shape& out, const std::vector<int64_t>& in_strides, 
   else run(0, rows);
 }
 
+// y = x read through in_strides over `out`'s elements: for_each_strided with its
+// rows copied whole when the last axis is contiguous in x (a bias broadcast to
+// [B, T, C], a slice) or repeated (a broadcast along the last axis).
+void copy_strided(const float* x, float* y, const Shape& out, const std::vector<int64_t>& in_strides) {
+  const int64_t rank = static_cast<int64_t>(out.size());
+  if (rank == 0 || (in_strides.back() != 1 && in_strides.back() != 0)) {
+    for_each_strided(out, in_strides, true, [&](int64_t i, int64_t o) { y[i] = x[o]; });
+    return;
+  }
+  const int64_t inner = out.back(), rows = numel(out) / inner;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float* src = x + strided_offset(r, out, in_strides, rank - 1);
+      if (in_strides.back() == 1) std::memcpy(y + r * inner, src, sizeof(float) * inner);
+      else std::fill_n(y + r * inner, inner, *src);
+    }
+  });
+}
+
 }  // namespace
 
 // A transpose that swaps its last two axes ([.., P, L] out of [.., L, P]): copied in
@@ -83,8 +102,7 @@ Status k_layout(const OpArgs& a) {
       return Status::Ok();
     }
     case OpCode::BroadcastTo:
-      for_each_strided(a.out[0].shape(), broadcast_strides(a.in[0].shape(), a.out[0].shape()), true,
-                       [&](int64_t i, int64_t o) { y[i] = x[o]; });
+      copy_strided(x, y, a.out[0].shape(), broadcast_strides(a.in[0].shape(), a.out[0].shape()));
       return Status::Ok();
     case OpCode::SumTo: {
       // Serial and in input order: the sum's rounding does not depend on threads.
@@ -95,8 +113,7 @@ Status k_layout(const OpArgs& a) {
     }
     case OpCode::Slice: {  // y = the window of x: x's strides from the window's first element
       int64_t base = row_major_offset(a.attrs->ints("starts"), a.in[0].shape());
-      for_each_strided(a.out[0].shape(), row_major_strides(a.in[0].shape()), true,
-                       [&](int64_t i, int64_t o) { y[i] = x[base + o]; });
+      copy_strided(x + base, y, a.out[0].shape(), row_major_strides(a.in[0].shape()));
       return Status::Ok();
     }
     case OpCode::Pad: {  // zeros, then x written into the window of y
