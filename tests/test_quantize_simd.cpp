@@ -208,6 +208,33 @@ TEST_CASE("vectorized amax: max |x| by value, NaN-sticky, every length") {
   }
 }
 
+TEST_CASE("block_amax: each block's amax, NaN and infinity included, every block count, every ISA") {
+  const std::vector<float> x = sweep();  // every pattern: NaNs, infinities, subnormals, zeros
+  for (Isa isa : isas()) {
+    const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
+    CAPTURE(std::string(isa_name(isa)));
+    for (int64_t block : {16, 32, 128})
+      for (int64_t nb : {1, 3, 16, 17, 40}) {
+        CAPTURE(block);
+        CAPTURE(nb);
+        // Stretches of the sweep with finite values, then NaNs (the top patterns),
+        // then infinities: several blocks of each kind.
+        for (int64_t start : {int64_t{3000}, int64_t{0x7FC0} * 11 - block, int64_t{0x7F80} * 11 - block / 2}) {
+          std::vector<float> out(nb, -1.0f);
+          k.block_amax(x.data() + start, nb, block, out.data());
+          int64_t bad = 0;
+          for (int64_t b = 0; b < nb; ++b) {
+            // The oracle: max over the bit patterns of |x| (NaNs above +inf), one element at a time.
+            uint32_t ref = 0;
+            for (int64_t i = 0; i < block; ++i) ref = std::max(ref, std::bit_cast<uint32_t>(x[start + b * block + i]) & 0x7FFFFFFFu);
+            bad += std::bit_cast<uint32_t>(out[b]) != ref;
+          }
+          CHECK(bad == 0);
+        }
+      }
+  }
+}
+
 TEST_CASE("nvfp4_sse_blocks: each block's sum of squares is nvfp4_block_sse's, to the bit, on every ISA") {
   const int64_t nb = 37;  // two 16-lane groups and a ragged third
   std::mt19937 rng(4);

@@ -177,12 +177,16 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
     return invalid("quantize_mx: fmt must be e4m3, e5m2 or e2m1");
   const float fmax = format_max(p.fmt);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
+  const int64_t whole = cols / kMxBlock;
   return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     std::vector<float> mult(cols);  // each block's multiplier per element: one encode a row
+    std::vector<float> amax(nb);
     for (int64_t r = r0; r < r1; ++r) {
+      simd().block_amax(x + r * cols, whole, kMxBlock, amax.data());
+      if (whole < nb) amax[whole] = simd().amax(x + r * cols + whole * kMxBlock, cols - whole * kMxBlock);
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * kMxBlock, n = cols - c0 < kMxBlock ? cols - c0 : kMxBlock;
-        const float a = simd().amax(x + r * cols + c0, n);
+        const float a = amax[b];
         s.amax = nan_max(s.amax, a);
         bool kept;
         const int32_t e = scale_exponent(a, fmax, p.margin, 0, &kept);

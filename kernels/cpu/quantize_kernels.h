@@ -57,6 +57,8 @@ struct Kernels {
   void (*nvfp4_block_scales)(const float* x, int64_t nb, float ts, uint8_t* codes);
   // formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place, to the bit.
   void (*hadamard16_blocks)(float* v, int64_t nb);
+  // out[b] = amax(x + b * block, block) for nb consecutive blocks (block a multiple of 16).
+  void (*block_amax)(const float* x, int64_t nb, int64_t block, float* out);
 };
 
 extern const Kernels kGeneric;

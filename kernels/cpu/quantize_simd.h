@@ -478,6 +478,29 @@ float amax(const float* x, int64_t n) {
   return __builtin_bit_cast(float, m);
 }
 
+// amax<N> of nb consecutive blocks of `block` elements (a multiple of N) into out:
+// N blocks' lane-wise maxima at a time, transposed in registers so one max per
+// row gives all N blocks' results (no lane-by-lane reduction per block).
+template <int N>
+void block_amax(const float* x, int64_t nb, int64_t block, float* out) {
+  using U = typename Vec<N>::u32;
+  for (int64_t g = 0; g < nb; g += N) {
+    const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
+    U t[N];
+    for (int l = 0; l < N; ++l) {
+      t[l] = U{};
+      for (int64_t i = 0; l < lanes && i < block; i += N) {
+        const U a = load<U>(x + (g + l) * block + i) & 0x7FFFFFFFu;
+        t[l] = a > t[l] ? a : t[l];
+      }
+    }
+    transpose_tile<N>(t);
+    U m = t[0];
+    for (int i = 1; i < N; ++i) m = t[i] > m ? t[i] : m;
+    for (int l = 0; l < lanes; ++l) out[g + l] = __builtin_bit_cast(float, m[l]);
+  }
+}
+
 // formats/nvfp4.h's nvfp4_block_scale ("four over six") for nb whole blocks of 16
 // (x: nb * 16 contiguous elements) into codes[b], one block per lane: its amax, both
 // E4M3 candidates with their multipliers and units, then both sums of squares by
@@ -586,7 +609,8 @@ void hadamard16_blocks(float* v, int64_t nb) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>, &hadamard16_blocks<N>};
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>,
+          &hadamard16_blocks<N>, &block_amax<N>};
 }
 
 }  // namespace
