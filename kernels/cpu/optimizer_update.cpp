@@ -5,9 +5,9 @@
 // f32 copy: the first computes every new state value (and at O3 the parameter's)
 // and its amax, the scales for this step follow from those amaxes, and the second
 // recomputes the same values (same float operations, so identical) and stores them
-// under the new scales. The
-// parameter update itself uses the f32 moments of this step; only what is kept
-// for the next step is rounded. All-f32 updates take the second pass only.
+// under the new scales. The parameter update itself uses the f32 moments of this
+// step; only what is kept for the next step is rounded. All-f32 updates take the
+// second pass only.
 #include <algorithm>
 #include <cmath>
 
