@@ -4,6 +4,11 @@
 //    uninterrupted run: FP32, under fp8-delayed (whose amax histories must come
 //    back) and at state level O2; stopping mid-epoch and at an epoch's end.
 //    Batches of 6000 make an epoch 10 steps, so a short run crosses epochs.
+//  - A recipe switch (`--final-recipe R --final-steps N`, take_run_state) to the
+//    run's own recipe gives the same log, bit for bit, as one run (FP32, fp8 at
+//    O2); nvfp4-train -> fp32 logs nvfp4-train's own first steps and then
+//    steps with no quantized tensors; a mismatched model is refused, nothing
+//    written.
 //  - A child process saving a large checkpoint over and over is SIGKILLed at
 //    random moments; the checkpoint then loads and is one complete version.
 #include <signal.h>
@@ -86,6 +91,75 @@ TEST_CASE("resuming with another --steps than the run was planned for is refused
   CHECK(r.code == 2);
   CHECK(r.err.find("planned for 30 steps") != std::string::npos);
   CHECK(test::slurp(ck + "/checkpoint.sgck") == before);
+}
+
+TEST_CASE("a switch to the same recipe logs the same curve as one run, bit for bit") {
+  for (std::vector<std::string> recipe : {std::vector<std::string>{"--recipe", "fp32"},
+                                          std::vector<std::string>{"--recipe", "fp8", "--opt-level", "O2"}}) {
+    CAPTURE(recipe[1]);
+    test::TempDir dir;
+    std::string one = dir.path + "/one.jsonl", two = dir.path + "/two.jsonl";
+    test::ToolResult r = test::run_tool(train_args(one, recipe));
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    std::vector<std::string> switched = recipe;
+    switched.insert(switched.end(), {"--final-recipe", recipe[1], "--final-steps", "13"});
+    r = test::run_tool(train_args(two, switched));
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    std::vector<std::string> a = log_lines(one), b = log_lines(two);
+    REQUIRE(a.size() == static_cast<size_t>(kSteps + kSteps / 10));
+    CHECK(a == b);
+  }
+}
+
+TEST_CASE("nvfp4-train then fp32: nvfp4-train's first steps, then steps that quantize nothing") {
+  constexpr int kFinal = 8;
+  test::TempDir dir;
+  std::string plain = dir.path + "/plain.jsonl", switched = dir.path + "/switched.jsonl";
+  test::ToolResult r = test::run_tool(train_args(plain, {"--recipe", "nvfp4-train"}));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  r = test::run_tool(train_args(switched, {"--recipe", "nvfp4-train", "--final-recipe", "fp32", "--final-steps",
+                                           std::to_string(kFinal)}));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<std::string> a = log_lines(plain), b = log_lines(switched);
+  REQUIRE(a.size() == b.size());
+  size_t steps = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    CAPTURE(b[i]);
+    if (b[i].find("\"event\"") != std::string::npos) continue;  // evaluations
+    bool first_part = ++steps <= static_cast<size_t>(kSteps - kFinal);
+    CHECK((b[i].find("flushed_share") != std::string::npos) == first_part);
+    if (first_part) CHECK(a[i] == b[i]);
+  }
+  CHECK(steps == static_cast<size_t>(kSteps));
+  CHECK(a.back() != b.back());  // the final evaluations: fp32 weights' last steps differ
+}
+
+TEST_CASE("take_run_state refuses a model whose tensors differ and writes nothing") {
+  auto model = [](const char* second) {
+    std::shared_ptr<const Model> m;
+    Status st = test::compile_lua(std::string(R"(
+local sg = require "sg"
+local x = sg.input("x", {2, 4})
+local a = sg.param("a", {4, 4})
+local b = sg.param("b", {4, )") + second + R"(})
+sg.loss(sg.mean(sg.mean(sg.matmul(sg.matmul(x, a), b))))
+sg.optimizer.adamw{ lr = 1e-3 }
+)", &m);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    return m;
+  };
+  auto from = test::open_session(model("3")), to = test::open_session(model("5"));
+  int a_to = test::tensor_id(*to, "a");
+  std::vector<float> before(16), after(16), source(16);
+  for (int i = 0; i < 16; ++i) source[i] = 100.0f + static_cast<float>(i);  // a copy of it would show
+  REQUIRE(from->write(test::tensor_id(*from, "a"), source.data(), 64).ok());
+  REQUIRE(to->read(a_to, before.data(), 64).ok());
+  Status st = take_run_state(*from, *to);
+  CHECK(st.code() == StatusCode::invalid_input);
+  CHECK(st.message().find("tensor 'b' is f32[4, 5]") != std::string::npos);
+  CHECK(st.message().find("f32[4, 3]") != std::string::npos);
+  REQUIRE(to->read(a_to, after.data(), 64).ok());
+  CHECK(after == before);
 }
 
 TEST_CASE("a process killed while writing a checkpoint leaves the previous one loadable") {

@@ -230,6 +230,24 @@ TEST_CASE("a .sg file with --set or --recipe is refused") {
   expect_bad_input({"train", good, "--steps", "1", "--set", "hidden=3"}, {good});
 }
 
+TEST_CASE("--final-recipe misused: named, and no log or checkpoint left") {
+  TempDir d;
+  std::string good = compiled_model(d), log = d.path + "/log.jsonl", ck = d.path + "/ck";
+  auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"train", kMlp, "--set", "hidden=16", "--steps", "20", "--quiet", "--log", log};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_bad_input(train({"--final-recipe", "fp32"}), {"--final-recipe", "--final-steps"});
+  expect_bad_input(train({"--final-recipe", "fp32", "--final-steps", "0"}), {"--final-steps", "0"});
+  expect_bad_input(train({"--final-recipe", "fp99", "--final-steps", "5"}), {"fp99", "fashion_mlp.lua"});
+  expect_bad_input(train({"--final-recipe", "fp32", "--final-steps", "20"}), {"20 steps", "--final-steps"});
+  expect_bad_input(train({"--final-recipe", "fp32", "--final-steps", "5", "--checkpoint", ck}), {"--checkpoint"});
+  expect_bad_input({"train", good, "--steps", "20", "--final-recipe", "fp32", "--final-steps", "5"}, {good, "MODEL.lua"});
+  CHECK(!exists(log));
+  CHECK(!exists(ck));
+}
+
 TEST_CASE("sgrt train models/fashion_mlp.lua --steps 5 --quiet succeeds") {
   TempDir d;
   std::string log = d.path + "/log.jsonl";

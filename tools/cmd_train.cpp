@@ -50,7 +50,7 @@ Status max_memory(const Args& a, uint64_t* out) {
 // The arena is the plan's one allocation: refuse it before it is made.
 Status check_memory(const Args& a, const Model& m) {
   if (!a.has("--max-memory")) return Status::Ok();
-  uint64_t limit;
+  uint64_t limit = 0;
   SG_TRY(max_memory(a, &limit));
   if (m.arena_bytes() <= limit) return Status::Ok();
   char mib[32];
@@ -69,16 +69,47 @@ Status data_tokenizer(const Args& a, const Model& m, std::unique_ptr<Tokenizer>*
   return tokenizer_from_gguf(*f, out);
 }
 
+Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
+  SG_TRY(check_memory(a, *m));
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
+  return Session::create(std::move(m), std::move(be), s);
+}
+
 Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
-  SG_TRY(check_memory(a, *m));
   SG_TRY(apply_threads(a));
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(data_tokenizer(a, *m, &tok));
   SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get(), open_own_data));
-  std::unique_ptr<Backend> be;
-  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
-  return Session::create(std::move(m), std::move(be), s);
+  return new_session(a, std::move(m), s);
+}
+
+// --final-recipe R --final-steps N: the script compiled again under R, for a
+// second session that trains the run's last N steps (TrainOptions::hand_over).
+Status final_recipe_model(const Args& a, const Communicator& comm, const TrainOptions& opts, int64_t* steps,
+                          std::shared_ptr<const Model>* out) {
+  if (!a.has("--final-recipe") && !a.has("--final-steps")) return Status::Ok();
+  if (!a.has("--final-recipe") || !a.has("--final-steps"))
+    return Status::Invalid("--final-recipe R and --final-steps N go together");
+  SG_TRY(a.get_int("--final-steps", 0, steps));
+  if (*steps < 1) return Status::Invalid("--final-steps must be at least 1, got " + a.get("--final-steps"));
+  if (opts.resume || !opts.checkpoint_dir.empty() || opts.stop_after > 0)
+    return Status::Invalid("--final-recipe takes no --checkpoint, --resume or --stop-after (a checkpoint holds one compiled model)");
+  if (comm.size() > 1) return Status::Invalid("--final-recipe trains in one process, not under mpirun");
+  if (!is_script(a.positional[0]))
+    return Status::Invalid(a.positional[0] + ": --final-recipe compiles the model again, from its MODEL.lua script");
+  Args final_args = a;
+  final_args.flags["--recipe"] = a.get("--final-recipe");
+  return load_model(final_args, a.positional[0], out);
+}
+
+// Samples a second over both parts of a recipe switch (each TrainResult's rate
+// is over its own steps).
+double overall_rate(const TrainResult& first, const TrainResult& second) {
+  double n1 = static_cast<double>(first.end_step - first.start_step), n2 = static_cast<double>(second.end_step - second.start_step);
+  double secs = (first.samples_per_s > 0 ? n1 / first.samples_per_s : 0) + (second.samples_per_s > 0 ? n2 / second.samples_per_s : 0);
+  return secs > 0 ? (n1 + n2) / secs : 0;
 }
 
 void print_eval(const char* what, const EvalReport& e) {
@@ -243,6 +274,9 @@ Status train_ranks(Args& a, Communicator& comm) {
     place_dropout_masks(parts.get(), comm.rank());
     m = std::move(parts);
   }
+  int64_t final_steps = 0;
+  std::shared_ptr<const Model> final_model;
+  SG_TRY(final_recipe_model(a, comm, opts, &final_steps, &final_model));
   if (!opts.checkpoint_dir.empty()) {
     opts.checkpoint_files = checkpoint_model_files(a, *m);
     SG_TRY(class_names_files(*m, a.get("--data"), &opts.checkpoint_files));  // for sgrt predict
@@ -274,8 +308,29 @@ Status train_ranks(Args& a, Communicator& comm) {
     };
   }
   opts.stop_signal = catch_stop_signals();
+  std::unique_ptr<Session> final_session;
+  if (final_model) {
+    SG_TRY(new_session(a, final_model, &final_session));  // before the first part: a bad arena fails first
+    opts.hand_over = final_steps;
+    if (!quiet) std::fprintf(stderr, "then recipe %s for the last %lld steps\n", a.get("--final-recipe").c_str(),
+                             static_cast<long long>(final_steps));
+  }
   TrainResult result;
   SG_TRY(train(*s, *train_part, opts, &result));
+  if (final_session && !result.interrupted) {
+    TrainOptions rest = opts;
+    rest.hand_over = 0;
+    rest.continue_from = s.get();
+    if (!quiet) {
+      std::fprintf(stderr, "%sstep %lld: recipe %s from here\n", tty ? "\n" : "", static_cast<long long>(result.end_step),
+                   a.get("--final-recipe").c_str());
+      rest.on_step = progress(*final_model, tty);
+    }
+    TrainResult first = result;
+    result = {};
+    SG_TRY(train(*final_session, *train_part, rest, &result));
+    result.samples_per_s = overall_rate(first, result);
+  }
   if (!lead) return Status::Ok();
   if (result.interrupted) {
     std::fprintf(stderr, "%sinterrupted by %s after step %lld; %s\n", tty && !quiet ? "\n" : "", stop_signal_name(),

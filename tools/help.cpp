@@ -73,6 +73,9 @@ const std::vector<CommandHelp>& commands() {
            {"--zero", "1", "under mpirun -np N: ZeRO stage 1, each rank keeps and updates the optimizer moments of 1/N of the "
                           "parameters and the updated weights are all-gathered (default 0: every rank keeps all)"},
            {"--comm-timeout", "SECONDS", "under mpirun: give up when the other ranks are silent this long (default 300)"},
+           {"--final-recipe", "R", "train the last --final-steps steps under recipe R instead (MODEL.lua compiled again; "
+                                   "weights, optimizer state and data order carry over; docs/recipes.md, \"Ending in higher precision\")"},
+           {"--final-steps", "N", "how many of the run's last steps --final-recipe trains"},
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",
        with_compile_flags({kCheckpointModel, kData, kBackend, kMaxMemory, kThreads})},

@@ -224,6 +224,30 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
   return Status::Ok();
 }
 
+Status take_run_state(const Session& from, Session& to) {
+  const Model &src = from.model(), &dst = to.model();
+  std::vector<std::pair<int, int>> pairs;  // (to's tensor, from's)
+  for (int t = 0; t < static_cast<int>(dst.tensors().size()); ++t) {
+    const TensorInfo& d = dst.tensors()[t];
+    if (!in_checkpoint(d) || d.role == Role::scale_state) continue;
+    int f = src.find_tensor(d.name);
+    if (f < 0 || !in_checkpoint(src.tensors()[f]))
+      return Status::Invalid(dst.label() + ": tensor '" + d.name + "' (" + type_str(d.type) + ") has no counterpart in " +
+                             src.label() + " to take its state from");
+    if (!(src.tensors()[f].type == d.type))
+      return Status::Invalid(dst.label() + ": tensor '" + d.name + "' is " + type_str(d.type) + ", " + src.label() +
+                             "'s is " + type_str(src.tensors()[f].type) + " (compile both with the same --opt-level)");
+    pairs.push_back({t, f});
+  }
+  std::vector<uint8_t> bytes;
+  for (auto [t, f] : pairs) {
+    bytes.resize(dst.tensors()[t].bytes);
+    SG_TRY(from.read(f, bytes.data(), bytes.size()));
+    SG_TRY(to.write(t, bytes.data(), bytes.size()));
+  }
+  return Status::Ok();
+}
+
 Status save_checkpoint(const Session& s, const std::string& dir, int64_t step) {
   CheckpointMeta meta;
   meta.step = step;

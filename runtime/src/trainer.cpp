@@ -140,12 +140,29 @@ Status claim_checkpoint_dir(const TrainOptions& opts, RunLock* lock) {
   return Status::Ok();
 }
 
+// The second part of a recipe switch: the first part's state and step.
+Status continue_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
+  if (opts.resume) return Status::Invalid("a run continues from a checkpoint or from another session, not both");
+  SG_TRY(take_run_state(*opts.continue_from, s));
+  if (s.model().train_state() < 0)
+    return Status::Invalid(s.model().label() + ": has no train state (step counter) to continue a run from");
+  int32_t ts[kTrainStateLen] = {};
+  SG_TRY(s.read(s.model().train_state(), ts, sizeof ts));
+  if (ts[kTotalSteps] != run->total_steps || ts[kStep] < 0 || ts[kStep] >= run->total_steps)
+    return Status::Invalid(opts.continue_from->model().label() + ": its run is at step " + std::to_string(ts[kStep]) +
+                           " of " + std::to_string(ts[kTotalSteps]) + ", not within this run's " +
+                           std::to_string(run->total_steps) + " steps");
+  run->step = ts[kStep];
+  return Status::Ok();
+}
+
 // Initial state of a run: fresh (parameters from their initializers or from
 // safetensors) or resumed from the checkpoint, whose seed and planned total win.
 // A checkpoint resumes on any number of ranks whose step reads as many
 // examples (`step` says how this run's does) as the run that saved it.
 Status start_run(Session& s, const TrainOptions& opts, const std::string& step, CheckpointMeta* run) {
   SG_TRY(s.init(run->seed, run->total_steps));
+  if (opts.continue_from) return continue_run(s, opts, run);
   if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_weights(s, opts.init_weights);
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;
@@ -337,7 +354,11 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   out->start_step = out->end_step = run.step;
 
   RunLog log;
-  if (lead && !opts.log_path.empty()) SG_TRY(log.open(opts.log_path, opts.resume ? run.step : -1));
+  if (opts.hand_over < 0 || (opts.hand_over > 0 && run.step >= total - opts.hand_over))
+    return Status::Invalid("the run has " + std::to_string(total - run.step) + " steps to train, not more than the " +
+                           std::to_string(opts.hand_over) + " final steps it hands to another recipe (--final-steps)");
+  if (lead && !opts.log_path.empty())
+    SG_TRY(log.open(opts.log_path, opts.resume || opts.continue_from ? run.step : -1));
   const Dataset& held_out = opts.validation ? *opts.validation : data;
   auto held_out_eval = [&](int64_t step, int64_t epoch) -> Status {
     EvalReport e;
@@ -363,6 +384,10 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   bool files_written = false, save_pending = false;
   float loss = 0;
   auto t0 = std::chrono::steady_clock::now();
+  auto rate = [&] {  // samples a second over this run's steps
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return secs > 0 ? static_cast<double>((out->end_step - out->start_step) * global_samples) / secs : 0;
+  };
   auto window_start = t0;
   int64_t window_steps = 0;
   double window_comm = 0;
@@ -436,7 +461,8 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
     if ((epoch_end || every) && !last) SG_TRY(held_out_eval(step + 1, epoch));
     run.step = out->end_step = step + 1;
     bool signalled = agreed[1] > 0;
-    bool stop = (opts.stop_after > 0 && run.step == opts.stop_after && !last) || (signalled && !last);
+    bool stop = (opts.stop_after > 0 && run.step == opts.stop_after && !last) || (signalled && !last) ||
+                (opts.hand_over > 0 && run.step == total - opts.hand_over);
     save_pending |= (opts.checkpoint_every > 0 && run.step % opts.checkpoint_every == 0) || stop || last;
     if (save_pending && bad.streak == 0 && !opts.checkpoint_dir.empty()) {
       SG_TRY(check_identical(s, comm));
@@ -446,13 +472,13 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
       save_pending = false;
     }
     if (stop) {
+      out->samples_per_s = rate();
       out->stopped = true;
       out->interrupted = signalled;
       return Status::Ok();
     }
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out->samples_per_s = secs > 0 ? static_cast<double>((total - out->start_step) * global_samples) / secs : 0;
+  out->samples_per_s = rate();
   out->comm_bytes_per_step = step_runner.bytes_sent();
   SG_TRY(check_identical(s, comm));
   SG_TRY(evaluate_on(s, data, Split::test, comm, &out->final_eval));

@@ -54,6 +54,15 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
 // docs/distributed.md).
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
 
+// Moves a run between two compilations of one model (a recipe switch:
+// sgrt train --final-recipe): every tensor a checkpoint holds is copied by
+// name from `from` into `to` (parameters or their masters, optimizer state,
+// the train state with its step, running statistics), except the quantization
+// states, which belong to a recipe: those of `to` stay as s.init left them, as
+// at a run's first step. Every tensor is checked before any is written; one
+// that `from` lacks or holds with another dtype or shape is an error naming it.
+Status take_run_state(const Session& from, Session& to);
+
 // Step-only forms for tools that need no run position (eval, export, run).
 Status save_checkpoint(const Session& s, const std::string& dir, int64_t step);
 Status load_checkpoint(Session& s, const std::string& dir, int64_t* step);

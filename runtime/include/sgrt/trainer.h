@@ -88,6 +88,14 @@ struct TrainOptions {
   // Set asynchronously (a signal handler): finish the step, save, stop.
   const volatile std::sig_atomic_t* stop_signal = nullptr;
   std::string init_weights;  // safetensors file whose tensors replace the initial parameters
+  // A recipe switch (sgrt train --final-recipe; NVIDIA's NVFP4 recipe ends in
+  // higher precision): with hand_over > 0 the run ends before its last
+  // hand_over steps (out->stopped, no final evaluation); a session of the
+  // model compiled with the final recipe then trains those with continue_from
+  // set to the first session, whose state it takes (take_run_state) with its
+  // step, planned total, seed and data order, appending to the same log.
+  int64_t hand_over = 0;
+  const Session* continue_from = nullptr;
   // Data-parallel ranks (null: this process alone). With N ranks, rank r
   // trains on shard r of each step's examples, the session's model must come
   // from split_train_step, and only rank 0 writes the log and checkpoints and
