@@ -44,17 +44,25 @@ void apply(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
   float* sc = v.scales;
   const float inv[3] = {1.f / sc[kOptScaleW], 1.f / sc[kOptScaleM], 1.f / sc[kOptScaleV]}, ginv = 1.f / sc[kOptScaleG];
   struct Block { float x[4][kBlock]; };
-  // The new values of block [i0, i0 + k) in b.x[0..2] (parameter, first, second
-  // state); with moments_only b.x[0] is left as it was, unread when `read_w` is false.
-  auto update = [&](int64_t i0, int64_t k, Block& b, bool moments_only, bool read_w) {
-    if (read_w) load_span(W, v.w.data, i0, k, inv[0], b.x[0]);
-    load_span(S1, v.s1.data, i0, k, inv[1], b.x[1]);
-    if (v.nstate == 2) load_span(S2, v.s2.data, i0, k, inv[2], b.x[2]);
-    load_span(G, v.g.data, i0, k, ginv, b.x[3]);
+  // Block [i0, i0 + k) of a view as f32: an f32 tensor's own elements when it may
+  // be updated in place (or is only read), else decoded (or copied) into `buf`.
+  auto span = [&](DType d, const TensorArg& t, int64_t i0, int64_t k, float scale_inv, float* buf, bool in_place) {
+    if (d == DType::f32 && in_place) return static_cast<float*>(t.data) + i0;
+    load_span(d, t.data, i0, k, scale_inv, buf);
+    return buf;
+  };
+  // The new values of block [i0, i0 + k) (parameter, first, second state): in
+  // place where f32 and `in_place` (the last pass), else in b.x[0..2], which
+  // return. With moments_only the parameter is left as it was, unread when
+  // `read_w` is false.
+  auto update = [&](int64_t i0, int64_t k, Block& b, bool moments_only, bool read_w, bool in_place) {
     OptimizerStepArgs s = hyper;
     s.moments_only = moments_only;
     s.n = k;
-    s.w = b.x[0], s.s1 = b.x[1], s.s2 = b.x[2], s.g = b.x[3];
+    s.w = read_w ? span(W, v.w, i0, k, inv[0], b.x[0], in_place) : b.x[0];
+    s.s1 = span(S1, v.s1, i0, k, inv[1], b.x[1], in_place);
+    s.s2 = v.nstate == 2 ? span(S2, v.s2, i0, k, inv[2], b.x[2], in_place) : b.x[2];
+    s.g = span(G, v.g, i0, k, ginv, b.x[3], true);  // only read
     optimizer_step(s);
   };
   if (W != DType::f32 || S1 != DType::f32 || S2 != DType::f32) {
@@ -69,7 +77,7 @@ void apply(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
       Block blk;
       for (int64_t i0 = b; i0 < e; i0 += kBlock) {
         const int64_t k = std::min(kBlock, e - i0);
-        update(i0, k, blk, !v.scale_w, read_w);
+        update(i0, k, blk, !v.scale_w, read_w, false);
         for (int s = v.scale_w ? 0 : 1; s < 1 + v.nstate; ++s) m[s] = std::max(m[s], simd.amax(blk.x[s], k));
       }
       std::copy(m, m + 3, amax + b / kGrain * 3);
@@ -86,10 +94,10 @@ void apply(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
     Block blk;
     for (int64_t i0 = b; i0 < e; i0 += kBlock) {
       const int64_t k = std::min(kBlock, e - i0);
-      update(i0, k, blk, false, true);
-      store_span(W, v.w.data, i0, k, blk.x[0], out[0]);
-      store_span(S1, v.s1.data, i0, k, blk.x[1], out[1]);
-      if (v.nstate == 2) store_span(S2, v.s2.data, i0, k, blk.x[2], out[2]);
+      update(i0, k, blk, false, true, true);
+      if (W != DType::f32) store_span(W, v.w.data, i0, k, blk.x[0], out[0]);
+      if (S1 != DType::f32) store_span(S1, v.s1.data, i0, k, blk.x[1], out[1]);
+      if (v.nstate == 2 && S2 != DType::f32) store_span(S2, v.s2.data, i0, k, blk.x[2], out[2]);
     }
   });
 }
