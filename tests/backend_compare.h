@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_bias_fusion.h"
 #include "formats/formats.h"
 #include "formats/gguf_blocks.h"
 #include "harness.h"
@@ -241,12 +242,16 @@ inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
 // memory plan reuses a dead tensor's bytes for another tensor, whose value decoded
 // in the first one's dtype means nothing: the low half of an f32 read as a BF16
 // code). A transient tensor the program did not write holds what another program
-// left there. The others are left out of the comparison.
+// left there. The others are left out of the comparison, as are the product and
+// broadcast bias of a linear layer the CPU backend fuses (cpu_bias_fusion.h),
+// which it never writes.
 inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   const std::vector<TensorInfo>& ts = m.tensors();
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
   for (size_t k = 0; k < p.ops.size(); ++k)
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
+  for (const BiasFusion& f : find_bias_fusions(m, p))
+    for (int op : {f.matmul, f.broadcast}) written[p.ops[op].out[0]] = -1;
   std::vector<bool> intact(ts.size());
   for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;
   for (size_t a = 0; a < ts.size(); ++a)

@@ -57,16 +57,18 @@ inline Status compile_lua(const std::string& lua, std::shared_ptr<const Model>* 
 }
 
 // A model file of the repository (e.g. "models/llama.lua") compiled with `set`;
-// infer_only: frozen weights, no gradient or optimizer state in the arena.
+// infer_only: frozen weights, no gradient or optimizer state in the arena;
+// recipe: in place of the script's (as --recipe).
 inline std::shared_ptr<const Model> compile_model_file(const std::string& path,
                                                        const std::map<std::string, std::string>& set,
-                                                       bool infer_only = false) {
+                                                       bool infer_only = false, const std::string& recipe = "") {
   dsl::ScriptOptions opts;
   opts.set = set;
   compiler::Graph g;
   Status st = dsl::load_script(SGRT_SOURCE_DIR "/" + path, opts, &g);
   REQUIRE_MESSAGE(st.ok(), st.message());
   g.infer_only = infer_only;
+  if (!recipe.empty()) g.recipe = recipe;
   st = compiler::compile(g);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Model> m;

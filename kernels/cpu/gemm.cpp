@@ -2,11 +2,13 @@
 // picks the kernel for the active ISA and runs it.
 #include "cpu/gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_problem.h"
+#include "cpu/parallel.h"
 #include "formats/formats.h"
 
 namespace sgrt::cpu {
@@ -108,15 +110,19 @@ void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
 }  // namespace
 
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc) {
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias) {
   if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
   if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
   if (const char* e = check(a, false, M, K)) return e;
   if (const char* e = check(b, true, N, K)) return e;
   if (M == 0 || N == 0) return nullptr;
-  if (K == 0) {  // empty sum: C = beta * C
+  if (K == 0) {  // empty sum: C = beta * C (+ bias)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+      for (int64_t j = 0; j < N; ++j) {
+        float& c = C[i * ldc + j];
+        c = beta == 0.0f ? 0.0f : beta * c;
+        if (bias) c += bias[j];
+      }
     return nullptr;
   }
   std::vector<float> rs(M), cs(N), ka, kb;
@@ -128,8 +134,8 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   // instead of a fraction of its 32 lanes. Every element's sum and merge are the
   // same, so the result is bit for bit the untransposed one.
   const bool narrow = N < 16 && M > N;
-  const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true}
-                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc};
+  const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias}
+                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias};
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
 #if defined(__x86_64__)
@@ -148,13 +154,20 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   return nullptr;
 }
 
+void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias) {
+  parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < n; ++j) C[r * n + j] += bias[j];
+  });
+}
+
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc) {
+              int64_t ldc, const float* bias) {
   GemmOperand a, b;
   a.data = A; a.trans = trans_a; a.ld = lda;
   b.data = B; b.trans = trans_b; b.ld = ldb;
-  gemm(M, N, K, alpha, a, b, beta, C, ldc);  // invalid arguments leave C untouched
+  gemm(M, N, K, alpha, a, b, beta, C, ldc, bias);  // invalid arguments leave C untouched
 }
 
 }  // namespace sgrt::cpu

@@ -24,10 +24,17 @@
 
 namespace sgrt::cpu {
 
-// Plain f32 GEMM (the CPU backend's matmul).
+// Plain f32 GEMM (the CPU backend's matmul). bias [N], when given, is added to
+// every row of C after the product, rounded as a separate add would round it
+// (the portable kernel, compiled to contract, may fuse it into the product's last
+// multiply).
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc);
+              int64_t ldc, const float* bias = nullptr);
+
+// C [m, n] (row stride n) += bias [n] on every row: a product's bias where the
+// GEMM could not take it (matrix-vector and sparse products, blockwise FP8).
+void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias);
 
 // sum_k x[k] y[k] in a fixed order (matrix-vector products; matmul.cpp).
 float dot_f32(const float* x, const float* y, int64_t k);
@@ -62,8 +69,9 @@ struct GemmOperand {
 // Returns nullptr on success, otherwise why the arguments were rejected (C untouched).
 // inner / block scales multiply codes while packing; on the BF16 path the products
 // must be exact in BF16 (powers of two, E8M0, or E4M3 scales on 4-bit data).
+// bias: as gemm_f32's.
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc);
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias = nullptr);
 
 // Blockwise FP8 (DeepSeek-V3; gemm_k_chunked.cpp): FP32 accumulation promoted
 // every kFp8Tile (128) elements of K,

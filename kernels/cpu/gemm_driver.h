@@ -215,11 +215,27 @@ void pack_panels(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t 
   for (int64_t j = 0; j * R < rows; ++j) pack<V, R>(s, o0 + j * R, mn(R, rows - j * R), k0, kc, dst + j * stride);
 }
 
-// C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps.
+// y + b in its own rounding, even where the compiler contracts a * b + c into one
+// FMA (gemm_generic.cpp is built so): the barrier hides that y came from a multiply.
+inline float separate_add(float y, float b) {
+  asm("" : "+m"(y));
+  return y + b;
+}
+
+// A bias added to a merged vector: y * 1 + b (an FMA intrinsic: one rounding,
+// y + b's); the portable kernel's scalar goes through separate_add.
+template <class V>
+typename V::reg add_bias(typename V::reg y, typename V::reg b) {
+  if constexpr (std::is_same_v<typename V::reg, float>) return separate_add(y, b);
+  else return V::fma(y, V::set1(1.0f), b);
+}
+
+// C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps, then
+// + bias[NR] when given (rounded after the merge: a separate add's bits).
 // beta == 0 never reads C.
 template <class V>
 void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
-           int64_t ldc, const float* rs, const float* cs, float beta) {
+           int64_t ldc, const float* rs, const float* cs, float beta, const float* bias = nullptr) {
   constexpr int MR = V::MR, NV = V::NV, KU = V::KU, NR = NV * V::W;
   typename V::reg acc[MR][NV];
 #pragma GCC unroll 16
@@ -241,6 +257,9 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
 #pragma GCC unroll 4
   for (int j = 0; j < NV; ++j) csv[j] = V::load(cs + j * V::W);
   const typename V::reg bt = V::set1(beta);
+  typename V::reg bv[NV];
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) bv[j] = bias ? V::load(bias + j * V::W) : V::zero();
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     const typename V::reg r = V::set1(rs[i]);
@@ -248,30 +267,35 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
     for (int j = 0; j < NV; ++j) {
       float* p = c + i * ldc + j * V::W;
       const typename V::reg v = V::mul(V::mul(acc[i][j], csv[j]), r);
-      V::store(p, beta == 0.0f ? v : V::fma(V::load(p), bt, v));
+      const typename V::reg y = beta == 0.0f ? v : V::fma(V::load(p), bt, v);
+      V::store(p, bias ? add_bias<V>(y, bv[j]) : y);
     }
   }
 }
 
 // A tile cut by the matrix edge, or stored transposed (Problem::c_trans): compute
 // the full tile into a buffer, then merge with the same arithmetic as micro().
+// bias: the tile's stored columns' (c_trans: its rows'), or null.
 template <class V>
 void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
                 int64_t ldc, int64_t mr, int64_t nr, const float* rs, const float* cs, float beta,
-                bool c_trans) {
+                bool c_trans, const float* bias) {
   constexpr int MR = V::MR, NR = V::NV * V::W;
   alignas(64) float t[MR * NR];
   alignas(64) float one[NR > MR ? NR : MR];
   for (float& x : one) x = 1.0f;
   micro<V>(kp, a, b, t, NR, one, one, 0.0f);
-  auto merge = [beta](float& y, float v) { y = beta == 0.0f ? v : y * beta + v; };
+  auto merge = [beta](float& y, float v, const float* add) {
+    y = beta == 0.0f ? v : y * beta + v;
+    if (add) y = separate_add(y, *add);
+  };
   if (c_trans) {
     for (int64_t j = 0; j < nr; ++j)
-      for (int64_t i = 0; i < mr; ++i) merge(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j]);
+      for (int64_t i = 0; i < mr; ++i) merge(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j], bias ? bias + i : nullptr);
     return;
   }
   for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i]);
+    for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
 }
 
 template <class V>
@@ -290,6 +314,7 @@ void run(const Problem& p) {
         pack_panels<V, NR>(p.b, jc + b0 * NR, mn(nc - b0 * NR, (b1 - b0) * NR), pc, kc, bt + b0 * bsz, bsz);
       });
       const float beta = pc == 0 ? p.beta : 1.0f;
+      const bool last_k = pc + kc == p.K;  // the bias follows the whole sum
       // Tasks: row blocks (each packs its own A block), split further by column
       // panels when there are too few rows to feed every thread.
       const int64_t mc = mn(V::MC, cdiv(cdiv(p.M, threads), MR) * MR);
@@ -306,10 +331,11 @@ void run(const Problem& p) {
               const int64_t m0 = i0 + ir, mr = mn(MR, p.M - m0);
               float* c = p.c_trans ? p.C + n0 * p.ldc + m0 : p.C + m0 * p.ldc + n0;
               const E* a = at + (ir / MR) * asz;
+              const float* bias = p.bias && last_k ? p.bias + (p.c_trans ? m0 : n0) : nullptr;
               if (mr == MR && nr == NR && !p.c_trans)
-                micro<V>(kp, a, bt + j * bsz, c, p.ldc, p.rs + m0, p.cs + n0, beta);
+                micro<V>(kp, a, bt + j * bsz, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
               else
-                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans);
+                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
             }
           }
         }

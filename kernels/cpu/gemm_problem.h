@@ -29,6 +29,9 @@ struct Problem {
   // C holds this product transposed: element (i, j) at C[j * ldc + i], merged as
   // (acc * rs[i]) * cs[j], the untransposed product's rounding (gemm.cpp's narrow case).
   bool c_trans = false;
+  // Added to C's stored columns (c_trans: to its rows, the product's columns)
+  // after the whole product, rounded as a separate add; null: none.
+  const float* bias = nullptr;
 };
 
 // One driver per kernel; each is compiled with its own ISA flags.

@@ -97,9 +97,14 @@ Status k_matmul_f32(const OpArgs& a) {
   int64_t br = a.in[1].n / bs.back(), bc = bs.back();
   bool ta = a.attrs->i("trans_a"), tb = a.attrs->i("trans_b");
   int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
-  if (m == 1 && !ta) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), a.out[0].f());
-  else if (!ta && mostly_zero(a.in[0].f(), m * k)) sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), a.out[0].f());
-  else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, a.out[0].f(), n);
+  float* c = a.out[0].f();
+  if (ta || (m > 1 && !mostly_zero(a.in[0].f(), m * k))) {
+    gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, c, n, a.bias);  // the bias in its epilogue
+    return Status::Ok();
+  }
+  if (m == 1) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), c);
+  else sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), c);
+  if (a.bias) add_bias_rows(c, m, n, a.bias);
   return Status::Ok();
 }
 

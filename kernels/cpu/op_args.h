@@ -26,6 +26,10 @@ struct OpArgs {
   const Attrs* attrs = nullptr;
   std::vector<TensorArg> in, out;
   const ScaleSpec* quant = nullptr;  // quantize and qmatmul: OpInfoLoaded::quant
+  // matmul and qmatmul: a row vector [N] added to every output row after the
+  // product, with a separate add's rounding (the backend's fusion of
+  // add(matmul, broadcast_to(b)), runtime/src/cpu_bias_fusion.h); null: none.
+  const float* bias = nullptr;
 };
 
 // Kernels fail only on data they cannot trust (a label out of range).

@@ -192,8 +192,9 @@ Status k_qmatmul(const OpArgs& a) {
   int64_t br = a.in[3].n / bs.back(), bc = bs.back();
   int64_t m = A.trans ? ac : ar, k = A.trans ? ar : ac, n = B.trans ? br : bc;
   const char* err = chunked ? gemm_k_chunked(m, n, k, A, sa, B, sb, a.out[0].f(), n)
-                            : gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n);
+                            : gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n, a.bias);
   if (err) return Status::Runtime(std::string("qmatmul: ") + err);
+  if (chunked && a.bias) add_bias_rows(a.out[0].f(), m, n, a.bias);
   return Status::Ok();
 }
 

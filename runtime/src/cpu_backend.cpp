@@ -3,8 +3,9 @@
 
 #include <cstring>
 
-#include "cpu/op_args.h"
 #include "backends.h"
+#include "cpu/op_args.h"
+#include "cpu_bias_fusion.h"
 
 namespace sgrt {
 namespace {
@@ -56,9 +57,26 @@ class CpuBackend final : public Backend {
         }
         ops.push_back(std::move(b));
       }
+      fuse_bias_adds(model, p, &ops);
       programs_.push_back(std::move(ops));
     }
     return Status::Ok();
+  }
+
+  // The product writes the add's output with the bias in its epilogue; the
+  // broadcast and the add no longer run (cpu_bias_fusion.h).
+  void fuse_bias_adds(const Model& model, const ProgramInfo& p, std::vector<BoundOp>* ops) {
+    std::vector<bool> gone(ops->size(), false);
+    for (const BiasFusion& f : find_bias_fusions(model, p)) {
+      BoundOp& mm = (*ops)[f.matmul];
+      mm.args.out = (*ops)[f.add].args.out;
+      mm.args.bias = reinterpret_cast<const float*>(arena_ + model.tensors()[f.bias].offset);
+      gone[f.broadcast] = gone[f.add] = true;
+    }
+    std::vector<BoundOp> kept;
+    for (size_t i = 0; i < ops->size(); ++i)
+      if (!gone[i]) kept.push_back(std::move((*ops)[i]));
+    *ops = std::move(kept);
   }
 
   Status write(uint64_t offset, const void* src, size_t bytes) override {
