@@ -44,6 +44,16 @@ bool is_data_dtype(DType t) {
          dtype_is_block(t);
 }
 
+// The 8-bit scale codes' values (e4m3's table is the data LUT's), or null.
+const float* scale_table(DType t) {
+  struct E8m0 {
+    float f[256];
+    E8m0() { for (uint32_t c = 0; c < 256; ++c) f[c] = fmt::e8m0_decode(static_cast<uint8_t>(c)); }
+  };
+  static const E8m0 e8m0;
+  return t == DType::e8m0 ? e8m0.f : t == DType::e4m3 ? lut_for(DType::e4m3)->f : nullptr;
+}
+
 float scale_at(const GemmOperand& op, int64_t i) {
   switch (op.scale_dtype) {
     case DType::f32: return static_cast<const float*>(op.scale)[i];
@@ -90,8 +100,14 @@ Source source(const GemmOperand& op, bool is_b, int64_t outer, int64_t K, std::v
     const int64_t ld = op.scale_ld ? op.scale_ld : (K + op.block - 1) / op.block;
     const int64_t nb = (K + op.block - 1) / op.block;
     kscale.resize(outer * nb);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t b = 0; b < nb; ++b) kscale[o * nb + b] = scale_at(op, o * ld + b);
+    if (const float* table = scale_table(op.scale_dtype)) {  // MX / NVFP4: a lookup per block
+      const uint8_t* codes = static_cast<const uint8_t*>(op.scale);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t b = 0; b < nb; ++b) kscale[o * nb + b] = table[codes[o * ld + b]];
+    } else {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t b = 0; b < nb; ++b) kscale[o * nb + b] = scale_at(op, o * ld + b);
+    }
     s.kscale = kscale.data();
     s.kscale_ld = nb;
     s.kblock = op.block;
