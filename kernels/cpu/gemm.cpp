@@ -46,11 +46,7 @@ bool is_data_dtype(DType t) {
 
 // The 8-bit scale codes' values (e4m3's table is the data LUT's), or null.
 const float* scale_table(DType t) {
-  struct E8m0 {
-    float f[256];
-    E8m0() { for (uint32_t c = 0; c < 256; ++c) f[c] = fmt::e8m0_decode(static_cast<uint8_t>(c)); }
-  };
-  static const E8m0 e8m0;
+  static const Lut e8m0(fmt::e8m0_decode, 256);
   return t == DType::e8m0 ? e8m0.f : t == DType::e4m3 ? lut_for(DType::e4m3)->f : nullptr;
 }
 
