@@ -70,7 +70,6 @@ Status data_tokenizer(const Args& a, const Model& m, std::unique_ptr<Tokenizer>*
 }
 
 Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
-  SG_TRY(check_memory(a, *m));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   return Session::create(std::move(m), std::move(be), s);
@@ -78,6 +77,7 @@ Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_pt
 
 Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
+  SG_TRY(check_memory(a, *m));  // before the data set loads
   SG_TRY(apply_threads(a));
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(data_tokenizer(a, *m, &tok));
@@ -277,6 +277,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   int64_t final_steps = 0;
   std::shared_ptr<const Model> final_model;
   SG_TRY(final_recipe_model(a, comm, opts, &final_steps, &final_model));
+  if (final_model) SG_TRY(check_memory(a, *final_model));
   if (!opts.checkpoint_dir.empty()) {
     opts.checkpoint_files = checkpoint_model_files(a, *m);
     SG_TRY(class_names_files(*m, a.get("--data"), &opts.checkpoint_files));  // for sgrt predict
