@@ -45,6 +45,11 @@ struct Mat {
       }
     }
   }
+  void set_zero(int64_t r, int64_t c) {  // every format's zero is the all-zero code
+    const int64_t i = r * ld + c;
+    if (dt == DType::e2m1) bytes[i / 2] &= 0xF0 >> (4 * (i & 1));
+    else std::memset(&bytes[dtype_bytes(dt, i)], 0, dtype_bytes(dt, 1));
+  }
   double at(int64_t r, int64_t c) const {
     const int64_t i = r * ld + c;
     switch (dt) {
@@ -78,6 +83,7 @@ struct Operand {
   bool stored_outer_major;
   int64_t K;
 
+  void set_zero(int64_t o, int64_t k) { stored_outer_major ? m.set_zero(o, k) : m.set_zero(k, o); }
   double value(int64_t o, int64_t k) const {
     const double v = stored_outer_major ? m.at(o, k) : m.at(k, o);
     return v * scale(o, k);
@@ -311,6 +317,47 @@ TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the
           for (size_t i = 0; i < fused.size(); ++i) differ += std::memcmp(&fused[i], &separate[i], 4) != 0;
           CHECK(differ == 0);
         }
+  }
+  set_isa_limit(kTopIsa);
+}
+
+TEST_CASE("a triangular A or C: the product skips tiles and terms, never bits") {
+  // Causal attention (attention.cpp) names the triangle its [T, T] tiles have. The
+  // terms a triangular A lets a row's sum skip are exact zeros at its start or end,
+  // so every element must equal the full product's to the bit: odd sizes, sums
+  // that span several K blocks (K = 1000), rows past K (a_upper's sum is then
+  // empty), beta, every ISA, f32 and the FP8 (BF16 pairs) path. A lower C leaves
+  // tiles above the diagonal as they were: a sentinel there must survive (M = 65:
+  // the last row tile ends on the diagonal of a column panel's first column).
+  std::mt19937 rng(13);
+  const int64_t shapes[][3] = {{128, 128, 128}, {45, 70, 37}, {200, 40, 1000}, {300, 40, 200}, {129, 65, 7}, {65, 70, 9}};
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    for (DType t : {DType::f32, DType::e4m3})
+      for (const auto& sh : shapes)
+        for (Triangle tri : {Triangle::a_lower, Triangle::a_upper, Triangle::c_lower})
+          for (float beta : {0.0f, 0.5f}) {
+            const int64_t M = sh[0], N = sh[1], K = sh[2];
+            CAPTURE(std::string(isa_name(isa)));
+            CAPTURE(dtype_name(t));
+            CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(int(tri)); CAPTURE(beta);
+            Operand a(t, tri == Triangle::a_upper, false, M, K, rng), b(t, false, true, N, K, rng);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t k = 0; k < K; ++k)
+                if ((tri == Triangle::a_lower && k > m) || (tri == Triangle::a_upper && k < m)) a.set_zero(m, k);
+            const float sentinel = 1234.5f;
+            std::vector<float> full(M * N, sentinel), part(M * N, sentinel);
+            REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, full.data(), N) == nullptr);
+            REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, part.data(), N, nullptr, tri) == nullptr);
+            int64_t differ = 0, kept = 0;
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                if (tri == Triangle::c_lower && n > m) kept += part[m * N + n] == sentinel;
+                else differ += std::memcmp(&full[m * N + n], &part[m * N + n], 4) != 0;
+              }
+            CHECK(differ == 0);
+            if (tri == Triangle::c_lower && N > 64) CHECK(kept > 0);
+          }
   }
   set_isa_limit(kTopIsa);
 }

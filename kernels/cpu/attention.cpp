@@ -38,9 +38,10 @@ Dims dims_of(const OpArgs& a) {
 // Scratch slots 0 and 1 belong to the GEMM's packing.
 constexpr int kTileP = 2, kTileDP = 3;
 
-// S = scale * Q K^T for one head: [T, T], row stride T.
+// S = scale * Q K^T for one head: [T, T], row stride T; only S[i, j <= i] is
+// written for sure (the GEMM skips tiles above the diagonal).
 void scores(const Dims& d, const float* q, const float* k, float* s) {
-  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, d.T);
+  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, d.T, nullptr, Triangle::c_lower);
 }
 
 // Softmax of row[0, n) in place, zeros in row[n, width); returns the log-sum-exp.
@@ -65,7 +66,8 @@ void attention_forward(const OpArgs& a) {
       int64_t off = d.q_off(bh / d.H, bh % d.H), kv = d.kv_off(bh / d.H, bh % d.H);
       scores(d, q + off, k + kv, p);
       for (int64_t i = 0; i < d.T; ++i) lse[bh * d.T + i] = softmax_prefix(p + i * d.T, i + 1, d.T);
-      gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + kv, d.Ckv, 0.f, y + off, d.C);
+      gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + kv, d.Ckv, 0.f, y + off, d.C, nullptr,
+               Triangle::a_lower);
     }
   });
 }
@@ -92,16 +94,22 @@ void attention_backward(const OpArgs& a) {
           for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - l);
           for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
         }
-        gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, acc, dv + kv, d.Ckv);
-        gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, d.T);
+        // P and dS are zero above the diagonal: P^T and dS^T are upper triangular.
+        gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, acc, dv + kv, d.Ckv, nullptr,
+                 Triangle::a_upper);
+        gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, d.T, nullptr,
+                 Triangle::c_lower);
         for (int64_t i = 0; i < d.T; ++i) {
           const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
           float D = row_dot(dyr, yr, d.Dh);
           float *srow = ds + i * d.T, *prow = p + i * d.T;
-          for (int64_t j = 0; j < d.T; ++j) srow[j] = prow[j] * (srow[j] - D);
+          for (int64_t j = 0; j <= i; ++j) srow[j] = prow[j] * (srow[j] - D);
+          for (int64_t j = i + 1; j < d.T; ++j) srow[j] = 0.f;
         }
-        gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + kv, d.Ckv, 0.f, dq + off, d.C);
-        gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, acc, dk + kv, d.Ckv);
+        gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + kv, d.Ckv, 0.f, dq + off, d.C, nullptr,
+                 Triangle::a_lower);
+        gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, acc, dk + kv, d.Ckv, nullptr,
+                 Triangle::a_upper);
       }
     }
   });

@@ -122,7 +122,7 @@ void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
 }  // namespace
 
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias) {
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias, Triangle tri) {
   if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
   if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
   if (const char* e = check(a, false, M, K)) return e;
@@ -144,10 +144,11 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   // A product with few columns (a classifier head, a LoRA down-projection) runs as
   // C^T = op(B)^T op(A)^T: its columns become the micro-tile's rows (14 of them)
   // instead of a fraction of its 32 lanes. Every element's sum and merge are the
-  // same, so the result is bit for bit the untransposed one.
-  const bool narrow = N < 16 && M > N;
+  // same, so the result is bit for bit the untransposed one. (Not with a triangle:
+  // the driver's skips are the untransposed product's.)
+  const bool narrow = N < 16 && M > N && tri == Triangle::none;
   const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias}
-                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias};
+                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri};
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
 #if defined(__x86_64__)
@@ -175,11 +176,11 @@ void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias) {
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc, const float* bias) {
+              int64_t ldc, const float* bias, Triangle tri) {
   GemmOperand a, b;
   a.data = A; a.trans = trans_a; a.ld = lda;
   b.data = B; b.trans = trans_b; b.ld = ldb;
-  gemm(M, N, K, alpha, a, b, beta, C, ldc, bias);  // invalid arguments leave C untouched
+  gemm(M, N, K, alpha, a, b, beta, C, ldc, bias, tri);  // invalid arguments leave C untouched
 }
 
 }  // namespace sgrt::cpu

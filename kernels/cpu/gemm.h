@@ -24,13 +24,23 @@
 
 namespace sgrt::cpu {
 
+// A triangle the caller knows of (causal attention's [T, T] tiles), which the
+// product may skip a micro-tile at a time. The terms skipped are exact zeros at
+// the start or end of each sum, so the result is the full product's.
+enum class Triangle : uint8_t {
+  none,
+  a_lower,  // op(A)[m, k] == 0 for k > m: row m's sum may stop after k = m
+  a_upper,  // op(A)[m, k] == 0 for k < m: row m's sum may start at k = m
+  c_lower,  // only C[m, n] with n <= m is wanted: C above the diagonal may be left as it was
+};
+
 // Plain f32 GEMM (the CPU backend's matmul). bias [N], when given, is added to
 // every row of C after the product, rounded as a separate add would round it
 // (the portable kernel, compiled to contract, may fuse it into the product's last
 // multiply).
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc, const float* bias = nullptr);
+              int64_t ldc, const float* bias = nullptr, Triangle tri = Triangle::none);
 
 // C [m, n] (row stride n) += bias [n] on every row: a product's bias where the
 // GEMM could not take it (matrix-vector and sparse products, blockwise FP8).
@@ -69,9 +79,10 @@ struct GemmOperand {
 // Returns nullptr on success, otherwise why the arguments were rejected (C untouched).
 // inner / block scales multiply codes while packing; on the BF16 path the products
 // must be exact in BF16 (powers of two, E8M0, or E4M3 scales on 4-bit data).
-// bias: as gemm_f32's.
+// bias, tri: as gemm_f32's.
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias = nullptr);
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias = nullptr,
+                 Triangle tri = Triangle::none);
 
 // Blockwise FP8 (DeepSeek-V3; gemm_k_chunked.cpp): FP32 accumulation promoted
 // every kFp8Tile (128) elements of K,

@@ -12,9 +12,11 @@
 // float*), store(float*, reg), mul, fma(a, b, c) = a * b + c, set1(float),
 // convert(float) -> Elem.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/gemm_problem.h"
 #include "cpu/gguf_decode.h"
@@ -298,6 +300,16 @@ void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b
     for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
 }
 
+// The packed K steps [lo, hi) of the block starting at K index pc (kp steps) that
+// rows [m0, m0 + mr) need: all, or those a triangular A leaves non-zero.
+template <class V>
+std::pair<int64_t, int64_t> packed_steps(Triangle tri, int64_t m0, int64_t mr, int64_t pc, int64_t kp) {
+  constexpr int KU = V::KU;
+  if (tri == Triangle::a_lower) return {0, mn(kp, cdiv(std::max<int64_t>(0, m0 + mr - pc), KU))};
+  if (tri == Triangle::a_upper) return {mn(kp, std::max<int64_t>(0, m0 - pc) / KU), kp};
+  return {0, kp};
+}
+
 template <class V>
 void run(const Problem& p) {
   using E = typename V::Elem;
@@ -329,13 +341,16 @@ void run(const Problem& p) {
             const int64_t n0 = jc + j * NR, nr = mn(NR, p.N - n0);
             for (int64_t ir = 0; ir < mrows; ir += MR) {
               const int64_t m0 = i0 + ir, mr = mn(MR, p.M - m0);
+              if (p.tri == Triangle::c_lower && n0 >= m0 + mr) continue;  // wholly above the diagonal
+              const auto [k_lo, k_hi] = packed_steps<V>(p.tri, m0, mr, pc, kp);
               float* c = p.c_trans ? p.C + n0 * p.ldc + m0 : p.C + m0 * p.ldc + n0;
-              const E* a = at + (ir / MR) * asz;
+              const E* a = at + (ir / MR) * asz + k_lo * MR * KU;
+              const E* b = bt + j * bsz + k_lo * NR * KU;
               const float* bias = p.bias && last_k ? p.bias + (p.c_trans ? m0 : n0) : nullptr;
               if (mr == MR && nr == NR && !p.c_trans)
-                micro<V>(kp, a, bt + j * bsz, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
+                micro<V>(k_hi - k_lo, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
               else
-                micro_edge<V>(kp, a, bt + j * bsz, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
+                micro_edge<V>(k_hi - k_lo, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
             }
           }
         }

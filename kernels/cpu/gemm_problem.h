@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cpu/gemm.h"
 #include "sgrt/dtype.h"
 
 namespace sgrt::cpu::gemm_impl {
@@ -32,6 +33,7 @@ struct Problem {
   // Added to C's stored columns (c_trans: to its rows, the product's columns)
   // after the whole product, rounded as a separate add; null: none.
   const float* bias = nullptr;
+  Triangle tri = Triangle::none;  // never with c_trans
 };
 
 // One driver per kernel; each is compiled with its own ISA flags.
