@@ -228,7 +228,7 @@ inline float separate_add(float y, float b) {
 // y + b's); the portable kernel's scalar goes through separate_add.
 template <class V>
 typename V::reg add_bias(typename V::reg y, typename V::reg b) {
-  if constexpr (std::is_same_v<typename V::reg, float>) return separate_add(y, b);
+  if constexpr (V::W == 1) return separate_add(y, b);
   else return V::fma(y, V::set1(1.0f), b);
 }
 
