@@ -208,6 +208,11 @@ void pack_panels(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t 
       if (tail < R) std::memset(dst + (panels - 1) * stride, 0, sizeof(float) * kc * R);
       const float* src = static_cast<const float*>(s.data) + o0 + k0 * s.s_k;
       for (int64_t k = 0; k < kc; ++k, src += s.s_k) {
+        // K rows are s_k apart (a whole activation row, 1-4 KB on a GPT): the
+        // weight gradient's operands come from memory, and the hardware's stride
+        // prefetch left the copy waiting on every row's first line.
+        if (k + 4 < kc)
+          for (int64_t b = 0; b < rows; b += 16) __builtin_prefetch(src + 4 * s.s_k + b);
         for (int64_t j = 0; j < panels - 1; ++j) std::memcpy(dst + j * stride + k * R, src + j * R, sizeof(float) * R);
         std::memcpy(dst + (panels - 1) * stride + k * R, src + (panels - 1) * R, sizeof(float) * tail);
       }
