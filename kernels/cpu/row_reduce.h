@@ -24,10 +24,11 @@ namespace sgrt::cpu {
 
 constexpr int kLanes = 16;
 
-// sum over i < n of term(i), in the lane order above.
+// sum over i < n of term(i), in the lane order above, in term's type (float, or
+// double for sums of squares).
 template <class F>
-inline float lane_sum(int64_t n, F term) {
-  float p[kLanes] = {};
+inline auto lane_sum(int64_t n, F term) {
+  decltype(term(int64_t{0})) p[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int j = 0; j < kLanes; ++j) p[j] += term(i + j);
