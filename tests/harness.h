@@ -61,7 +61,8 @@ inline Status compile_lua(const std::string& lua, std::shared_ptr<const Model>* 
 // recipe: in place of the script's (as --recipe).
 inline std::shared_ptr<const Model> compile_model_file(const std::string& path,
                                                        const std::map<std::string, std::string>& set,
-                                                       bool infer_only = false, const std::string& recipe = "") {
+                                                       bool infer_only = false, const std::string& recipe = "",
+                                                       const std::string& opt_level = "") {
   dsl::ScriptOptions opts;
   opts.set = set;
   compiler::Graph g;
@@ -69,6 +70,7 @@ inline std::shared_ptr<const Model> compile_model_file(const std::string& path,
   REQUIRE_MESSAGE(st.ok(), st.message());
   g.infer_only = infer_only;
   if (!recipe.empty()) g.recipe = recipe;
+  if (!opt_level.empty()) g.optimizer.state = opt_level;
   st = compiler::compile(g);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Model> m;

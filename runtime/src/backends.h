@@ -6,7 +6,9 @@
 
 namespace sgrt {
 
-Status make_cpu_backend(std::unique_ptr<Backend>* out);
+// fuse = false: every op runs as compiled, without the bias fusion
+// (cpu_bias_fusion.h); tests compare the two.
+Status make_cpu_backend(std::unique_ptr<Backend>* out, bool fuse = true);
 #ifdef SGRT_WITH_VULKAN
 Status make_vulkan_backend(std::unique_ptr<Backend>* out);  // runtime/src/vulkan/
 #endif

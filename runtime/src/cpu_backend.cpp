@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <memory>
 
 #include "backends.h"
 #include "cpu/op_args.h"
@@ -14,10 +15,16 @@ struct BoundOp {
   cpu::CpuKernel fn;
   cpu::OpArgs args;
   const OpInfoLoaded* op;
+  // A fused bias the product's output overlaps: copied from bias_source into
+  // the buffer args.bias points at before the op runs.
+  const float* bias_source = nullptr;
+  std::unique_ptr<float[]> staged_bias;
+  int64_t bias_floats = 0;
 };
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(bool fuse) : fuse_(fuse) {}
   ~CpuBackend() override {
     if (arena_) ::munmap(arena_, size_);
   }
@@ -57,7 +64,7 @@ class CpuBackend final : public Backend {
         }
         ops.push_back(std::move(b));
       }
-      fuse_bias_adds(model, p, &ops);
+      if (fuse_) fuse_bias_adds(model, p, &ops);
       programs_.push_back(std::move(ops));
     }
     return Status::Ok();
@@ -71,6 +78,12 @@ class CpuBackend final : public Backend {
       BoundOp& mm = (*ops)[f.matmul];
       mm.args.out = (*ops)[f.add].args.out;
       mm.args.bias = reinterpret_cast<const float*>(arena_ + model.tensors()[f.bias].offset);
+      if (f.stage_bias) {
+        mm.bias_source = mm.args.bias;
+        mm.bias_floats = numel(model.tensors()[f.bias].type.shape);
+        mm.staged_bias = std::make_unique<float[]>(static_cast<size_t>(mm.bias_floats));
+        mm.args.bias = mm.staged_bias.get();
+      }
       gone[f.broadcast] = gone[f.add] = true;
     }
     std::vector<BoundOp> kept;
@@ -94,6 +107,7 @@ class CpuBackend final : public Backend {
   Status run(int program) override {
     if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cpu backend: no such program");
     for (const BoundOp& b : programs_[program]) {
+      if (b.bias_source) std::memcpy(b.staged_bias.get(), b.bias_source, sizeof(float) * b.bias_floats);
       Status st = b.fn(b.args);
       if (!st.ok()) return st.with_context(b.op->loc);
     }
@@ -103,6 +117,7 @@ class CpuBackend final : public Backend {
   Status sync() override { return Status::Ok(); }
 
  private:
+  const bool fuse_;
   uint8_t* arena_ = nullptr;
   size_t size_ = 0;
   std::vector<std::vector<BoundOp>> programs_;
@@ -110,8 +125,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-Status make_cpu_backend(std::unique_ptr<Backend>* out) {
-  *out = std::make_unique<CpuBackend>();
+Status make_cpu_backend(std::unique_ptr<Backend>* out, bool fuse) {
+  *out = std::make_unique<CpuBackend>(fuse);
   return Status::Ok();
 }
 

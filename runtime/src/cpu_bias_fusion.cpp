@@ -45,11 +45,9 @@ std::vector<BiasFusion> find_bias_fusions(const Model& m, const ProgramInfo& p) 
     const TensorInfo &prod = ts[mul.out[0]], &copy = ts[cast.out[0]], &out = ts[add.out[0]];
     if (prod.persistent || copy.persistent || readers[mul.out[0]] != 1 || readers[cast.out[0]] != 1) continue;
     if (!(prod.type == out.type) || !row_vector_of(ts[cast.in[0]].type, out.type)) continue;
-    // The product's inputs and the bias (at O1-O3 a transient working copy) are
-    // read while the output is written.
-    if (overlap(ts[cast.in[0]], out) || std::any_of(mul.in.begin(), mul.in.end(), [&](int t) { return overlap(ts[t], out); }))
-      continue;
-    found.push_back({mm, bc, d, cast.in[0]});
+    // The product's inputs are read while the output is written.
+    if (std::any_of(mul.in.begin(), mul.in.end(), [&](int t) { return overlap(ts[t], out); })) continue;
+    found.push_back({mm, bc, d, cast.in[0], overlap(ts[cast.in[0]], out)});
   }
   return found;
 }

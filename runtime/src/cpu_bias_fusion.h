@@ -14,12 +14,16 @@ namespace sgrt {
 struct BiasFusion {
   int matmul, broadcast, add;  // op indices in the program
   int bias;                    // the broadcast's source tensor: [N] or [1, .., 1, N], f32
+  // The add's output overlaps the bias (at O1-O3 a transient working copy whose
+  // bytes the memory plan may hand on to the output): the backend copies the
+  // bias aside before the product runs.
+  bool stage_bias;
 };
 
 // The fusable triples of a program. The product and the broadcast copy must be
 // transient, read by the add alone (not model outputs), and the three ops
 // adjacent (nothing else runs in between); the add's output must not overlap
-// the product's inputs or the bias, which are read while it is written.
+// the product's inputs, which are read while it is written.
 std::vector<BiasFusion> find_bias_fusions(const Model& m, const ProgramInfo& p);
 
 }  // namespace sgrt
