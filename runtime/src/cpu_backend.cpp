@@ -18,7 +18,7 @@ struct BoundOp {
   // A fused bias the product's output overlaps: copied from bias_source into
   // the buffer args.bias points at before the op runs.
   const float* bias_source = nullptr;
-  std::unique_ptr<float[]> staged_bias;
+  std::unique_ptr<float[]> staged_bias{};
   int64_t bias_floats = 0;
 };
 
