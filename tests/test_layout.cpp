@@ -2,7 +2,7 @@
 // written out here with explicit loops: ragged 32 x 32 tiles, batched, and perms
 // whose last axis keeps stride 1 (the strided walk) or does not (the tiled copy).
 // broadcast_to and slice against theirs: last axes contiguous (row copies),
-// repeated (fills) or neither.
+// repeated (fills) or neither. reshape: every element copied, split across threads.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -139,6 +139,22 @@ TEST_CASE("transpose equals its definition for every perm of rank 2 and 3, on 1 
         }
         CHECK(wrong == 0);
       }
+    }
+  }
+  cpu::set_num_threads(0);
+}
+
+TEST_CASE("reshape copies every element, in pieces across 1 and 2 threads") {
+  // 256 KiB pieces: sizes below one, at a boundary and past it by less than a float's worth.
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 16, (int64_t{3} << 16) + 7}) {
+      CAPTURE(threads);
+      CAPTURE(n);
+      const std::vector<float> y = layout(OpCode::Reshape, Shape{n}, Shape{1, n}, Attrs{});
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += y[i] != static_cast<float>(i);
+      CHECK(wrong == 0);
     }
   }
   cpu::set_num_threads(0);
