@@ -66,13 +66,14 @@ struct Expect {
   int64_t saturated = 0, underflow = 0;
 };
 
-Expect oracle(const Format& f, const std::vector<float>& x, const std::vector<float>& mult, bool per_elem,
+// mult_block: EncodeArgs's (0: mult[0] for all, 1: per element, B: per B elements).
+Expect oracle(const Format& f, const std::vector<float>& x, const std::vector<float>& mult, int64_t mult_block,
               bool sr, uint32_t seed, int64_t i0) {
   Expect e;
   const float fmax = format_max(f.t);
   const uint32_t mag = (1u << (f.bits - 1)) - 1u;
   for (size_t j = 0; j < x.size(); ++j) {
-    const float v = x[j] * mult[per_elem ? j : 0];
+    const float v = x[j] * mult[mult_block ? j / mult_block : 0];
     const uint32_t c = fmt::encode(f.spec, v, sr, sr ? fmt::sr_random(seed, i0 + j) : 0);
     e.codes.push_back(c);
     e.saturated += std::fabs(v) > fmax;
@@ -82,16 +83,16 @@ Expect oracle(const Format& f, const std::vector<float>& x, const std::vector<fl
 }
 
 void check_encode(const quant_impl::Kernels& k, const Format& f, const std::vector<float>& x,
-                  const std::vector<float>& mult, bool per_elem, bool sr, int64_t i0) {
+                  const std::vector<float>& mult, int64_t mult_block, bool sr, int64_t i0) {
   const uint32_t seed = 1234;
-  const Expect e = oracle(f, x, mult, per_elem, sr, seed, i0);
+  const Expect e = oracle(f, x, mult, mult_block, sr, seed, i0);
   // q holds the whole tensor [0, i0 + n): the span's bytes must not touch the rest.
   const int64_t total = i0 + static_cast<int64_t>(x.size());
   // A large i0 (stochastic noise past index 2^32) stores 64 codes into q: the
   // tensor's start lies `off` codes before q (an even count, so nibbles keep their side).
   const int64_t off = i0 > 64 ? i0 - 64 : 0;
   std::vector<uint8_t> q((total - off) * f.bits / 8 + 2, 0xA5);
-  const quant_impl::EncodeArgs a{x.data(), i0, static_cast<int64_t>(x.size()), mult.data(), per_elem ? 1 : 0,
+  const quant_impl::EncodeArgs a{x.data(), i0, static_cast<int64_t>(x.size()), mult.data(), mult_block,
                                  f.t, sr, seed, q.data() - off * f.bits / 8};
   const quant_impl::EncodeCounts c = k.encode(a);
   int64_t bad = 0;
@@ -122,12 +123,12 @@ TEST_CASE("vectorized encode is the scalar encode on every float pattern, every 
         CAPTURE(std::string(isa_name(isa)));
         CAPTURE(dtype_name(f.t));
         CAPTURE(sr);
-        check_encode(k, f, x, one, false, sr, 0);
+        check_encode(k, f, x, one, 0, sr, 0);
       }
   }
 }
 
-TEST_CASE("vectorized encode: multipliers, odd starts, tails, indices past 2^32") {
+TEST_CASE("vectorized encode: multipliers (one, per element, per 16 or 32), odd starts, tails, indices past 2^32") {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-3, 3);
   for (Isa isa : isas()) {
@@ -135,7 +136,7 @@ TEST_CASE("vectorized encode: multipliers, odd starts, tails, indices past 2^32"
     for (const Format& f : kFormats)
       for (int n : {1, 2, 3, 15, 16, 17, 31, 33, 100})
         for (int64_t i0 : {int64_t{0}, int64_t{1}, int64_t{7}, (int64_t{1} << 32) - 6})
-          for (bool per_elem : {false, true})
+          for (int64_t mult_block : {0, 1, 16, 32})
             for (bool sr : {false, true}) {
               std::vector<float> x(n), mult(n);
               for (int j = 0; j < n; ++j) {
@@ -147,9 +148,9 @@ TEST_CASE("vectorized encode: multipliers, odd starts, tails, indices past 2^32"
               CAPTURE(dtype_name(f.t));
               CAPTURE(n);
               CAPTURE(i0);
-              CAPTURE(per_elem);
+              CAPTURE(mult_block);
               CAPTURE(sr);
-              check_encode(k, f, x, mult, per_elem, sr, i0);
+              check_encode(k, f, x, mult, mult_block, sr, i0);
             }
   }
 }

@@ -33,12 +33,12 @@ float nan_max(float m, float a) { return (a > m || a != a) ? a : m; }
 // The inner loops (amax, encode) at the widest ISA this CPU runs.
 const quant_impl::Kernels& simd() { return quant_impl::kernels_for(active_isa()); }
 
-// Encodes elements [i0, i0 + n) as x[i] * mult[(i - i0) * mstride] into s's
-// saturated and underflow counts.
-void encode_span(const float* x, int64_t i0, int64_t n, const float* mult, int64_t mstride,
+// Encodes elements [i0, i0 + n) as x[i] * mult[(i - i0) / mblock] (EncodeArgs's
+// mult_block) into s's saturated and underflow counts.
+void encode_span(const float* x, int64_t i0, int64_t n, const float* mult, int64_t mblock,
                  const QuantParams& p, void* q, QuantStats& s) {
   const quant_impl::EncodeCounts c =
-      simd().encode({x + i0, i0, n, mult, mstride, p.fmt, p.stochastic, p.seed, q});
+      simd().encode({x + i0, i0, n, mult, mblock, p.fmt, p.stochastic, p.seed, q});
   s.saturated += c.saturated;
   s.underflow += c.underflow;
 }
@@ -179,13 +179,12 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   const int64_t whole = cols / kMxBlock;
   return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    std::vector<float> mult(cols);  // each block's multiplier per element: one encode a row
+    std::vector<float> mult(nb);  // each block's multiplier: one encode a row
     std::vector<float> amax(nb);
     for (int64_t r = r0; r < r1; ++r) {
       simd().block_amax(x + r * cols, whole, kMxBlock, amax.data());
       if (whole < nb) amax[whole] = simd().amax(x + r * cols + whole * kMxBlock, cols - whole * kMxBlock);
       for (int64_t b = 0; b < nb; ++b) {
-        const int64_t c0 = b * kMxBlock, n = cols - c0 < kMxBlock ? cols - c0 : kMxBlock;
         const float a = amax[b];
         s.amax = nan_max(s.amax, a);
         bool kept;
@@ -193,9 +192,9 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
         s.kept_scales += kept;
         // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an infinity.
         scales[r * nb + b] = kept && a != 0 ? kE8M0NaN : static_cast<uint8_t>(127 - e);
-        std::fill_n(mult.begin() + c0, n, fmt::exp2i(e));
+        mult[b] = fmt::exp2i(e);
       }
-      encode_span(x, r * cols, cols, mult.data(), 1, p, q, s);
+      encode_span(x, r * cols, cols, mult.data(), kMxBlock, p, q, s);
     }
   });
 }
@@ -208,15 +207,12 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    std::vector<float> mult(cols);  // each block's multiplier per element: one encode a row
+    std::vector<float> mult(nb);  // each block's multiplier: one encode a row
     for (int64_t r = r0; r < r1; ++r) {
       uint8_t* codes = block_scales + r * nb;
       nvfp4_row_scales(x + r * cols, cols, ts, codes);
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
-        std::fill_n(mult.begin() + c0, n, fmt::nvfp4_mult(codes[b], ts));
-      }
-      encode_span(x, r * cols, cols, mult.data(), 1, pe, q, s);
+      for (int64_t b = 0; b < nb; ++b) mult[b] = fmt::nvfp4_mult(codes[b], ts);
+      encode_span(x, r * cols, cols, mult.data(), kNvfp4Block, pe, q, s);
     }
   });
   merge(body, head);

@@ -11,14 +11,16 @@
 
 namespace sgrt::cpu::quant_impl {
 
-// Encode x[0, n) (tensor elements i0 .. i0 + n) as x[j] * mult[j * mult_stride]
-// (mult_stride 0 or 1) into q, the whole tensor's codes (E2M1: two per byte, low
-// nibble first; bytes shared with elements outside the span are kept).
+// Encode x[0, n) (tensor elements i0 .. i0 + n) as x[j] * mult[j / mult_block]
+// (mult_block 0: mult[0] for all; 1: one per element; else a power of two, one
+// per block of that many elements from x[0]: MX and NVFP4 blocks) into q, the
+// whole tensor's codes (E2M1: two per byte, low nibble first; bytes shared with
+// elements outside the span are kept).
 struct EncodeArgs {
   const float* x;
   int64_t i0, n;
   const float* mult;
-  int64_t mult_stride;
+  int64_t mult_block;
   DType fmt;  // e4m3, e5m2, e2m1, f16 or bf16
   bool stochastic;
   uint32_t seed;

@@ -369,10 +369,21 @@ EncodeCounts encode_span(const EncodeArgs& args) {
   const uint32_t key = mix(a.seed + 0x9E3779B9u);
   I sat{}, under{};
   const F mult0 = splat<F>(a.mult[0]);  // read once: stores through q could alias it
+  const int shift = a.mult_block > 1 ? __builtin_ctzll(static_cast<uint64_t>(a.mult_block)) : 0;
+  // The multipliers of elements [j, j + k): a block's one broadcast when the
+  // lanes share it (the blocks are whole vectors but for an odd E2M1 start).
+  auto mult_at = [&](int64_t j, int k) {
+    if (a.mult_block == 0) return mult0;
+    if (a.mult_block == 1 && k == N) return load<F>(a.mult + j);
+    if (a.mult_block > 1 && k == N && (j >> shift) == ((j + N - 1) >> shift)) return splat<F>(a.mult[j >> shift]);
+    F m{};
+    for (int l = 0; l < k; ++l) m[l] = a.mult[(j + l) >> shift];
+    return m;
+  };
   // Codes of elements [j, j + N) and their counts; lanes at or past `valid` count nothing.
-  auto block = [&](const float* xp, const float* mp, int64_t j, int valid) {
+  auto block = [&](const float* xp, int64_t j, int valid) {
     const F x = load<F>(xp);
-    const F v = x * (a.mult_stride ? load<F>(mp) : mult0);
+    const F v = x * mult_at(j, valid);
     const U noise = SR ? sr_noise<N>(key, static_cast<uint64_t>(a.i0 + j)) : U{};
     U code;
     if constexpr (!SR && S.exp_bits == 2 && S.man_bits == 1) code = e2m1_code<N>(v);
@@ -385,18 +396,15 @@ EncodeCounts encode_span(const EncodeArgs& args) {
   };
   // One element at a time: an odd E2M1 start and the tail, through N-wide scratch.
   auto partial = [&](int64_t j, int k) {
-    float xs[N] = {}, ms[N] = {};
-    for (int l = 0; l < k; ++l) {
-      xs[l] = a.x[j + l];
-      if (a.mult_stride) ms[l] = a.mult[j + l];
-    }
-    const U code = block(xs, ms, j, k);
+    float xs[N] = {};
+    for (int l = 0; l < k; ++l) xs[l] = a.x[j + l];
+    const U code = block(xs, j, k);
     for (int l = 0; l < k; ++l) put_code<S>(a.q, a.i0 + j + l, code[l]);
   };
   int64_t j = 0;
   if (bits == 4 && (a.i0 & 1) && a.n > 0) partial(j++, 1);
   for (; j + N <= a.n; j += N) {
-    const U code = block(a.x + j, a.mult + j, j, N);
+    const U code = block(a.x + j, j, N);
     store_codes<N, bits>(a.q, a.i0 + j, code);
   }
   if (j < a.n) partial(j, static_cast<int>(a.n - j));
