@@ -102,7 +102,7 @@ Status k_layout(const OpArgs& a) {
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
   switch (a.code) {
-    case OpCode::Reshape: {  // a copy, in 256 KiB pieces across the threads (one thread's memcpy left the other idle)
+    case OpCode::Reshape: {  // a copy, in 256 KiB pieces across the threads
       constexpr int64_t kPiece = 1 << 18;
       const int64_t bytes = static_cast<int64_t>(dtype_bytes(a.in[0].type->dtype, a.in[0].n));
       const uint8_t* src = static_cast<const uint8_t*>(a.in[0].data);
