@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "backends.h"
 #include "cpu/op_args.h"
@@ -16,10 +17,9 @@ struct BoundOp {
   cpu::OpArgs args;
   const OpInfoLoaded* op;
   // A fused bias the product's output overlaps: copied from bias_source into
-  // the buffer args.bias points at before the op runs.
+  // staged_bias (where args.bias points) before the op runs.
   const float* bias_source = nullptr;
-  std::unique_ptr<float[]> staged_bias{};
-  int64_t bias_floats = 0;
+  std::vector<float> staged_bias{};
 };
 
 class CpuBackend final : public Backend {
@@ -80,9 +80,8 @@ class CpuBackend final : public Backend {
       mm.args.bias = reinterpret_cast<const float*>(arena_ + model.tensors()[f.bias].offset);
       if (f.stage_bias) {
         mm.bias_source = mm.args.bias;
-        mm.bias_floats = numel(model.tensors()[f.bias].type.shape);
-        mm.staged_bias = std::make_unique<float[]>(static_cast<size_t>(mm.bias_floats));
-        mm.args.bias = mm.staged_bias.get();
+        mm.staged_bias.resize(static_cast<size_t>(numel(model.tensors()[f.bias].type.shape)));
+        mm.args.bias = mm.staged_bias.data();  // a vector's storage stays put when the op is moved
       }
       gone[f.broadcast] = gone[f.add] = true;
     }
@@ -106,8 +105,8 @@ class CpuBackend final : public Backend {
 
   Status run(int program) override {
     if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cpu backend: no such program");
-    for (const BoundOp& b : programs_[program]) {
-      if (b.bias_source) std::memcpy(b.staged_bias.get(), b.bias_source, sizeof(float) * b.bias_floats);
+    for (BoundOp& b : programs_[program]) {
+      if (b.bias_source) std::memcpy(b.staged_bias.data(), b.bias_source, sizeof(float) * b.staged_bias.size());
       Status st = b.fn(b.args);
       if (!st.ok()) return st.with_context(b.op->loc);
     }
