@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> q(n), scales(n / 16 + rows + 1);
   std::vector<int32_t> exps(rows, 0);
   float ts = 0;
-  cpu::QuantParams p;
+  cpu::QuantParams p, sr;
+  sr.stochastic = true;  // nvfp4-train's gradients
   // The replaced loop: scalar amax over the tensor, then encode each element.
   auto scalar_tensor = [&] {
     float a = 0;
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
       {"e4m3_row", [&] { cpu::quantize(x.data(), rows, cols, cpu::QuantAxis::row, p, true, q.data(), exps.data()); }},
       {"mxfp8", [&] { cpu::quantize_mx(x.data(), rows, cols, p, q.data(), scales.data()); }},
       {"nvfp4", [&] { cpu::quantize_nvfp4(x.data(), rows, cols, p, q.data(), scales.data(), &ts); }},
+      {"nvfp4_stochastic", [&] { cpu::quantize_nvfp4(x.data(), rows, cols, sr, q.data(), scales.data(), &ts); }},
+      {"nvfp4_16x16", [&] { cpu::quantize_nvfp4_16x16(x.data(), rows, cols, p, q.data(), scales.data(), &ts); }},
   };
   std::vector<std::vector<double>> t(cases.size());
   for (int r = 0; r < reps; ++r)

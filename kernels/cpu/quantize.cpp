@@ -226,19 +226,26 @@ QuantStats quantize_nvfp4_16x16(const float* x, int64_t rows, int64_t cols, cons
   QuantStats head;
   const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, groups = (rows + kNvfp4Block - 1) / kNvfp4Block;
-  // One task per 16 rows: a block's amax spans all of them.
+  const int64_t whole = cols / kNvfp4Block;
+  // One task per 16 rows: a block's amax spans all of them. Each row's block
+  // amaxes in one call, their maxima over the rows, then one encode a row.
   QuantStats body = over_rows(groups, kNvfp4Block * cols, [&](int64_t g0, int64_t g1, QuantStats& s) {
+    std::vector<float> amax(nb), row(nb), mult(nb);
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kNvfp4Block, r1 = r0 + kNvfp4Block < rows ? r0 + kNvfp4Block : rows;
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t c0 = b * kNvfp4Block, n = cols - c0 < kNvfp4Block ? cols - c0 : kNvfp4Block;
-        float a = 0;
-        for (int64_t r = r0; r < r1; ++r) a = nan_max(a, simd().amax(x + r * cols + c0, n));
-        const uint32_t code = fmt::nvfp4_block_scale_six(a, ts);
-        block_scales[g * nb + b] = static_cast<uint8_t>(code);
-        const float m = fmt::nvfp4_mult(code, ts);
-        for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols + c0, n, &m, 0, pe, q, s);
+      std::fill(amax.begin(), amax.end(), 0.f);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * cols;
+        simd().block_amax(xr, whole, kNvfp4Block, row.data());
+        if (whole < nb) row[whole] = simd().amax(xr + whole * kNvfp4Block, cols - whole * kNvfp4Block);
+        for (int64_t b = 0; b < nb; ++b) amax[b] = nan_max(amax[b], row[b]);
       }
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint32_t code = fmt::nvfp4_block_scale_six(amax[b], ts);
+        block_scales[g * nb + b] = static_cast<uint8_t>(code);
+        mult[b] = fmt::nvfp4_mult(code, ts);
+      }
+      for (int64_t r = r0; r < r1; ++r) encode_span(x, r * cols, cols, mult.data(), kNvfp4Block, pe, q, s);
     }
   });
   merge(body, head);

@@ -476,6 +476,11 @@ float amax(const float* x, int64_t n) {
     acc0 = a > acc0 ? a : acc0;
     acc1 = b > acc1 ? b : acc1;
   }
+  if (i + N <= n) {  // one vector left (a 16-element block's only one at N = 16)
+    const U a = load<U>(x + i) & 0x7FFFFFFFu;
+    acc0 = a > acc0 ? a : acc0;
+    i += N;
+  }
   acc0 = acc1 > acc0 ? acc1 : acc0;
   uint32_t m = 0;
   for (int l = 0; l < N; ++l) m = acc0[l] > m ? acc0[l] : m;
@@ -523,8 +528,9 @@ void nvfp4_block_scales(const float* x, int64_t nb, float ts, uint8_t* codes) {
   const float six_ts = 6.0f * ts, four_ts = 4.0f * ts;
   for (int64_t g = 0; g < nb; g += N) {
     const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
-    F a{};
-    for (int l = 0; l < lanes; ++l) a[l] = amax<N>(x + (g + l) * B, B);
+    alignas(64) float am[N] = {};
+    block_amax<N>(x + g * B, lanes, B, am);
+    const F a = load<F>(am);
     const U six = encode_vec<N, E>(a / six_ts, U{}, false), four = encode_vec<N, E>(a / four_ts, U{}, false);
     // p = 2^k puts the amax in [1, 2) (nvfp4_block_sse), k clamped to a normal power.
     const I k = 127 - as<I>((as<U>(a) >> 23) & 0xFFu);
