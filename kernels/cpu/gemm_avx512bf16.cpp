@@ -32,24 +32,25 @@ struct BF16x16 {
     return static_cast<uint16_t>(u >> 16);
   }
 
-  // 32 BF16 lanes times sc, as convert(decoded * sc): widened to f32, multiplied,
+  // BF16 lanes times a scale, as convert(decoded * sc): widened to f32, multiplied,
   // truncated back (exact for the products gemm.h allows on this path). The maskz
   // forms: GCC 12 warns on the plain ones' undefined pass-through operand.
   static __m256i scaled_half(__m256i h, __m512 m) {
     const __m512 f = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
     return _mm512_maskz_cvtepi32_epi16(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(_mm512_mul_ps(f, m)), 16));
   }
-  static __m512i scaled(__m512i v, float sc) {
-    if (sc == 1.0f) return v;
-    const __m512 m = _mm512_set1_ps(sc);
-    const __m256i lo = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), m);
-    const __m256i hi = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 1), m);
-    return _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), lo, 0), hi, 1);
+  // 32 lanes: 0-15 times lo, 16-31 times hi.
+  static __m512i scaled2(__m512i v, float lo, float hi) {
+    const __m256i l = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), _mm512_set1_ps(lo));
+    const __m256i h = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 1), _mm512_set1_ps(hi));
+    return _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), l, 0), h, 1);
   }
-  // FP8 / FP4 codes times sc -> BF16 bits, 32 at a time, by table permutes (vpermt2w /
-  // vpermw); sc is an inner or block scale (MX, NVFP4), 1 without one.
-  template <DType D>
-  static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, uint16_t* out) {
+  static __m512i scaled(__m512i v, float sc) { return sc == 1.0f ? v : scaled2(v, sc, sc); }
+
+  // FP8 / FP4 codes -> BF16 bits, 32 at a time, by table permutes (vpermt2w /
+  // vpermw), each 32 then put through scale(bits, j) (j: its first element).
+  template <DType D, class Scale>
+  static bool decode_with(const Source& s, int64_t i0, int64_t n, Scale scale, uint16_t* out) {
     if constexpr (D == DType::e4m3) {  // any 8-bit table: 128 magnitudes + the sign bit
       const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0;
       const __m512i t0 = _mm512_loadu_si512(s.lut_bf16), t1 = _mm512_loadu_si512(s.lut_bf16 + 32);
@@ -60,7 +61,7 @@ struct BF16x16 {
         const __m512i lo = _mm512_permutex2var_epi16(t0, c, t1), hi = _mm512_permutex2var_epi16(t2, c, t3);
         const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, _mm512_set1_epi16(0x40)), lo, hi);
         const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(c, _mm512_set1_epi16(0x80)), 8);
-        _mm512_mask_storeu_epi16(out + j, m, scaled(_mm512_or_si512(mag, sign), sc));
+        _mm512_mask_storeu_epi16(out + j, m, scale(_mm512_or_si512(mag, sign), j));
       }
       return true;
     } else if constexpr (D == DType::e2m1) {  // two codes per byte, low nibble first
@@ -76,12 +77,26 @@ struct BF16x16 {
                                             _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
         const __m512i c = _mm512_cvtepu8_epi16(nib);
         const __mmask32 m = left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
-        _mm512_mask_storeu_epi16(out + j, m, scaled(_mm512_permutexvar_epi16(c, table), sc));
+        _mm512_mask_storeu_epi16(out + j, m, scale(_mm512_permutexvar_epi16(c, table), j));
       }
       return true;
     } else {
       return false;
     }
+  }
+  // sc is an inner or block scale (MX, NVFP4), 1 without one.
+  template <DType D>
+  static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, uint16_t* out) {
+    return decode_with<D>(s, i0, n, [sc](__m512i v, int64_t) { return scaled(v, sc); }, out);
+  }
+  // Element j times sc[j / kblock], kblock a multiple of 16 (every 16 lanes share one).
+  template <DType D>
+  static bool decode_fast_blocks(const Source& s, int64_t i0, int64_t n, const float* sc, int64_t kblock, uint16_t* out) {
+    if (kblock % 16) return false;
+    return decode_with<D>(s, i0, n, [&](__m512i v, int64_t j) {
+      const float lo = sc[j / kblock];
+      return scaled2(v, lo, j + 16 < n ? sc[(j + 16) / kblock] : lo);
+    }, out);
   }
 };
 

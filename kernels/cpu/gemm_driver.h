@@ -75,6 +75,23 @@ void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::El
   for (int64_t j = 0; j < n; ++j) out[j] = V::convert(rd(i0 + j) * sc);
 }
 
+// Row o's elements [k0, k0 + n) of a K-contiguous source, decoded, each times its
+// inner/block scale. A traits type may decode a run of blocks with their scales in
+// one pass (decode_fast_blocks<D>; a call per block was 14% of an nvfp4-train GPT
+// step, NVFP4's blocks being 16 long); otherwise one decode_run per block.
+template <class V, DType D>
+void decode_row(const Source& s, int64_t o, int64_t k0, int64_t n, typename V::Elem* out) {
+  const int64_t i0 = o * s.s_outer + k0;
+  if (!s.kscale) return decode_run<V, D>(s, i0, n, 1.0f, out);
+  const float* sc = s.kscale + o * s.kscale_ld;
+  if constexpr (requires { V::template decode_fast_blocks<D>(s, i0, n, sc, s.kblock, out); })
+    if (k0 % s.kblock == 0 && V::template decode_fast_blocks<D>(s, i0, n, sc + k0 / s.kblock, s.kblock, out)) return;
+  for (int64_t kb = k0, ke; kb < k0 + n; kb = ke) {
+    ke = mn(k0 + n, (kb / s.kblock + 1) * s.kblock);
+    decode_run<V, D>(s, o * s.s_outer + kb, ke - kb, sc[kb / s.kblock], out + (kb - k0));
+  }
+}
+
 // K is cut into equal blocks of at most KC + KC / 4 (multiples of 32, GGUF's block
 // length): K = 784 runs as 2 x 392, not 384 + 384 + 16, whose last block would pay a
 // whole pass over C and a pack for 16 steps. A function of K and KC alone, so ISAs
@@ -133,51 +150,50 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
     }
   }
   alignas(64) E tmp[2][(kc_max<V>() > R ? kc_max<V>() : R) + 64];
+  if (s.s_k == 1) {  // K contiguous: decode a row, then place its K pairs R apart
+    if constexpr (!dtype_is_block(D)) {
+      // Every row's run requested up front, so their cache misses overlap (row by
+      // row, each decode waited for its own: 10% of an fp8-block GPT step).
+      const uint8_t* base = static_cast<const uint8_t*>(s.data);
+      const int64_t bytes = kc * dtype_bits(D) / 8;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + ((o0 + r) * s.s_outer + k0) * dtype_bits(D) / 8 + b);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      decode_row<V, D>(s, o0 + r, k0, kc, tmp[0]);
+      const E* t = tmp[0];
+      E* d = dst + r * KU;
+      int64_t n = kc;
+      for (; n >= KU; n -= KU, t += KU, d += R * KU) std::memcpy(d, t, sizeof(E) * KU);
+      if (n) *d = *t;
+    }
+    return;
+  }
   for (int64_t kb = k0, ke; kb < k0 + kc; kb = ke) {
     // Runs of K sharing one inner/block scale.
     ke = s.kscale ? mn(k0 + kc, (kb / s.kblock + 1) * s.kblock) : k0 + kc;
     auto scale = [&](int64_t o) { return s.kscale ? s.kscale[o * s.kscale_ld + kb / s.kblock] : 1.0f; };
-    const int64_t kk = kb - k0;
-    if (s.s_k == 1) {  // K contiguous: decode a row, then place its K pairs R apart
-      if constexpr (!dtype_is_block(D)) {
-        // Every row's run requested up front, so their cache misses overlap (row by
-        // row, each decode waited for its own: 10% of an fp8-block GPT step).
-        const uint8_t* base = static_cast<const uint8_t*>(s.data);
-        const int64_t bytes = (ke - kb) * dtype_bits(D) / 8;
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + ((o0 + r) * s.s_outer + kb) * dtype_bits(D) / 8 + b);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t n = ke - kb;
-        decode_run<V, D>(s, (o0 + r) * s.s_outer + kb, n, scale(o0 + r), tmp[0]);
-        const E* t = tmp[0];
-        E* d = dst + (kk / KU) * R * KU + r * KU + kk % KU;
-        if (KU == 2 && kk % 2) { *d = *t++; d += R * KU - 1; --n; }  // finish an open pair
-        for (; n >= KU; n -= KU, t += KU, d += R * KU) std::memcpy(d, t, sizeof(E) * KU);
-        if (n) *d = *t;
-      }
-    } else {  // rows contiguous (s_outer == 1): decode KU rows' worth of one K step
-      const bool uniform = !s.kscale || s.kscale_ld == 0;  // one scale for all rows
-      auto decode_k = [&](int64_t k, E* t) {
-        if (uniform) return decode_run<V, D>(s, o0 + k * s.s_k, rows, scale(o0), t);
-        for (int64_t r = 0; r < rows; ++r) decode_run<V, D>(s, o0 + r + k * s.s_k, 1, scale(o0 + r), t + r);
-      };
-      for (int64_t k = kb; k < ke;) {
-        const int64_t j = k - k0;
-        E* d = dst + (j / KU) * R * KU + j % KU;
-        if (KU == 2 && j % 2 == 0 && k + 1 < ke) {  // a whole pair: interleave two rows
-          decode_k(k, tmp[0]);
-          decode_k(k + 1, tmp[1]);
-          for (int64_t r = 0; r < rows; ++r) {
-            d[2 * r] = tmp[0][r];
-            d[2 * r + 1] = tmp[1][r];
-          }
-          k += 2;
-        } else {
-          decode_k(k, tmp[0]);
-          for (int64_t r = 0; r < rows; ++r) d[r * KU] = tmp[0][r];
-          k += 1;
+    // Rows contiguous (s_outer == 1): decode KU rows' worth of one K step.
+    const bool uniform = !s.kscale || s.kscale_ld == 0;  // one scale for all rows
+    auto decode_k = [&](int64_t k, E* t) {
+      if (uniform) return decode_run<V, D>(s, o0 + k * s.s_k, rows, scale(o0), t);
+      for (int64_t r = 0; r < rows; ++r) decode_run<V, D>(s, o0 + r + k * s.s_k, 1, scale(o0 + r), t + r);
+    };
+    for (int64_t k = kb; k < ke;) {
+      const int64_t j = k - k0;
+      E* d = dst + (j / KU) * R * KU + j % KU;
+      if (KU == 2 && j % 2 == 0 && k + 1 < ke) {  // a whole pair: interleave two rows
+        decode_k(k, tmp[0]);
+        decode_k(k + 1, tmp[1]);
+        for (int64_t r = 0; r < rows; ++r) {
+          d[2 * r] = tmp[0][r];
+          d[2 * r + 1] = tmp[1][r];
         }
+        k += 2;
+      } else {
+        decode_k(k, tmp[0]);
+        for (int64_t r = 0; r < rows; ++r) d[r * KU] = tmp[0][r];
+        k += 1;
       }
     }
   }
