@@ -39,13 +39,13 @@ struct BF16x16 {
     const __m512 f = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
     return _mm512_maskz_cvtepi32_epi16(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(_mm512_mul_ps(f, m)), 16));
   }
-  // 32 lanes: 0-15 times lo, 16-31 times hi.
-  static __m512i scaled2(__m512i v, float lo, float hi) {
-    const __m256i l = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), _mm512_set1_ps(lo));
-    const __m256i h = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 1), _mm512_set1_ps(hi));
+  // 32 lanes: 0-15 times lo's lanes, 16-31 times hi's.
+  static __m512i scaled2(__m512i v, __m512 lo, __m512 hi) {
+    const __m256i l = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), lo);
+    const __m256i h = scaled_half(_mm512_maskz_extracti64x4_epi64(0xF, v, 1), hi);
     return _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), l, 0), h, 1);
   }
-  static __m512i scaled(__m512i v, float sc) { return sc == 1.0f ? v : scaled2(v, sc, sc); }
+  static __m512i scaled(__m512i v, float sc) { return sc == 1.0f ? v : scaled2(v, _mm512_set1_ps(sc), _mm512_set1_ps(sc)); }
 
   // FP8 / FP4 codes -> BF16 bits, 32 at a time, by table permutes (vpermt2w /
   // vpermw), each 32 then put through scale(bits, j) (j: its first element).
@@ -89,13 +89,21 @@ struct BF16x16 {
   static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, uint16_t* out) {
     return decode_with<D>(s, i0, n, [sc](__m512i v, int64_t) { return scaled(v, sc); }, out);
   }
-  // Element j times sc[j / kblock], kblock a multiple of 16 (every 16 lanes share one).
+  // Element j times sc[j / kblock]: kblock 1 (fp4's per-input-channel scales, a
+  // vector of them per 16 lanes) or a multiple of 16 (each 16 lanes share one).
   template <DType D>
   static bool decode_fast_blocks(const Source& s, int64_t i0, int64_t n, const float* sc, int64_t kblock, uint16_t* out) {
+    if (kblock == 1) {
+      auto lanes = [&](int64_t j) {  // sc[j, j + 16) where below n
+        const int64_t left = n - j;
+        return _mm512_maskz_loadu_ps(left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1), sc + j);
+      };
+      return decode_with<D>(s, i0, n, [&](__m512i v, int64_t j) { return scaled2(v, lanes(j), lanes(j + 16)); }, out);
+    }
     if (kblock % 16) return false;
     return decode_with<D>(s, i0, n, [&](__m512i v, int64_t j) {
       const float lo = sc[j / kblock];
-      return scaled2(v, lo, j + 16 < n ? sc[(j + 16) / kblock] : lo);
+      return scaled2(v, _mm512_set1_ps(lo), _mm512_set1_ps(j + 16 < n ? sc[(j + 16) / kblock] : lo));
     }, out);
   }
 };
