@@ -21,7 +21,7 @@
 #ifdef SGRT_QUANT_NEON  // quantize_neon.cpp: NEON intrinsics where gcc's lowering is poor
 #include <arm_neon.h>
 #endif
-#ifdef __AVX512F__  // quantize_avx512.cpp: vcvtph2ps (always-inlined intrinsics, like NEON's)
+#if defined(__AVX512F__) || defined(__AVX2__)  // quantize_avx512.cpp / _avx2.cpp: vcvtph2ps, vpmovzxbd (always-inlined intrinsics, like NEON's)
 #include <immintrin.h>
 #endif
 
@@ -241,6 +241,14 @@ typename Vec<N>::u32 load_codes(const uint8_t* p) {
       return as<typename W::u32>(vmovl_u16(vcreate_u16(load<uint64_t>(p))));
     }
   }
+#endif
+#ifdef __AVX512F__
+  // vpmovzxbd: gcc 12 widens the 16-byte vector below through general registers,
+  // a byte at a time (half of an O1 update's time went there).
+  if constexpr (N == 16 && bytes == 1) return as<typename W::u32>(_mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+#ifdef __AVX2__
+  if constexpr (N == 8 && bytes == 1) return as<typename W::u32>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #endif
   if constexpr (bytes == 1) return __builtin_convertvector(load<typename W::u8>(p), typename W::u32);
   else return __builtin_convertvector(load<typename W::u16>(p), typename W::u32);
