@@ -6,8 +6,8 @@
 // and its amax, the scales for this step follow from those amaxes, and the second
 // recomputes the same values (same float operations, so identical) and stores them
 // under the new scales. The parameter update itself uses the f32 moments of this
-// step; only what is kept for the next step is rounded. All-f32 updates take the
-// second pass only.
+// step; only what is kept for the next step is rounded. Updates with no scale to
+// follow (all-f32, and O1: f16 master, f32 moments) take the second pass only.
 #include <algorithm>
 #include <cmath>
 
@@ -65,7 +65,9 @@ void apply(int64_t n, const Views& v, const OptimizerStepArgs& hyper) {
     s.g = span(G, v.g, i0, k, ginv, b.x[3], true);  // only read
     optimizer_step(s);
   };
-  if (W != DType::f32 || S1 != DType::f32 || S2 != DType::f32) {
+  // The first pass only where a stored scale follows this step's amax (O1's f16
+  // master has none, and its f32 moments need no amax).
+  if (S1 != DType::f32 || (v.nstate == 2 && S2 != DType::f32) || (W != DType::f32 && v.scale_w)) {
     // AdamW's moments do not read the parameter: unless its own scale follows its
     // amax (O3), this pass neither decodes nor updates it.
     const bool read_w = v.scale_w || !hyper.adamw;
