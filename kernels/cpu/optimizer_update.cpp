@@ -165,27 +165,20 @@ Status quantize_grad(const OpArgs& a) {
   int64_t n = a.in[0].n, chunks = (n + kGrain - 1) / kGrain;
   struct Part { float amax; double sumsq; };
   Part* part = static_cast<Part*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(Part)));
+  const quant_impl::Kernels& simd = quant_impl::kernels_for(active_isa());
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     // Lane-wise partial sums, added in lane order at the end: independent adds
     // instead of one chain through every element (its latency was the op's time).
+    // A loop of its own, apart from the amax, so that it vectorizes. The amax of
+    // a gradient with a NaN or an infinity is not used (the sum is not finite).
     constexpr int kLanes = 16;
-    float amax[kLanes] = {};
     double sumsq[kLanes] = {};
     int64_t i = b;
     for (; i + kLanes <= e; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) {
-        amax[l] = std::max(amax[l], std::fabs(g[i + l]));
-        sumsq[l] += static_cast<double>(g[i + l]) * g[i + l];
-      }
-    for (int l = 0; i < e; ++i, ++l) {
-      amax[l] = std::max(amax[l], std::fabs(g[i]));
-      sumsq[l] += static_cast<double>(g[i]) * g[i];
-    }
-    Part p{0, 0};
-    for (int l = 0; l < kLanes; ++l) {
-      p.amax = std::max(p.amax, amax[l]);
-      p.sumsq += sumsq[l];
-    }
+      for (int l = 0; l < kLanes; ++l) sumsq[l] += static_cast<double>(g[i + l]) * g[i + l];
+    for (int l = 0; i < e; ++i, ++l) sumsq[l] += static_cast<double>(g[i]) * g[i];
+    Part p{simd.amax(g + b, e - b), 0};
+    for (int l = 0; l < kLanes; ++l) p.sumsq += sumsq[l];
     part[b / kGrain] = p;
   });
   Part total{0, 0};
