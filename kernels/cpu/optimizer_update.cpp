@@ -34,8 +34,10 @@ struct Views {
 // Elements go through the update in blocks: each view's block is decoded to f32
 // (vectorized, cpu/quantize_kernels.h), stepped (cpu/optimizer_step.h), then
 // reduced to amaxes or encoded back. Every element sees the same float operations
-// as one at a time.
-constexpr int64_t kBlock = 256;
+// as one at a time. 1024: the block's 16 KiB stay in L1, and each block's seven
+// kernel calls cost less per element than at 256 (O2's AdamW: 2.3 -> 1.9 ns an
+// element).
+constexpr int64_t kBlock = 1024;
 
 // One update over every element with the dtypes fixed at compile time; `hyper`
 // holds the step's hyperparameters (its pointers and length are set per block).
