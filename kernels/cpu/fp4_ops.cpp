@@ -28,45 +28,42 @@ namespace {
 // of a row of at least this many takes the two-pass selection.
 constexpr int64_t kLanes = 16;
 
-// Sorts v[0..n) into `before`'s order (n <= kLanes; bounds-checked, so NaN-safe).
+// The k-th of v[0..kLanes) in the order `before` (1 <= k <= kLanes): the last,
+// in that order, of the values with fewer than k others strictly before them.
+// Ranks, not a sort: an insertion sort's branches mispredicted on every row.
 template <class Before>
-void insertion_sort(float* v, int64_t n, Before before) {
-  for (int64_t i = 1; i < n; ++i) {
-    float x = v[i];
-    int64_t j = i;
-    for (; j > 0 && before(x, v[j - 1]); --j) v[j] = v[j - 1];
-    v[j] = x;
+float kth_of_lanes(const float* v, int64_t k, Before before) {
+  int32_t rank[kLanes] = {};
+  for (int64_t j = 0; j < kLanes; ++j)
+    for (int64_t i = 0; i < kLanes; ++i) rank[i] += before(v[j], v[i]) ? 1 : 0;
+  float out = v[0];
+  bool found = false;
+  for (int64_t i = 0; i < kLanes; ++i) {
+    const bool take = rank[i] < k && (!found || before(out, v[i]));
+    out = take ? v[i] : out;
+    found = found || take;
   }
+  return out;
 }
 
 // The k-th value of x[0..n) in the order `before` (the k-th largest for
-// std::greater), 1 <= k <= kLanes <= n. The k-th of the kLanes strided lanes' first
-// values is an element with at least k elements at or before it, so the answer is
-// it or one of the few elements strictly before it, gathered into cand (n floats).
+// std::greater), 1 <= k <= kLanes <= n, given lane[j] = the first in that order
+// of the strided lane x[j], x[j + kLanes], ... The k-th of the lanes' firsts is
+// an element with at least k elements at or before it, so the answer is it or
+// one of the few elements strictly before it; those lie in the fewer than k
+// lanes whose first is strictly before it, the only lanes gathered into cand
+// (n floats).
 template <class Before>
-float kth_in_order(const float* x, int64_t n, int64_t k, float* cand, Before before) {
-  float lane[kLanes];
-  std::memcpy(lane, x, sizeof lane);
-  int64_t i = kLanes;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] = before(x[i + j], lane[j]) ? x[i + j] : lane[j];
-  for (; i < n; ++i) lane[i % kLanes] = before(x[i], lane[i % kLanes]) ? x[i] : lane[i % kLanes];
-  insertion_sort(lane, kLanes, before);
-  const float bound = lane[k - 1];
+float kth_in_order(const float* x, int64_t n, int64_t k, const float* lane, float* cand, Before before) {
+  const float bound = kth_of_lanes(lane, k, before);
   int64_t count = 0;
-  auto gather = [&](int64_t from, int64_t to) {  // branch-free compaction
-    for (int64_t c = from; c < to; ++c) {
+  for (int64_t j = 0; j < kLanes; ++j) {
+    if (!before(lane[j], bound)) continue;
+    for (int64_t c = j; c < n; c += kLanes) {  // branch-free compaction
       cand[count] = x[c];
       count += before(x[c], bound);
     }
-  };
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) {  // most groups hold no candidate
-    bool any = false;
-    for (int64_t j = 0; j < kLanes; ++j) any |= before(x[c + j], bound);
-    if (any) gather(c, c + kLanes);
   }
-  gather(c, n);
   if (count < k) return bound;
   std::nth_element(cand, cand + k - 1, cand + count, before);
   return cand[k - 1];
@@ -76,8 +73,21 @@ float kth_in_order(const float* x, int64_t n, int64_t k, float* cand, Before bef
 void row_quantiles(const float* xr, int64_t cols, int64_t lo_k, int64_t hi_k, float* tmp, float* lo, float* hi) {
   const int64_t k = std::min(lo_k, hi_k) + 1;  // lo_k + 1 = the k-th largest's rank when lo_k <= hi_k
   if (k <= kLanes && cols >= kLanes) {
-    float largest = kth_in_order(xr, cols, k, tmp, std::greater<float>());
-    float smallest = kth_in_order(xr, cols, k, tmp, std::less<float>());
+    float top[kLanes], bottom[kLanes];  // each lane's largest and smallest, one pass
+    std::memcpy(top, xr, sizeof top);
+    std::memcpy(bottom, xr, sizeof bottom);
+    int64_t i = kLanes;
+    for (; i + kLanes <= cols; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) {
+        top[j] = xr[i + j] > top[j] ? xr[i + j] : top[j];
+        bottom[j] = xr[i + j] < bottom[j] ? xr[i + j] : bottom[j];
+      }
+    for (; i < cols; ++i) {
+      top[i % kLanes] = xr[i] > top[i % kLanes] ? xr[i] : top[i % kLanes];
+      bottom[i % kLanes] = xr[i] < bottom[i % kLanes] ? xr[i] : bottom[i % kLanes];
+    }
+    float largest = kth_in_order(xr, cols, k, top, tmp, std::greater<float>());
+    float smallest = kth_in_order(xr, cols, k, bottom, tmp, std::less<float>());
     *hi = lo_k <= hi_k ? largest : smallest;
     *lo = lo_k <= hi_k ? smallest : largest;
     return;
