@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   for (float& v : x) v = nd(rng);
   std::vector<uint8_t> q(n), scales(n / 16 + rows + 1);
   std::vector<int32_t> exps(rows, 0);
+  std::vector<float> tile_scales(rows * (cols / 128 + 1));
   float ts = 0;
   cpu::QuantParams p, sr;
   sr.stochastic = true;  // nvfp4-train's gradients
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
       {"mxfp8", [&] { cpu::quantize_mx(x.data(), rows, cols, p, q.data(), scales.data()); }},
       {"nvfp4", [&] { cpu::quantize_nvfp4(x.data(), rows, cols, p, q.data(), scales.data(), &ts); }},
       {"nvfp4_stochastic", [&] { cpu::quantize_nvfp4(x.data(), rows, cols, sr, q.data(), scales.data(), &ts); }},
+      {"fp8_tiles_1x128", [&] { cpu::quantize_fp8_tiles(x.data(), rows, cols, 1, p, q.data(), tile_scales.data()); }},
+      {"fp8_blocks_128x128", [&] { cpu::quantize_fp8_tiles(x.data(), rows, cols, 128, p, q.data(), tile_scales.data()); }},
       {"nvfp4_16x16", [&] { cpu::quantize_nvfp4_16x16(x.data(), rows, cols, p, q.data(), scales.data(), &ts); }},
   };
   std::vector<std::vector<double>> t(cases.size());
