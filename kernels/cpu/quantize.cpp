@@ -76,15 +76,16 @@ void nvfp4_row_scales(const float* x, int64_t cols, float ts, uint8_t* codes) {
 
 // amax[b] = max |x| over rows [r0, r1) and columns [b block, (b + 1) block) of
 // the [rows, cols] x (a NaN where any is), the last block possibly partial; row
-// is scratch of as many floats as amax.
+// is scratch of as many floats as amax (unused for one row).
 void group_block_amax(const float* x, int64_t r0, int64_t r1, int64_t cols, int64_t block, float* amax, float* row) {
   const int64_t whole = cols / block, nb = (cols + block - 1) / block;
-  std::fill(amax, amax + nb, 0.f);
   for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * cols;
-    simd().block_amax(xr, whole, block, row);
-    if (whole < nb) row[whole] = simd().amax(xr + whole * block, cols - whole * block);
-    for (int64_t b = 0; b < nb; ++b) amax[b] = nan_max(amax[b], row[b]);
+    float* out = r == r0 ? amax : row;
+    simd().block_amax(xr, whole, block, out);
+    if (whole < nb) out[whole] = simd().amax(xr + whole * block, cols - whole * block);
+    if (r > r0)
+      for (int64_t b = 0; b < nb; ++b) amax[b] = nan_max(amax[b], row[b]);
   }
 }
 
@@ -191,13 +192,11 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
     return invalid("quantize_mx: fmt must be e4m3, e5m2 or e2m1");
   const float fmax = format_max(p.fmt);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
-  const int64_t whole = cols / kMxBlock;
   return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
     std::vector<float> mult(nb);  // each block's multiplier: one encode a row
     std::vector<float> amax(nb);
     for (int64_t r = r0; r < r1; ++r) {
-      simd().block_amax(x + r * cols, whole, kMxBlock, amax.data());
-      if (whole < nb) amax[whole] = simd().amax(x + r * cols + whole * kMxBlock, cols - whole * kMxBlock);
+      group_block_amax(x, r, r + 1, cols, kMxBlock, amax.data(), nullptr);
       for (int64_t b = 0; b < nb; ++b) {
         const float a = amax[b];
         s.amax = nan_max(s.amax, a);
