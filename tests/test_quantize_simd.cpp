@@ -236,74 +236,6 @@ TEST_CASE("block_amax: each block's amax, NaN and infinity included, every block
   }
 }
 
-TEST_CASE("nvfp4_sse_blocks: each block's sum of squares is nvfp4_block_sse's, to the bit, on every ISA") {
-  const int64_t nb = 37;  // two 16-lane groups and a ragged third
-  std::mt19937 rng(4);
-  std::normal_distribution<float> nd(0, 1);
-  std::vector<float> x(nb * 16), m(nb), p(nb), unit(nb);
-  for (float& v : x) v = nd(rng) * 3.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    float a = 0;
-    for (int i = 0; i < 16; ++i) a = std::max(a, std::fabs(x[b * 16 + i]));
-    const float ts = 0.01f;
-    const uint32_t c = fmt::nvfp4_block_scale_six(a, ts) - (b % 3);  // a few scales per block
-    const int k = 127 - static_cast<int>((fmt::float_bits(a) >> 23) & 0xFFu);
-    p[b] = fmt::exp2i(k);
-    m[b] = fmt::nvfp4_mult(c, ts);
-    unit[b] = fmt::mul_rn(fmt::mul_rn(fmt::e4m3_decode(c), ts), p[b]);
-  }
-  for (Isa isa : isas()) {
-    CAPTURE(std::string(isa_name(isa)));
-    std::vector<float> got(nb, -1.0f);
-    quant_impl::kernels_for(isa).nvfp4_sse_blocks(x.data(), nb, m.data(), p.data(), unit.data(), got.data());
-    int64_t bad = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      // formats/nvfp4.h's scalar loop: squares added in element order.
-      float want = 0.0f;
-      for (int i = 0; i < 16; ++i) {
-        const float back = fmt::mul_rn(fmt::e2m1_decode(fmt::e2m1_encode(fmt::mul_rn(x[b * 16 + i], m[b]))), unit[b]);
-        const float d = fmt::add_rn(fmt::mul_rn(x[b * 16 + i], p[b]), -back);
-        want = fmt::add_rn(want, fmt::mul_rn(d, d));
-      }
-      bad += std::memcmp(&got[b], &want, 4) != 0;
-    }
-    CHECK(bad == 0);
-  }
-}
-
-TEST_CASE("nvfp4_sse_blocks rounds like the E2M1 encoder and decoder on floats of every binade") {
-  // Its E2M1 rounding skips the codes (a step per binade); with m = p = unit = 1 a
-  // block's sum is that of (x - decode(encode(x)))^2, so one wrongly rounded value
-  // changes it. Values: a stride through every float bit pattern (NaN left out:
-  // a block with a NaN never reaches the sums) and every tie of E2M1's grid.
-  std::vector<float> x;
-  for (uint64_t b = 0; b < (1ull << 32); b += 65521) {
-    const float v = std::bit_cast<float>(static_cast<uint32_t>(b));
-    if (!std::isnan(v)) x.push_back(v);
-  }
-  for (float t : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, 6.5f, 1e-40f, 3e38f})
-    for (float sgn : {1.0f, -1.0f}) x.push_back(sgn * t);
-  x.push_back(std::numeric_limits<float>::infinity());
-  x.resize((x.size() + 15) / 16 * 16, 0.0f);
-  const int64_t nb = static_cast<int64_t>(x.size()) / 16;
-  const std::vector<float> one(nb, 1.0f);
-  for (Isa isa : isas()) {
-    CAPTURE(std::string(isa_name(isa)));
-    std::vector<float> got(nb);
-    quant_impl::kernels_for(isa).nvfp4_sse_blocks(x.data(), nb, one.data(), one.data(), one.data(), got.data());
-    int64_t bad = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      float want = 0.0f;
-      for (int i = 0; i < 16; ++i) {
-        const float d = fmt::add_rn(x[b * 16 + i], -fmt::e2m1_decode(fmt::e2m1_encode(x[b * 16 + i])));
-        want = fmt::add_rn(want, fmt::mul_rn(d, d));
-      }
-      bad += std::memcmp(&got[b], &want, 4) != 0;
-    }
-    CHECK(bad == 0);
-  }
-}
-
 TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, to the bit, on every ISA") {
   const int64_t nb = 37;
   std::mt19937 rng(6);
@@ -323,32 +255,88 @@ TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, 
   }
 }
 
-TEST_CASE("nvfp4_block_scales: formats/nvfp4.h's four-over-six choice per block, to the bit, on every ISA") {
-  const int64_t nb = 53;  // three 16-lane groups and a ragged fourth
+TEST_CASE("nvfp4_blocks: formats/nvfp4.h's four-over-six choice and encode's codes and counts, to the bit, on every ISA") {
+  // Special blocks first, then thousands from heavy- and light-tailed laws, where
+  // the two candidates' sums of squares come close enough that a sum taken in
+  // another order, or one rounding off, picks the other scale somewhere.
+  const int64_t special = 7, nb = 6007;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0, 1);
+  std::student_t_distribution<float> heavy(2.0f);
+  std::uniform_real_distribution<float> uni(-1, 1);
   std::vector<float> x(nb * 16);
-  for (int64_t i = 0; i < nb * 16; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / 16 % 29) - 14);
+  for (int64_t i = 0; i < nb * 16; ++i) {
+    const int64_t b = i / 16;
+    const float v = b % 3 == 0 ? nd(rng) : b % 3 == 1 ? heavy(rng) : uni(rng);
+    x[i] = std::ldexp(v, static_cast<int>(b % 29) - 14);
+  }
   std::fill(x.begin() + 16, x.begin() + 32, 0.0f);                         // all zero
   x[2 * 16 + 5] = std::numeric_limits<float>::quiet_NaN();                 // NaN
   x[3 * 16 + 7] = -std::numeric_limits<float>::infinity();                 // Inf
   for (int i = 0; i < 16; ++i) x[4 * 16 + i] = std::ldexp(1.0f + i, -140);  // subnormal only
   for (int i = 0; i < 16; ++i) x[5 * 16 + i] = i % 2 ? 6.0f : -4.0f;        // on both grids
+  // A tie only the element order breaks (ts = 1: the scales are 1.5 for "four" and 1
+  // for "six", p = 1/4): 1.0 costs four 2^-8, 0.75 costs six 2^-8, 3 + 2^-15 costs
+  // both 2^-34, under half an ulp of 2^-8. In element order four's tiny squares come
+  // after its 2^-8 and vanish, six's add up first and round its sum one ulp higher,
+  // so four wins; summed backwards (or pairwise) six would.
+  float* tie = x.data() + 6 * 16;
+  std::fill(tie, tie + 16, 3.0f + 0x1p-15f);
+  tie[0] = 6.0f, tie[1] = 1.0f, tie[15] = 0.75f;
+  static_assert(special == 7);
+  {
+    const float p = 0.25f;
+    auto sse = [&](uint32_t c, bool backwards) {
+      const float m = fmt::nvfp4_mult(c, 1.0f), unit = fmt::mul_rn(fmt::e4m3_decode(c), p);
+      float sum = 0.0f;
+      for (int k = 0; k < 16; ++k) {
+        const float v = tie[backwards ? 15 - k : k];
+        const float d = fmt::add_rn(fmt::mul_rn(v, p), -fmt::mul_rn(fmt::e2m1_decode(fmt::e2m1_encode(fmt::mul_rn(v, m))), unit));
+        sum = fmt::add_rn(sum, fmt::mul_rn(d, d));
+      }
+      return sum;
+    };
+    const uint32_t four = fmt::e4m3_encode(1.5f), six = fmt::e4m3_encode(1.0f);
+    REQUIRE(fmt::nvfp4_block_scale(tie, 16, 6.0f, 1.0f) == four);
+    REQUIRE(sse(four, false) < sse(six, false));
+    REQUIRE(sse(four, true) > sse(six, true));
+  }
   for (float ts : {1.0f, 3.7e-3f, 1e-30f}) {
-    std::vector<uint8_t> want(nb);
+    std::vector<uint8_t> want(nb), want_q(nb * 8, 0);
+    int64_t want_sat = 0, want_under = 0;
     for (int64_t b = 0; b < nb; ++b) {
       float a = 0;
       for (int i = 0; i < 16; ++i) a = std::isnan(a) ? a : (std::isnan(x[b * 16 + i]) ? x[b * 16 + i] : std::max(a, std::fabs(x[b * 16 + i])));
       want[b] = static_cast<uint8_t>(fmt::nvfp4_block_scale(x.data() + b * 16, 16, a, ts));
+      const float m = fmt::nvfp4_mult(want[b], ts);
+      for (int i = 0; i < 16; ++i) {
+        const float v = x[b * 16 + i] * m;
+        const uint32_t c = fmt::e2m1_encode(v);
+        want_q[b * 8 + i / 2] |= static_cast<uint8_t>(c << (4 * (i % 2)));
+        want_sat += std::fabs(v) > 6.0f;
+        want_under += x[b * 16 + i] != 0.0f && (c & 7u) == 0;
+      }
     }
     for (Isa isa : isas()) {
       CAPTURE(std::string(isa_name(isa)));
       CAPTURE(ts);
-      std::vector<uint8_t> got(nb, 0xAB);
-      quant_impl::kernels_for(isa).nvfp4_block_scales(x.data(), nb, ts, got.data());
-      int64_t bad = 0;
-      for (int64_t b = 0; b < nb; ++b) bad += got[b] != want[b];
-      CHECK(bad == 0);
+      for (bool codes : {false, true}) {
+        CAPTURE(codes);
+        std::vector<uint8_t> got(nb, 0xAB), got_q(nb * 8, 0xCD);
+        quant_impl::EncodeCounts counts;
+        quant_impl::kernels_for(isa).nvfp4_blocks(x.data(), nb, ts, got.data(), codes ? got_q.data() : nullptr, &counts);
+        int64_t bad = 0, bad_q = 0;
+        for (int64_t b = 0; b < nb; ++b) bad += got[b] != want[b];
+        CHECK(bad == 0);
+        if (!codes) {
+          CHECK(std::count(got_q.begin(), got_q.end(), 0xCD) == nb * 8);  // untouched
+          continue;
+        }
+        for (int64_t i = 0; i < nb * 8; ++i) bad_q += got_q[i] != want_q[i];
+        CHECK(bad_q == 0);
+        CHECK(counts.saturated == want_sat);
+        CHECK(counts.underflow == want_under);
+      }
     }
   }
 }

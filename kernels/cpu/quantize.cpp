@@ -63,15 +63,28 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
   return total;
 }
 
-// formats/nvfp4.h's nvfp4_block_scale for every block of one row (codes:
-// ceil(cols / 16)): the whole blocks a vector of blocks at a time
-// (Kernels::nvfp4_block_scales), a partial last block by the scalar rule.
-void nvfp4_row_scales(const float* x, int64_t cols, float ts, uint8_t* codes) {
-  const int64_t whole = cols / kNvfp4Block, rest = cols - whole * kNvfp4Block;
-  simd().nvfp4_block_scales(x, whole, ts, codes);
-  if (rest == 0) return;
-  const float* xb = x + whole * kNvfp4Block;
-  codes[whole] = static_cast<uint8_t>(fmt::nvfp4_block_scale(xb, rest, simd().amax(xb, rest), ts));
+// Row r of quantize_nvfp4: formats/nvfp4.h's nvfp4_block_scale for each of its
+// blocks into codes (ceil(cols / 16)), then its E2M1 codes into q. The whole
+// blocks go through Kernels::nvfp4_blocks, which also writes their codes when
+// they round to nearest and the row starts on a byte; stochastic rounding, an
+// odd start and a partial last block through encode_span (mult: scratch of
+// ceil(cols / 16) floats).
+void nvfp4_row(const float* x, int64_t r, int64_t cols, float ts, const QuantParams& p, uint8_t* codes,
+               float* mult, void* q, QuantStats& s) {
+  const float* xr = x + r * cols;
+  const int64_t i0 = r * cols, whole = cols / kNvfp4Block, rest = cols - whole * kNvfp4Block;
+  const bool fused = !p.stochastic && i0 % 2 == 0;
+  quant_impl::EncodeCounts c;
+  simd().nvfp4_blocks(xr, whole, ts, codes, fused ? static_cast<uint8_t*>(q) + i0 / 2 : nullptr, &c);
+  s.saturated += c.saturated;
+  s.underflow += c.underflow;
+  if (rest > 0) {
+    const float* xb = xr + whole * kNvfp4Block;
+    codes[whole] = static_cast<uint8_t>(fmt::nvfp4_block_scale(xb, rest, simd().amax(xb, rest), ts));
+  }
+  const int64_t first = fused ? whole : 0, nb = whole + (rest > 0);
+  for (int64_t b = first; b < nb; ++b) mult[b - first] = fmt::nvfp4_mult(codes[b], ts);
+  encode_span(x, i0 + first * kNvfp4Block, cols - first * kNvfp4Block, mult, kNvfp4Block, p, q, s);
 }
 
 // amax[b] = max |x| over rows [r0, r1) and columns [b block, (b + 1) block) of
@@ -220,13 +233,8 @@ QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const Quan
   const float ts = nvfp4_tensor_scale_of(x, rows, cols, tensor_scale, &head);
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block;
   QuantStats body = over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
-    std::vector<float> mult(nb);  // each block's multiplier: one encode a row
-    for (int64_t r = r0; r < r1; ++r) {
-      uint8_t* codes = block_scales + r * nb;
-      nvfp4_row_scales(x + r * cols, cols, ts, codes);
-      for (int64_t b = 0; b < nb; ++b) mult[b] = fmt::nvfp4_mult(codes[b], ts);
-      encode_span(x, r * cols, cols, mult.data(), kNvfp4Block, pe, q, s);
-    }
+    std::vector<float> mult(nb);
+    for (int64_t r = r0; r < r1; ++r) nvfp4_row(x, r, cols, ts, pe, block_scales + r * nb, mult.data(), q, s);
   });
   merge(body, head);
   return body;

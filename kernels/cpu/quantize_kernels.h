@@ -49,14 +49,11 @@ struct Kernels {
   void (*amax_cols)(const float* x, int64_t rows, int64_t cols, uint32_t* acc);
   EncodeCounts (*encode)(const EncodeArgs& a);
   void (*decode)(const DecodeArgs& a);
-  // formats/nvfp4.h's nvfp4_block_sse loop for nb whole blocks of 16: sse[b] is the
-  // sum, in element order, of (x[i] p[b] - e2m1_decode(e2m1_encode(x[i] m[b])) unit[b])^2
-  // over block b's elements x[16 b + i], to the bit.
-  void (*nvfp4_sse_blocks)(const float* x, int64_t nb, const float* m, const float* p, const float* unit,
-                           float* sse);
   // formats/nvfp4.h's nvfp4_block_scale (four over six, tensor scale ts) for nb whole
-  // blocks of 16 at x into codes[b], to the bit.
-  void (*nvfp4_block_scales)(const float* x, int64_t nb, float ts, uint8_t* codes);
+  // blocks of 16 at x into scales[b], to the bit. With q (the codes of x[0, 16 nb),
+  // two a byte), also the blocks' E2M1 codes at nearest, encode's for
+  // x[16 b + i] * nvfp4_mult(scales[b], ts), their counts added to *c.
+  void (*nvfp4_blocks)(const float* x, int64_t nb, float ts, uint8_t* scales, uint8_t* q, EncodeCounts* c);
   // formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place, to the bit.
   void (*hadamard16_blocks)(float* v, int64_t nb);
   // out[b] = amax(x + b * block, block) for nb consecutive blocks (block a multiple of 16).

@@ -326,40 +326,41 @@ void store_codes(void* q, int64_t e, typename Vec<N>::u32 code) {
 }
 
 // E2M1's round to nearest even, saturating at 6, of magnitudes a >= 0 (NaN: 6):
-// a rounded to its binade's step (0.5 below 2, 1 below 4, then 2) by the 1.5 * 2^23
-// offset, whose ties go to even multiples of the step, which are E2M1's even codes.
+// adding c = 2^(E + 22), E a's exponent clamped to [0, 3], leaves the sum's last
+// bit worth E2M1's step at a (0.5 below 2, 1 below 4, then 2), so (a + c) - c is
+// a rounded to that step, nearest even; even multiples of the step are E2M1's even
+// codes (encode_fp8_nearest's arithmetic with the exponent clamped as integers).
 template <int N>
 typename Vec<N>::f32 e2m1_magnitude(typename Vec<N>::f32 a) {
   using F = typename Vec<N>::f32;
-  const F inv = a < 2.0f ? splat<F>(2.0f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(0.5f));
-  const F step = a < 2.0f ? splat<F>(0.5f) : (a < 4.0f ? splat<F>(1.0f) : splat<F>(2.0f));
-  const F r = ((a * inv + 12582912.0f) - 12582912.0f) * step;
+  using U = typename Vec<N>::u32;
+  const U e = as<U>(a) & 0x7F800000u;
+  const U ec = e < (127u << 23) ? splat<U>(127u << 23) : (e > (130u << 23) ? splat<U>(130u << 23) : e);
+  const F c = as<F>(ec + (22u << 23));
+  const F r = (a + c) - c;
   return r < 6.0f ? r : splat<F>(6.0f);
 }
 
-// fmt::encode(spec_e2m1(), v) without the general encoder's exponent arithmetic:
-// the rounded magnitude's index on the grid 0, .5, 1, 1.5, 2, 3, 4, 6, the sign
-// above it; NaN takes the NaN code (7, no sign) as there. test_quantize_simd
-// compares it with the scalar encoder on every float.
+// The E2M1 code of a value whose bits are v (for the sign) and magnitude's bits
+// mag, r being e2m1_magnitude of that magnitude: r's index on the grid 0, .5, 1,
+// 1.5, 2, 3, 4, 6, the sign above it; NaN takes the NaN code (7, no sign) as
+// fmt::encode does.
 template <int N>
-typename Vec<N>::u32 e2m1_code(typename Vec<N>::f32 v) {
+typename Vec<N>::u32 e2m1_code_of(typename Vec<N>::u32 v, typename Vec<N>::u32 mag, typename Vec<N>::f32 r) {
   using F = typename Vec<N>::f32;
   using U = typename Vec<N>::u32;
-  const U bits = as<U>(v), mag = bits & 0x7FFFFFFFu;
-  const F r = e2m1_magnitude<N>(as<F>(mag));
   const F index = r < 2.0f ? r * 2.0f : (r < 4.0f ? r + 2.0f : r * 0.5f + 4.0f);
-  const U code = ((bits >> 31) << 3) | __builtin_convertvector(index, U);
+  const U code = ((v >> 31) << 3) | __builtin_convertvector(index, U);
   return mag > 0x7F800000u ? splat<U>(7u) : code;
 }
 
-// decode(encode(y)) for E2M1 without the codes: the rounded magnitude, signed. NaN
-// gives +6 as the encoder's NaN code does; -0 gives +0 (the same square). The
-// sums below cannot show a tie rounded the other way (both errors square alike).
+// fmt::encode(spec_e2m1(), v) without the general encoder's exponent arithmetic.
+// test_quantize_simd compares it with the scalar encoder on every float.
 template <int N>
-typename Vec<N>::f32 e2m1_round(typename Vec<N>::f32 y) {
+typename Vec<N>::u32 e2m1_code(typename Vec<N>::f32 v) {
   using U = typename Vec<N>::u32;
-  const typename Vec<N>::f32 r = e2m1_magnitude<N>(as<typename Vec<N>::f32>(as<U>(y) & 0x7FFFFFFFu));
-  return y < 0.0f ? -r : r;
+  const U bits = as<U>(v), mag = bits & 0x7FFFFFFFu;
+  return e2m1_code_of<N>(bits, mag, e2m1_magnitude<N>(as<typename Vec<N>::f32>(mag)));
 }
 
 // SR: stochastic rounding, a template argument so the loop holds no branch on it.
@@ -441,38 +442,6 @@ EncodeCounts encode(const EncodeArgs& a) {
   return a.stochastic ? encode_rounded<N, true>(a) : encode_rounded<N, false>(a);
 }
 
-// formats/nvfp4.h's nvfp4_block_sse over `nb` whole blocks of 16 (x: nb * 16
-// contiguous elements; block b with its own m[b], p[b], unit[b]) into sse[b]. The
-// squares are computed a vector at a time, transposed in registers, then summed
-// with one block per lane: each block's 16 squares add in element order, as the scalar loop does, but N
-// blocks' sums advance together instead of one dependent add at a time.
-template <int N>
-void nvfp4_sse_blocks(const float* x, int64_t nb, const float* m, const float* p, const float* unit, float* sse) {
-  using F = typename Vec<N>::f32;
-  constexpr int B = 16;  // kNvfp4Block
-  static_assert(B % N == 0, "a block is whole vectors");
-  for (int64_t g = 0; g < nb; g += N) {
-    const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
-    F acc{};
-    for (int j = 0; j < B; j += N) {
-      F t[N];  // row l: block g + l's squares of elements [j, j + N); then transposed
-      for (int l = 0; l < N; ++l) {
-        if (l >= lanes) {
-          t[l] = F{};
-          continue;
-        }
-        const F xv = load<F>(x + (g + l) * B + j);
-        const F back = e2m1_round<N>(xv * m[g + l]) * unit[g + l];
-        const F d = xv * p[g + l] - back;
-        t[l] = d * d;
-      }
-      transpose_tile<N>(t);
-      for (int i = 0; i < N; ++i) acc += t[i];  // element j + i of every block, in element order
-    }
-    for (int l = 0; l < lanes; ++l) sse[g + l] = acc[l];
-  }
-}
-
 // Non-negative floats order as their bit patterns, and NaNs above +inf.
 template <int N>
 float amax(const float* x, int64_t n) {
@@ -523,21 +492,29 @@ void block_amax(const float* x, int64_t nb, int64_t block, float* out) {
 }
 
 // formats/nvfp4.h's nvfp4_block_scale ("four over six") for nb whole blocks of 16
-// (x: nb * 16 contiguous elements) into codes[b], one block per lane: its amax, both
-// E4M3 candidates with their multipliers and units, then both sums of squares by
-// nvfp4_sse_blocks. The same operations as the scalar choice, lane by lane.
+// (x: nb * 16 contiguous elements) into scales[b], one block per lane: its amax,
+// both E4M3 candidates with their multipliers and units, both sums of squares
+// (nvfp4_block_sse's operations on |x|, whose squares are the same), then the
+// choice. The squares are computed a vector at a time and transposed in
+// registers, so each block's 16 add in element order as the scalar loop's do,
+// N blocks' sums advancing together. With q, the chosen candidate's rounded
+// magnitudes, kept from that pass, give the blocks' E2M1 codes (encode's of
+// x * mult at nearest, counts and all) without a second rounding pass.
 template <int N>
-void nvfp4_block_scales(const float* x, int64_t nb, float ts, uint8_t* codes) {
+void nvfp4_blocks(const float* x, int64_t nb, float ts, uint8_t* scales, uint8_t* q, EncodeCounts* counts) {
   using U = typename Vec<N>::u32;
   using I = typename Vec<N>::i32;
   using F = typename Vec<N>::f32;
   constexpr fmt::Spec E = fmt::spec_e4m3();
   constexpr int B = 16;  // kNvfp4Block
+  static_assert(B % N == 0, "a block is whole vectors");
   const float six_ts = 6.0f * ts, four_ts = 4.0f * ts;
+  I sat{}, under{};
   for (int64_t g = 0; g < nb; g += N) {
     const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
+    const float* xg = x + g * B;
     alignas(64) float am[N] = {};
-    block_amax<N>(x + g * B, lanes, B, am);
+    block_amax<N>(xg, lanes, B, am);
     const F a = load<F>(am);
     const U six = encode_vec<N, E>(a / six_ts, U{}, false), four = encode_vec<N, E>(a / four_ts, U{}, false);
     // p = 2^k puts the amax in [1, 2) (nvfp4_block_sse), k clamped to a normal power.
@@ -545,16 +522,52 @@ void nvfp4_block_scales(const float* x, int64_t nb, float ts, uint8_t* codes) {
     const I kc = k < -126 ? splat<I>(-126) : (k > 127 ? splat<I>(127) : k);
     const F p = as<F>(as<U>(kc + 127) << 23);
     const F d4 = decode_vec<N, E>(four) * ts, d6 = decode_vec<N, E>(six) * ts;
-    alignas(64) float pa[N], m4[N], u4[N], m6[N], u6[N], s4[N], s6[N];
-    const F m4v = d4 > 0.0f ? 1.0f / d4 : F{}, m6v = d6 > 0.0f ? 1.0f / d6 : F{}, u4v = d4 * p, u6v = d6 * p;
-    std::memcpy(pa, &p, sizeof pa);
-    std::memcpy(m4, &m4v, sizeof m4);
-    std::memcpy(u4, &u4v, sizeof u4);
-    std::memcpy(m6, &m6v, sizeof m6);
-    std::memcpy(u6, &u6v, sizeof u6);
-    nvfp4_sse_blocks<N>(x + g * B, lanes, m4, pa, u4, s4);
-    nvfp4_sse_blocks<N>(x + g * B, lanes, m6, pa, u6, s6);
-    for (int l = 0; l < lanes; ++l) codes[g + l] = static_cast<uint8_t>(four[l] != six[l] && s4[l] < s6[l] ? four[l] : six[l]);
+    const F m4 = d4 > 0.0f ? 1.0f / d4 : F{}, m6 = d6 > 0.0f ? 1.0f / d6 : F{}, u4 = d4 * p, u6 = d6 * p;
+    alignas(64) float rounded[2][N * B];  // per candidate (four, six), block l's at [l B, (l + 1) B)
+    // One candidate's sums of squares, lane l block g + l's (one candidate at a
+    // time: the N rows of squares fill half the vector registers).
+    auto sse = [&](F m, F u, float* r) {
+      F acc{};
+      for (int j = 0; j < B; j += N) {
+        F t[N];  // row l: block g + l's squares of elements [j, j + N); then transposed
+        for (int l = 0; l < N; ++l) {
+          if (l >= lanes) {
+            t[l] = F{};
+            continue;
+          }
+          const F ax = as<F>(load<U>(xg + l * B + j) & 0x7FFFFFFFu);
+          const F rv = e2m1_magnitude<N>(ax * m[l]);
+          const F e = ax * p[l] - rv * u[l];
+          t[l] = e * e;
+          if (q) std::memcpy(r + l * B + j, &rv, sizeof rv);
+        }
+        transpose_tile<N>(t);
+        for (int i = 0; i < N; ++i) acc += t[i];  // element j + i of every block, in element order
+      }
+      return acc;
+    };
+    const F acc4 = sse(m4, u4, rounded[0]), acc6 = sse(m6, u6, rounded[1]);
+    // The choice lane-wise, without a branch (it goes either way at random).
+    const I use4 = (four != six) & (acc4 < acc6);
+    const U chosen = use4 ? four : six;
+    const F mult = use4 ? m4 : m6;
+    for (int l = 0; l < lanes; ++l) scales[g + l] = static_cast<uint8_t>(chosen[l]);
+    if (!q) continue;
+    for (int l = 0; l < lanes; ++l) {
+      const float* r = rounded[use4[l] ? 0 : 1] + l * B;
+      for (int j = 0; j < B; j += N) {
+        const U xb = load<U>(xg + l * B + j), ax = xb & 0x7FFFFFFFu;
+        const U av = as<U>(as<F>(ax) * mult[l]);
+        const U code = e2m1_code_of<N>(xb, av, load<F>(r + j));
+        sat += (av > max_bits<fmt::spec_e2m1()>()) & (av <= 0x7F800000u);
+        under += (ax != 0u) & ((code & 7u) == 0u);
+        store_codes<N, 4>(q, (g + l) * B + j, code);
+      }
+    }
+  }
+  for (int l = 0; l < N; ++l) {
+    counts->saturated -= sat[l];
+    counts->underflow -= under[l];
   }
 }
 
@@ -631,7 +644,7 @@ void hadamard16_blocks(float* v, int64_t nb) {
 
 template <int N>
 constexpr Kernels make_kernels() {
-  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_sse_blocks<N>, &nvfp4_block_scales<N>,
+  return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_blocks<N>,
           &hadamard16_blocks<N>, &block_amax<N>};
 }
 
