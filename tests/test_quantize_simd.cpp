@@ -247,8 +247,8 @@ TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, 
   for (int64_t b = 0; b < nb; ++b) fmt::hadamard16(want.data() + b * 16);
   for (Isa isa : isas()) {
     CAPTURE(std::string(isa_name(isa)));
-    std::vector<float> got = x;
-    quant_impl::kernels_for(isa).hadamard16_blocks(got.data(), nb);
+    std::vector<float> got(x.size(), -1.0f);
+    quant_impl::kernels_for(isa).hadamard16_blocks(x.data(), got.data(), nb);
     int64_t bad = 0;
     for (int64_t i = 0; i < nb * 16; ++i) bad += std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]));
     CHECK(bad == 0);

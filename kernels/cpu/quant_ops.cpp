@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cpu/gemm.h"
@@ -49,11 +50,11 @@ Status k_quantize(const OpArgs& a) {
   bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
   int64_t hist = spec.history;
   void* q = a.out[0].data;
-  std::vector<float> rotated;
+  std::unique_ptr<float[]> rotated;  // not zero-filled: hadamard_rows writes every element
   if (spec.hadamard) {
-    rotated.resize(a.in[0].n);
-    hadamard_rows(x, rows, cols, rotated.data());
-    x = rotated.data();
+    rotated.reset(new float[a.in[0].n]);
+    hadamard_rows(x, rows, cols, rotated.get());
+    x = rotated.get();
   }
   if (spec.stochastic) {
     p.stochastic = true;

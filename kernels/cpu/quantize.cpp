@@ -269,8 +269,8 @@ void hadamard_rows(const float* x, int64_t rows, int64_t cols, float* out) {
   const int64_t full = cols / fmt::kHadamardBlock * fmt::kHadamardBlock;
   parallel_for(rows, (1 << 14) / (cols + 1) + 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      std::copy(x + r * cols, x + (r + 1) * cols, out + r * cols);
-      simd().hadamard16_blocks(out + r * cols, full / fmt::kHadamardBlock);
+      simd().hadamard16_blocks(x + r * cols, out + r * cols, full / fmt::kHadamardBlock);
+      std::copy(x + r * cols + full, x + (r + 1) * cols, out + r * cols + full);
     }
   });
 }

@@ -54,8 +54,8 @@ struct Kernels {
   // two a byte), also the blocks' E2M1 codes at nearest, encode's for
   // x[16 b + i] * nvfp4_mult(scales[b], ts), their counts added to *c.
   void (*nvfp4_blocks)(const float* x, int64_t nb, float ts, uint8_t* scales, uint8_t* q, EncodeCounts* c);
-  // formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place, to the bit.
-  void (*hadamard16_blocks)(float* v, int64_t nb);
+  // formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at x into out, to the bit.
+  void (*hadamard16_blocks)(const float* x, float* out, int64_t nb);
   // out[b] = amax(x + b * block, block) for nb consecutive blocks (block a multiple of 16).
   void (*block_amax)(const float* x, int64_t nb, int64_t block, float* out);
 };

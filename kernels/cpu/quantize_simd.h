@@ -620,10 +620,10 @@ void butterflies(typename Vec<N>::f32* x, typename Vec<N>::u32 lane) {
   }
 }
 
-// formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at v, in place,
+// formats/hadamard.h's hadamard16 on nb contiguous blocks of 16 at in into out,
 // bit for bit: the signs as sign bits, the butterflies above, the exact 1/4.
 template <int N>
-void hadamard16_blocks(float* v, int64_t nb) {
+void hadamard16_blocks(const float* in, float* out, int64_t nb) {
   using F = typename Vec<N>::f32;
   using U = typename Vec<N>::u32;
   constexpr int B = 16, V = B / N;
@@ -633,11 +633,11 @@ void hadamard16_blocks(float* v, int64_t nb) {
   for (int k = 0; k < V; ++k) flip[k] = ((splat<U>(fmt::kHadamardSigns) >> (lane + static_cast<uint32_t>(k * N))) & 1u) << 31;
   for (int64_t b = 0; b < nb; ++b) {
     F x[V];
-    for (int k = 0; k < V; ++k) x[k] = as<F>(load<U>(v + B * b + N * k) ^ flip[k]);
+    for (int k = 0; k < V; ++k) x[k] = as<F>(load<U>(in + B * b + N * k) ^ flip[k]);
     butterflies<N, 1>(x, lane);
     for (int k = 0; k < V; ++k) {
       const F y = x[k] * 0.25f;
-      std::memcpy(v + B * b + N * k, &y, sizeof y);
+      std::memcpy(out + B * b + N * k, &y, sizeof y);
     }
   }
 }
