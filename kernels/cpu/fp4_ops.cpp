@@ -25,17 +25,38 @@ Status k_dge_grad(const OpArgs& a) {
 namespace {
 
 // Lanes of the first pass; a quantile at most this many elements from either end
-// of a row of at least this many takes the two-pass selection.
+// of a row of at least this many is found by row_tails.
 constexpr int64_t kLanes = 16;
+
+// 4 floats, the baseline vector (SSE2 / NEON) this file is built for (plain
+// loops of selects over the lanes could compile to a branch an element).
+typedef float Quad __attribute__((vector_size(16)));
+constexpr int64_t kQuads = kLanes / 4;
+
+Quad load_quad(const float* p) {
+  Quad v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Whether any lane of a comparison's mask is set.
+bool any(Quad mask) {
+  uint64_t w[2];
+  std::memcpy(w, &mask, sizeof w);
+  return (w[0] | w[1]) != 0;
+}
 
 // The k-th of v[0..kLanes) in the order `before` (1 <= k <= kLanes): the last,
 // in that order, of the values with fewer than k others strictly before them.
 // Ranks, not a sort: an insertion sort's branches mispredicted on every row.
 template <class Before>
 float kth_of_lanes(const float* v, int64_t k, Before before) {
-  int32_t rank[kLanes] = {};
+  typedef int32_t Ranks __attribute__((vector_size(16)));
+  Ranks r[kQuads] = {};
   for (int64_t j = 0; j < kLanes; ++j)
-    for (int64_t i = 0; i < kLanes; ++i) rank[i] += before(v[j], v[i]) ? 1 : 0;
+    for (int64_t q = 0; q < kQuads; ++q) r[q] -= before(Quad{} + v[j], load_quad(v + 4 * q));  // a true lane is -1
+  int32_t rank[kLanes];
+  std::memcpy(rank, r, sizeof rank);
   float out = v[0];
   bool found = false;
   for (int64_t i = 0; i < kLanes; ++i) {
@@ -46,48 +67,63 @@ float kth_of_lanes(const float* v, int64_t k, Before before) {
   return out;
 }
 
-// The k-th value of x[0..n) in the order `before` (the k-th largest for
-// std::greater), 1 <= k <= kLanes <= n, given lane[j] = the first in that order
-// of the strided lane x[j], x[j + kLanes], ... The k-th of the lanes' firsts is
-// an element with at least k elements at or before it, so the answer is it or
-// one of the few elements strictly before it; those lie in the fewer than k
-// lanes whose first is strictly before it, the only lanes gathered into cand
-// (n floats).
-template <class Before>
-float kth_in_order(const float* x, int64_t n, int64_t k, const float* lane, float* cand, Before before) {
-  const float bound = kth_of_lanes(lane, k, before);
-  int64_t count = 0;
-  for (int64_t j = 0; j < kLanes; ++j) {
-    if (!before(lane[j], bound)) continue;
-    for (int64_t c = j; c < n; c += kLanes) {  // branch-free compaction
-      cand[count] = x[c];
-      count += before(x[c], bound);
+// The k-th largest and k-th smallest of the row xr[0..cols) (1 <= k <= kLanes
+// <= cols; tmp: 2 cols floats). The k-th of the strided lanes' maxima (lane j:
+// x[j], x[j + kLanes], ...) is an element with at least k elements at or above
+// it, so the k-th largest is it or one of the few elements strictly above it;
+// one vector pass gathers those (and the same below the minima's k-th), and a
+// selection among them finishes.
+void row_tails(const float* xr, int64_t cols, int64_t k, float* tmp, float* largest, float* smallest) {
+  Quad top[kQuads], bottom[kQuads];
+  for (int64_t q = 0; q < kQuads; ++q) top[q] = bottom[q] = load_quad(xr + 4 * q);
+  int64_t c = kLanes;
+  for (; c + kLanes <= cols; c += kLanes)
+    for (int64_t q = 0; q < kQuads; ++q) {
+      const Quad v = load_quad(xr + c + 4 * q);
+      top[q] = v > top[q] ? v : top[q];
+      bottom[q] = v < bottom[q] ? v : bottom[q];
     }
+  float hi_lane[kLanes], lo_lane[kLanes];
+  std::memcpy(hi_lane, top, sizeof hi_lane);
+  std::memcpy(lo_lane, bottom, sizeof lo_lane);
+  for (; c < cols; ++c) {
+    hi_lane[c % kLanes] = xr[c] > hi_lane[c % kLanes] ? xr[c] : hi_lane[c % kLanes];
+    lo_lane[c % kLanes] = xr[c] < lo_lane[c % kLanes] ? xr[c] : lo_lane[c % kLanes];
   }
-  if (count < k) return bound;
-  std::nth_element(cand, cand + k - 1, cand + count, before);
-  return cand[k - 1];
+  const float hi_bound = kth_of_lanes(hi_lane, k, std::greater<>());
+  const float lo_bound = kth_of_lanes(lo_lane, k, std::less<>());
+  float* above = tmp;
+  float* below = tmp + cols;
+  int64_t n_above = 0, n_below = 0;
+  auto gather = [&](float v) {  // branch-free appends
+    above[n_above] = v;
+    n_above += v > hi_bound;
+    below[n_below] = v;
+    n_below += v < lo_bound;
+  };
+  const Quad hb = Quad{} + hi_bound, lb = Quad{} + lo_bound;
+  c = 0;
+  for (; c + 4 <= cols; c += 4) {
+    const Quad v = load_quad(xr + c);
+    if (any((v > hb) | (v < lb)))
+      for (int64_t l = 0; l < 4; ++l) gather(xr[c + l]);
+  }
+  for (; c < cols; ++c) gather(xr[c]);
+  auto finish = [&](float* cand, int64_t count, float bound, auto before) {
+    if (count < k) return bound;
+    std::nth_element(cand, cand + k - 1, cand + count, before);
+    return cand[k - 1];
+  };
+  *largest = finish(above, n_above, hi_bound, std::greater<>());
+  *smallest = finish(below, n_below, lo_bound, std::less<>());
 }
 
-// The sorted row's elements lo_k and hi_k (hi_k + lo_k = cols - 1); tmp holds cols floats.
+// The sorted row's elements lo_k and hi_k (hi_k + lo_k = cols - 1); tmp holds 2 cols floats.
 void row_quantiles(const float* xr, int64_t cols, int64_t lo_k, int64_t hi_k, float* tmp, float* lo, float* hi) {
   const int64_t k = std::min(lo_k, hi_k) + 1;  // lo_k + 1 = the k-th largest's rank when lo_k <= hi_k
   if (k <= kLanes && cols >= kLanes) {
-    float top[kLanes], bottom[kLanes];  // each lane's largest and smallest, one pass
-    std::memcpy(top, xr, sizeof top);
-    std::memcpy(bottom, xr, sizeof bottom);
-    int64_t i = kLanes;
-    for (; i + kLanes <= cols; i += kLanes)
-      for (int64_t j = 0; j < kLanes; ++j) {
-        top[j] = xr[i + j] > top[j] ? xr[i + j] : top[j];
-        bottom[j] = xr[i + j] < bottom[j] ? xr[i + j] : bottom[j];
-      }
-    for (; i < cols; ++i) {
-      top[i % kLanes] = xr[i] > top[i % kLanes] ? xr[i] : top[i % kLanes];
-      bottom[i % kLanes] = xr[i] < bottom[i % kLanes] ? xr[i] : bottom[i % kLanes];
-    }
-    float largest = kth_in_order(xr, cols, k, top, tmp, std::greater<float>());
-    float smallest = kth_in_order(xr, cols, k, bottom, tmp, std::less<float>());
+    float largest, smallest;
+    row_tails(xr, cols, k, tmp, &largest, &smallest);
     *hi = lo_k <= hi_k ? largest : smallest;
     *lo = lo_k <= hi_k ? smallest : largest;
     return;
@@ -116,7 +152,7 @@ Status k_clamp_outliers(const OpArgs& a) {
   int64_t hi_k = static_cast<int64_t>(std::floor(alpha * static_cast<double>(cols - 1)));
   int64_t lo_k = cols - 1 - hi_k;
   parallel_for(rows, 4, [&](int64_t b, int64_t e) {
-    float* tmp = static_cast<float*>(thread_scratch(0, sizeof(float) * cols));
+    float* tmp = static_cast<float*>(thread_scratch(0, 2 * sizeof(float) * cols));
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
       float lo, hi;
