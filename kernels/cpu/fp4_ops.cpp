@@ -8,6 +8,7 @@
 #include "cpu/elementwise_args.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
+#include "cpu/quad.h"
 
 namespace sgrt::cpu {
 // dW[o, i] *= f'(W[o, i] * 2^e[i]): the weight was quantized per input channel
@@ -28,23 +29,7 @@ namespace {
 // of a row of at least this many is found by row_tails.
 constexpr int64_t kLanes = 16;
 
-// 4 floats, the baseline vector (SSE2 / NEON) this file is built for (plain
-// loops of selects over the lanes could compile to a branch an element).
-typedef float Quad __attribute__((vector_size(16)));
-constexpr int64_t kQuads = kLanes / 4;
-
-Quad load_quad(const float* p) {
-  Quad v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// Whether any lane of a comparison's mask is set.
-bool any(Quad mask) {
-  uint64_t w[2];
-  std::memcpy(w, &mask, sizeof w);
-  return (w[0] | w[1]) != 0;
-}
+constexpr int64_t kQuads = kLanes / 4;  // cpu/quad.h vectors a lane pass holds
 
 // The k-th of v[0..kLanes) in the order `before` (1 <= k <= kLanes): the last,
 // in that order, of the values with fewer than k others strictly before them.
@@ -105,7 +90,7 @@ void row_tails(const float* xr, int64_t cols, int64_t k, float* tmp, float* larg
   c = 0;
   for (; c + 4 <= cols; c += 4) {
     const Quad v = load_quad(xr + c);
-    if (any((v > hb) | (v < lb)))
+    if (any_lane((v > hb) | (v < lb)))
       for (int64_t l = 0; l < 4; ++l) gather(xr[c + l]);
   }
   for (; c < cols; ++c) gather(xr[c]);
