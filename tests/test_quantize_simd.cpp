@@ -236,6 +236,36 @@ TEST_CASE("block_amax: each block's amax, NaN and infinity included, every block
   }
 }
 
+TEST_CASE("mx_scales: scale_exponent's exponent per block, OCP's NaN scale, the kept count, every ISA") {
+  std::vector<float> amax = {0.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                             1e-45f, 1e-40f, 0x1p-127f, std::bit_cast<float>(0x007FFFFFu), 0x1p-126f, 3e38f,
+                             448.0f, std::nextafter(448.0f, 0.0f), std::nextafter(448.0f, 1e9f), 6.0f, 57344.0f};
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits(0, 0x7F7FFFFFu);  // every positive finite float
+  while (amax.size() < 203) amax.push_back(std::bit_cast<float>(bits(rng)));  // ragged: 12 groups of 16 and 11
+  for (float fmax : {448.0f, 57344.0f, 6.0f})
+    for (int margin : {0, 1, 3})
+      for (Isa isa : isas()) {
+        CAPTURE(std::string(isa_name(isa)));
+        CAPTURE(fmax);
+        CAPTURE(margin);
+        const int64_t nb = static_cast<int64_t>(amax.size());
+        std::vector<uint8_t> scales(nb, 0xAB);
+        std::vector<float> mult(nb, -1.0f);
+        const int64_t kept = quant_impl::kernels_for(isa).mx_scales(amax.data(), nb, fmax, margin, scales.data(), mult.data());
+        int64_t want_kept = 0, bad = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          bool k;
+          const int32_t e = scale_exponent(amax[b], fmax, margin, 0, &k);
+          want_kept += k;
+          const uint8_t want = k && amax[b] != 0 ? 0xFF : static_cast<uint8_t>(127 - e);
+          bad += scales[b] != want || mult[b] != std::ldexp(1.0f, e);
+        }
+        CHECK(bad == 0);
+        CHECK(kept == want_kept);
+      }
+}
+
 TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, to the bit, on every ISA") {
   const int64_t nb = 37;
   std::mt19937 rng(6);

@@ -102,8 +102,6 @@ void group_block_amax(const float* x, int64_t r0, int64_t r1, int64_t cols, int6
   }
 }
 
-constexpr uint8_t kE8M0NaN = 0xFF;
-
 // NVFP4's FP32 tensor scale from the whole tensor's amax (formats/nvfp4.h), also
 // stored in *tensor_scale; *head gets the amax and whether the old scale was kept.
 float nvfp4_tensor_scale_of(const float* x, int64_t rows, int64_t cols, float* tensor_scale, QuantStats* head) {
@@ -210,16 +208,8 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
     std::vector<float> amax(nb);
     for (int64_t r = r0; r < r1; ++r) {
       group_block_amax(x, r, r + 1, cols, kMxBlock, amax.data(), nullptr);
-      for (int64_t b = 0; b < nb; ++b) {
-        const float a = amax[b];
-        s.amax = nan_max(s.amax, a);
-        bool kept;
-        const int32_t e = scale_exponent(a, fmax, p.margin, 0, &kept);
-        s.kept_scales += kept;
-        // E8M0 of 2^-e; OCP's NaN scale for a block holding a NaN or an infinity.
-        scales[r * nb + b] = kept && a != 0 ? kE8M0NaN : static_cast<uint8_t>(127 - e);
-        mult[b] = fmt::exp2i(e);
-      }
+      s.amax = nan_max(s.amax, simd().amax(amax.data(), nb));
+      s.kept_scales += simd().mx_scales(amax.data(), nb, fmax, p.margin, scales + r * nb, mult.data());
       encode_span(x, r * cols, cols, mult.data(), kMxBlock, p, q, s);
     }
   });

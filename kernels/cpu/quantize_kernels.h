@@ -58,6 +58,10 @@ struct Kernels {
   void (*hadamard16_blocks)(const float* x, float* out, int64_t nb);
   // out[b] = amax(x + b * block, block) for nb consecutive blocks (block a multiple of 16).
   void (*block_amax)(const float* x, int64_t nb, int64_t block, float* out);
+  // quantize_mx's scales from nb block amaxes (>= 0): cpu::scale_exponent(amax[b],
+  // fmt_max, margin, prev 0) as e, scales[b] the E8M0 code of 2^-e (0xFF for a NaN
+  // or infinite amax), mult[b] = 2^e; returns how many kept the unit scale.
+  int64_t (*mx_scales)(const float* amax, int64_t nb, float fmt_max, int margin, uint8_t* scales, float* mult);
 };
 
 extern const Kernels kGeneric;

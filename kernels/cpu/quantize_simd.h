@@ -642,10 +642,48 @@ void hadamard16_blocks(const float* in, float* out, int64_t nb) {
   }
 }
 
+// cpu::scale_exponent(amax[b], fmt_max, margin, 0) for nb block amaxes (>= 0,
+// as block_amax gives them), N blocks at a time: the exponents of fmt_max / amax
+// from the bits, a subnormal amax scaled by 2^64 first (exact) as frexp would
+// normalize it; kept (amax 0, NaN or inf) takes e = 0. scales[b] is the E8M0 code
+// of 2^-e (0xFF, OCP's NaN, for a NaN or an infinity), mult[b] = 2^e.
+template <int N>
+int64_t mx_scales(const float* amax, int64_t nb, float fmt_max, int margin, uint8_t* scales, float* mult) {
+  using U = typename Vec<N>::u32;
+  using I = typename Vec<N>::i32;
+  using F = typename Vec<N>::f32;
+  const uint32_t fb = __builtin_bit_cast(uint32_t, fmt_max);  // a normal float for every format
+  const int ef = static_cast<int>(fb >> 23) - 126;
+  I kept_count{};
+  for (int64_t g = 0; g < nb; g += N) {
+    const int lanes = nb - g < N ? static_cast<int>(nb - g) : N;
+    F a{};  // lanes past nb: 0, kept, not counted
+    std::memcpy(&a, amax + g, sizeof(float) * lanes);
+    const U ab = as<U>(a);
+    const I kept = (ab == 0u) | (ab >= 0x7F800000u);
+    const I sub = (ab >> 23) == 0u;
+    const U an = as<U>(sub ? a * 0x1p64f : a);
+    const I ea = as<I>(an >> 23) - (126 + (sub & 64));
+    const I below = (fb & 0x7FFFFFu) < (an & 0x7FFFFFu);
+    const I e0 = ef - ea + below - margin;  // below is -1 where set
+    const I e = kept ? I{} : (e0 < -126 ? splat<I>(-126) : (e0 > 127 ? splat<I>(127) : e0));
+    const U code = kept & (ab != 0u) ? splat<U>(0xFFu) : as<U>(127 - e);
+    const F m = as<F>(as<U>(e + 127) << 23);
+    kept_count -= kept & (iota<N>() < static_cast<uint32_t>(lanes));
+    for (int l = 0; l < lanes; ++l) {
+      scales[g + l] = static_cast<uint8_t>(code[l]);
+      mult[g + l] = m[l];
+    }
+  }
+  int64_t total = 0;
+  for (int l = 0; l < N; ++l) total += kept_count[l];
+  return total;
+}
+
 template <int N>
 constexpr Kernels make_kernels() {
   return {&amax<N>, &amax_cols<N>, &encode<N>, &decode<N>, &nvfp4_blocks<N>,
-          &hadamard16_blocks<N>, &block_amax<N>};
+          &hadamard16_blocks<N>, &block_amax<N>, &mx_scales<N>};
 }
 
 }  // namespace
