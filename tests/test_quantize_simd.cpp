@@ -20,6 +20,7 @@
 #include "cpu/quantize.h"
 #include "cpu/quantize_kernels.h"
 #include "formats/formats.h"
+#include "formats/fp8_tile.h"
 #include "formats/hadamard.h"
 #include "formats/nvfp4.h"
 
@@ -464,6 +465,75 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
       out.push_back(q);
     }
     for (size_t i = 1; i < out.size(); ++i) CHECK(out[i] == out[0]);
+  }
+  set_isa_limit(kTopIsa);
+}
+
+TEST_CASE("the row-block quantizers on short rows of whole blocks (quantized as wider rows) match the scalar model") {
+  // [rows, cols] with cols a multiple of the block runs as [rows / f, cols f]: the
+  // codes, scales and counts must be those of the row-by-row model all the same.
+  const int64_t rows = 12, cols = 256;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / 40 % 17) - 8);
+  std::fill(x.begin() + 3 * cols + 32, x.begin() + 3 * cols + 64, 0.0f);  // a zero MX block (kept)
+  const fmt::Spec e4m3 = fmt::spec_e4m3();
+  auto row_amax = [&](int64_t i, int64_t n) {
+    float a = 0;
+    for (int64_t j = 0; j < n; ++j) a = std::max(a, std::fabs(x[i + j]));
+    return a;
+  };
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    CAPTURE(std::string(isa_name(isa)));
+    QuantParams p;
+    p.fmt = DType::e4m3;
+    {  // MX, blocks of 32
+      std::vector<uint8_t> q(rows * cols), s(rows * cols / kMxBlock);
+      const QuantStats st = quantize_mx(x.data(), rows, cols, p, q.data(), s.data());
+      int64_t bad = 0, kept = 0;
+      for (int64_t b = 0; b < rows * cols / kMxBlock; ++b) {
+        bool k;
+        const int32_t e = scale_exponent(row_amax(b * kMxBlock, kMxBlock), 448.0f, 0, 0, &k);
+        kept += k;
+        bad += s[b] != 127 - e;
+        for (int64_t j = b * kMxBlock; j < (b + 1) * kMxBlock; ++j) bad += q[j] != fmt::encode(e4m3, x[j] * std::ldexp(1.0f, e));
+      }
+      CHECK(bad == 0);
+      CHECK(st.kept_scales == kept);
+      CHECK(st.amax == row_amax(0, rows * cols));
+    }
+    {  // fp8 1x128 tiles
+      std::vector<uint8_t> q(rows * cols);
+      std::vector<float> s(rows * cols / kFp8Tile);
+      const QuantStats st = quantize_fp8_tiles(x.data(), rows, cols, 1, p, q.data(), s.data());
+      int64_t bad = 0;
+      for (int64_t b = 0; b < rows * cols / kFp8Tile; ++b) {
+        bool k;
+        const float scale = fmt::fp8_tile_scale(row_amax(b * kFp8Tile, kFp8Tile), 448.0f, &k);
+        bad += s[b] != scale;
+        for (int64_t j = b * kFp8Tile; j < (b + 1) * kFp8Tile; ++j) bad += q[j] != fmt::encode(e4m3, x[j] * fmt::fp8_tile_mult(scale));
+      }
+      CHECK(bad == 0);
+      CHECK(st.amax == row_amax(0, rows * cols));
+    }
+    {  // NVFP4 1x16: one tensor scale, the four-over-six block scales
+      std::vector<uint8_t> q(rows * cols / 2), s(rows * cols / kNvfp4Block);
+      float ts = 0;
+      quantize_nvfp4(x.data(), rows, cols, QuantParams{}, q.data(), s.data(), &ts);
+      bool k;
+      CHECK(ts == fmt::nvfp4_tensor_scale(row_amax(0, rows * cols), 0.0f, &k));
+      int64_t bad = 0;
+      for (int64_t b = 0; b < rows * cols / kNvfp4Block; ++b) {
+        const float* xb = x.data() + b * kNvfp4Block;
+        const uint32_t want = fmt::nvfp4_block_scale(xb, kNvfp4Block, row_amax(b * kNvfp4Block, kNvfp4Block), ts);
+        bad += s[b] != want;
+        for (int64_t j = 0; j < kNvfp4Block; ++j)
+          bad += code_at(q, 4, b * kNvfp4Block + j) != fmt::e2m1_encode(xb[j] * fmt::nvfp4_mult(want, ts));
+      }
+      CHECK(bad == 0);
+    }
   }
   set_isa_limit(kTopIsa);
 }

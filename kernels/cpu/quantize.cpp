@@ -63,6 +63,20 @@ QuantStats over_rows(int64_t rows, int64_t cols, F&& fn) {
   return total;
 }
 
+// Blocks along a row (MX, NVFP4's 1x16, fp8's 1x128 tiles) do not see where a row
+// ends when it holds whole blocks: [rows, cols] quantizes as [rows / f, cols f],
+// the same codes and scales, for any f dividing rows. The widest such row up to
+// kWideRow elements (1 when blocks do not tile the row): a short row's calls (a
+// block amax, the scales, an encode) are paid once per wide row instead.
+constexpr int64_t kWideRow = 4096;
+int64_t rows_per_wide_row(int64_t rows, int64_t cols, int64_t block) {
+  int64_t f = 1;
+  if (cols % block != 0) return f;
+  for (int64_t d = 2; d <= rows && d * cols <= kWideRow; ++d)
+    if (rows % d == 0) f = d;
+  return f;
+}
+
 // Row r of quantize_nvfp4: formats/nvfp4.h's nvfp4_block_scale for each of its
 // blocks into codes (ceil(cols / 16)), then its E2M1 codes into q. The whole
 // blocks go through Kernels::nvfp4_blocks, which also writes their codes when
@@ -201,6 +215,8 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
                        void* q, uint8_t* scales) {
   if (p.fmt != DType::e4m3 && p.fmt != DType::e5m2 && p.fmt != DType::e2m1)
     return invalid("quantize_mx: fmt must be e4m3, e5m2 or e2m1");
+  const int64_t f = rows_per_wide_row(rows, cols, kMxBlock);
+  if (f > 1) return quantize_mx(x, rows / f, cols * f, p, q, scales);
   const float fmax = format_max(p.fmt);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   return over_rows(rows, cols, [&](int64_t r0, int64_t r1, QuantStats& s) {
@@ -217,6 +233,8 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
 
 QuantStats quantize_nvfp4(const float* x, int64_t rows, int64_t cols, const QuantParams& p,
                           void* q, uint8_t* block_scales, float* tensor_scale) {
+  const int64_t f = rows_per_wide_row(rows, cols, kNvfp4Block);
+  if (f > 1) return quantize_nvfp4(x, rows / f, cols * f, p, q, block_scales, tensor_scale);
   QuantParams pe = p;
   pe.fmt = DType::e2m1;
   QuantStats head;
@@ -269,6 +287,8 @@ QuantStats quantize_fp8_tiles(const float* x, int64_t rows, int64_t cols, int64_
                               const QuantParams& p, void* q, float* scales) {
   if (p.fmt != DType::e4m3 && p.fmt != DType::e5m2) return invalid("quantize_fp8_tiles: fmt must be e4m3 or e5m2");
   if (tile_rows != 1 && tile_rows != kFp8Tile) return invalid("quantize_fp8_tiles: tiles are 1 or 128 rows high");
+  const int64_t f = tile_rows == 1 ? rows_per_wide_row(rows, cols, kFp8Tile) : 1;
+  if (f > 1) return quantize_fp8_tiles(x, rows / f, cols * f, 1, p, q, scales);
   const float fmax = format_max(p.fmt);
   const int64_t nb = (cols + kFp8Tile - 1) / kFp8Tile, groups = (rows + tile_rows - 1) / tile_rows;
   // One task per group of tile_rows rows: a block's amax spans all its rows. Each
