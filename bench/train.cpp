@@ -1,8 +1,9 @@
 // Training-step throughput of every recipe against fp32 and against PyTorch, in one
 // run: the GPT of models/gpt.lua (n_layer 4, n_head 4, n_embd 256, block 128, batch
 // 16) and the Fashion-MNIST MLP of models/fashion_mlp.lua (784-500-10, batch 1000,
-// AdamW), each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4, nvfp4-train and fp32 with the O2 optimizer
-// state, next to the same model in PyTorch (scripts/make_gpt_reference.py --bench,
+// AdamW), each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4,
+// nvfp4-train, fp32 with each optimizer state level O1-O3, and fp8 with O2 (MS-AMP's
+// O2: FP8 GEMMs and state), next to the same model in PyTorch (scripts/make_gpt_reference.py --bench,
 // Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
 // best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
 // the CPU has AVX-512 (Debian's OpenBLAS otherwise picks its 256-bit Haswell
@@ -23,7 +24,7 @@
 // steps); --threads 2 --reps 1 on a GPU backend.
 //
 //   bench_train [--backend cpu|vulkan|cuda] [--threads 1,2] [--reps R] [--steps N]
-//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2] [--no-pytorch]
+//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2,fp8+O2] [--no-pytorch]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,11 +55,16 @@ struct Workload {
   std::string torch_args;  // make_gpt_reference.py's, less --threads/--steps/--device
 };
 
-// A recipe, or "O1".."O3": fp32 with that optimizer state level.
+// A recipe, "O1".."O3" (fp32 with that optimizer state level), or "recipe+Ok"
+// (the recipe with level Ok: MS-AMP's levels pair FP8 GEMMs with the state).
 struct Variant {
   std::string name;
-  std::string recipe() const { return name.size() == 2 && name[0] == 'O' ? "fp32" : name; }
-  std::string opt_state() const { return name.size() == 2 && name[0] == 'O' ? name : ""; }
+  bool level_only() const { return name.size() == 2 && name[0] == 'O'; }
+  std::string recipe() const { return level_only() ? "fp32" : name.substr(0, name.find('+')); }
+  std::string opt_state() const {
+    const size_t plus = name.find('+');
+    return level_only() ? name : plus == std::string::npos ? "" : name.substr(plus + 1);
+  }
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -159,7 +165,7 @@ double pytorch(const std::string& args, int threads, bool cpu, std::string* line
 int main(int argc, char** argv) {
   int steps = 3, reps = 0;
   bool torch = true;
-  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O2";
+  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O1,O2,O3,fp8+O2";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
