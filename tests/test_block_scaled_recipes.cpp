@@ -73,7 +73,10 @@ TEST_CASE("nvfp4 eval before any training step gives fp32's loss; an input 4 tim
   REQUIRE(test::read_f32(*nv, "w") == test::read_f32(*ref, "w"));
   const float l32 = test::loss_of(*ref), lnv = test::loss_of(*nv);
   MESSAGE("eval loss before any step: fp32 " << l32 << ", nvfp4 " << lnv);
-  CHECK(lnv == doctest::Approx(l32).epsilon(0.1));
+  // NVFP4 reconstructs x and w here with a relative RMS error of 8-10% (scripts/
+  // quant_reference.py), and logits this large carry it into the loss: 15%. The
+  // defects this guards against gave 0, or a loss that ignored a 4x input.
+  CHECK(lnv == doctest::Approx(l32).epsilon(0.15));
   // A training step leaves its tensor scale in the state; eval on 4 x must not use it.
   test::run(*nv, "train_step");
   test::run(*ref, "train_step");
@@ -82,7 +85,7 @@ TEST_CASE("nvfp4 eval before any training step gives fp32's loss; an input 4 tim
   const float l32x4 = test::loss_of(*ref), lnvx4 = test::loss_of(*nv);
   MESSAGE("eval loss on 4 x after a step: fp32 " << l32x4 << ", nvfp4 " << lnvx4);
   CHECK(std::fabs(l32x4 - l32) > 0.3f * l32);  // the case means something
-  CHECK(lnvx4 == doctest::Approx(l32x4).epsilon(0.1));
+  CHECK(lnvx4 == doctest::Approx(l32x4).epsilon(0.15));
 }
 
 TEST_CASE("an infinity in an MX block gives the block the NaN scale: the step is non-finite and skipped") {

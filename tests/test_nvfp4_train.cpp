@@ -142,7 +142,7 @@ TEST_CASE("nvfp4_16x16: scales and codes against the definition; x and x^T quant
     for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
-  const float ts = amax / (6.f * 448.f);
+  const float ts = amax / (6.f * 256.f);
   auto quantize = [](const std::vector<float>& v, int64_t r, int64_t c, std::vector<uint8_t>* q, std::vector<uint8_t>* s) {
     q->assign((r * c + 1) / 2, 0);
     s->assign(((r + kB - 1) / kB) * ((c + kB - 1) / kB), 0);
@@ -277,10 +277,13 @@ TEST_CASE("nvfp4-train: one training step's plan and values, GEMM by GEMM") {
 }
 
 TEST_CASE("stochastic rounding: unbiased in the mean, nearest-even biased, within 5 standard errors") {
-  // A block [6, 2.3 x 15]: its scale maps 6 onto E2M1's 6, so 2.3 sits between
-  // the codes 2 and 3 (up with probability 0.3).
+  // A block [6, 4 x 7, 2.3 x 8]: four over six keeps the scale that maps 6 onto
+  // E2M1's 6 (4 and 6 lie on its grid; mapped to 4, 4 and 2.3 err more), so 2.3
+  // sits between the codes 2 and 3 (up with probability 0.3).
   std::vector<float> x(16, 2.3f);
   x[0] = 6.f;
+  std::fill(x.begin() + 1, x.begin() + 8, 4.f);
+  constexpr int kFirst = 8;  // the 2.3s
   std::vector<uint8_t> q(8), sc(1);
   double sum = 0;
   int64_t count = 0, ups = 0;
@@ -292,7 +295,8 @@ TEST_CASE("stochastic rounding: unbiased in the mean, nearest-even biased, withi
     p.seed = static_cast<uint32_t>(seed);
     REQUIRE(cpu::quantize_nvfp4(x.data(), 1, 16, p, q.data(), sc.data(), &ts).error == nullptr);
     const double unit = e4m3_value(sc[0]) * static_cast<double>(ts);
-    for (int i = 1; i < 16; ++i) {
+    REQUIRE(6.0 / unit == doctest::Approx(6.0).epsilon(0.07));  // "six" (E4M3's rounding of the scale)
+    for (int i = kFirst; i < 16; ++i) {
       const float v = e2m1_value(nibble(q, i));
       REQUIRE((v == 2.f || v == 3.f));
       ups += v == 3.f;
@@ -306,7 +310,7 @@ TEST_CASE("stochastic rounding: unbiased in the mean, nearest-even biased, withi
   CHECK(std::fabs(static_cast<double>(ups) / count - 0.3) < 5 * se);
   float ts = 0;
   REQUIRE(cpu::quantize_nvfp4(x.data(), 1, 16, {DType::e2m1}, q.data(), sc.data(), &ts).error == nullptr);
-  for (int i = 1; i < 16; ++i) CHECK(e2m1_value(nibble(q, i)) == 2.f);  // nearest: always down
+  for (int i = kFirst; i < 16; ++i) CHECK(e2m1_value(nibble(q, i)) == 2.f);  // nearest: always down
 }
 #else
 TEST_CASE("CUDA oracle present") {

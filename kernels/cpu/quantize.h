@@ -68,7 +68,7 @@ QuantStats quantize_mx(const float* x, int64_t rows, int64_t cols, const QuantPa
 
 // NVFP4: E2M1 codes, blocks of 16 along a row with an E4M3 block scale, times an FP32
 // tensor scale: x' = q * e4m3(block_scale) * tensor_scale. Both scales are
-// formats/nvfp4.h's: tensor_scale = amax / (6 * 448) (in: the previous one, kept when
+// formats/nvfp4.h's: tensor_scale = amax / (6 * 256) (in: the previous one, kept when
 // amax is 0/inf/NaN, 1 if that is not positive); each block's scale maps its amax to
 // 6 or to 4, whichever errs less; elements saturate at ±6. p.fmt is ignored.
 // block_scales: [rows][ceil(cols / 16)].

@@ -169,7 +169,7 @@ __global__ void fp8_tile_scale_kernel(Q q) {
   }
 }
 
-// NVFP4's FP32 tensor scale (formats/nvfp4.h): amax / (6 * 448), or the previous one.
+// NVFP4's FP32 tensor scale (formats/nvfp4.h): amax / (6 * 256), or the previous one.
 __global__ void nvfp4_tensor_kernel(Q q) {
   take_fused_amax(q);
   bool kept;

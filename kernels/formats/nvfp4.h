@@ -26,14 +26,20 @@ inline float add_rn(float a, float b) { return a + b; }
 // (s >= 2^-9, the least E4M3 scale that is not zero).
 constexpr float kNvfp4MinTensorScale = 3.00926553e-36f;  // 2^-118
 
-// amax / (6 * 448), at least kNvfp4MinTensorScale. When amax is 0, inf or NaN the
+// The block scale the tensor's amax gets under "six": 256, not E4M3's 448, so that
+// "four"'s 1.5x larger scale (384) stays representable for every block, the one
+// holding the amax included (Cook et al.'s implementation does the same; at 448
+// blocks above 2/3 of the amax lost the choice, their "four" clamped to 448).
+constexpr float kNvfp4SixScaleMax = 256.0f;
+
+// amax / (6 * 256), at least kNvfp4MinTensorScale. When amax is 0, inf or NaN the
 // previous scale is kept (*kept = true), and 1 when there is none (a state that
 // starts at 0): an all-zero tensor must not divide by a zero scale.
 SGRT_HD inline float nvfp4_tensor_scale(float amax, float prev, bool* kept) {
   auto usable = [](float v) { return v > 0 && float_bits(v) < 0x7F800000u; };  // finite, > 0
   *kept = !usable(amax);
   if (*kept) return usable(prev) ? prev : 1.0f;
-  const float ts = amax / (kE2M1Max * kE4M3Max);
+  const float ts = amax / (kE2M1Max * kNvfp4SixScaleMax);
   return ts > kNvfp4MinTensorScale ? ts : kNvfp4MinTensorScale;
 }
 

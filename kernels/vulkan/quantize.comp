@@ -62,12 +62,12 @@ uint blocks_per_row() { return (COLS + block_size() - 1u) / block_size(); }
 
 // NVFP4's scales, formats/nvfp4.h line for line (precise: no fused multiply-adds,
 // as on the CPU and CUDA). The tensor scale from the tensor's amax bits: amax /
-// (6 * 448), at least 2^-118; the previous one when amax is 0, inf or NaN, 1 if
-// that is not positive.
+// (6 * 256) (room for four-over-six's larger scale), at least 2^-118; the
+// previous one when amax is 0, inf or NaN, 1 if that is not positive.
 float nvfp4_tensor_scale(uint a, float prev, out bool kept) {
   kept = a == 0u || a >= 0x7F800000u;
   if (kept) return prev > 0.0 && floatBitsToUint(prev) < 0x7F800000u ? prev : 1.0;
-  return uintBitsToFloat(max(floatBitsToUint(div_rn(uintBitsToFloat(a), 2688.0)), 0x04800000u));  // 2^-118
+  return uintBitsToFloat(max(floatBitsToUint(div_rn(uintBitsToFloat(a), 1536.0)), 0x04800000u));  // 2^-118
 }
 // A block's multiplier under E4M3 scale `code` (0 for a zero scale).
 float nvfp4_mult(uint code, float ts) {
@@ -155,7 +155,7 @@ void scales() {
   } else {
     uint bs = block_size(), nb = blocks_per_row(), count = ROWS * nb;
     float ts = 0.0;
-    if (GRAN == G_NVFP4) {  // the tensor scale: amax / (6 * 448), or the previous one
+    if (GRAN == G_NVFP4) {  // the tensor scale: amax / (6 * 256), or the previous one
       bool k;
       ts = nvfp4_tensor_scale(scratch[SCR + S_AMAX], F[STATE + ST_TSCALE], k);
       if (gl_GlobalInvocationID.x == 0u) {
