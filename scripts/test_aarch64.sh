@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # AArch64 under emulation (docs/edge.md): cross-builds the runtime side with
 # cmake/aarch64-linux-gnu.cmake into build-aarch64 and runs, under qemu-aarch64:
-#   - its test suites (layering, formats, GEMM and quantize with each path, the row
-#     reductions' order) and the size report of the aarch64 libsgrt,
+#   - its test suites (layering, formats, GEMM, quantize and the optimizer updates
+#     with each path, the row reductions' order) and the size report of the aarch64 libsgrt,
 #   - the deployment check: a graph compiled, trained and exported by this machine's
 #     build (`sgrt export`) is fine-tuned 3 steps and run by examples/edge (the C API)
 #     on aarch64, which must print the same predictions as the x86 build and losses
@@ -43,7 +43,7 @@ qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
 # thread-count independence is tested natively.
 export SGRT_NUM_THREADS=1
 single_thread='*thread count*,*thread-count*,parallel_for*'
-for t in test_layering test_formats test_quantize test_quantize_simd test_row_reduce; do
+for t in test_layering test_formats test_quantize test_quantize_simd test_row_reduce test_optimizer_fast; do
   "${qemu[@]}" "$cross/tests/$t" -tce="$single_thread" >/dev/null
 done
 # test_gemm on the default CPU (qemu's "max", with BF16) covers every path (portable,

@@ -122,75 +122,88 @@ std::vector<cpu::Isa> isas() {
   return v;
 }
 
-// Runs `body` on every ISA path and thread count.
+// Runs `body` on every ISA path with `threads` threads.
 template <class F>
-void every_path(F&& body) {
-  for (cpu::Isa isa : isas())
-    for (int threads : {1, 2}) {
-      cpu::set_isa_limit(isa);
-      cpu::set_num_threads(threads);
-      CAPTURE(std::string(cpu::isa_name(isa)));
-      CAPTURE(threads);
-      body();
-    }
+void every_path(int threads, F&& body) {
+  cpu::set_num_threads(threads);
+  for (cpu::Isa isa : isas()) {
+    cpu::set_isa_limit(isa);
+    CAPTURE(std::string(cpu::isa_name(isa)));
+    CAPTURE(threads);
+    body();
+  }
   cpu::set_isa_limit(cpu::kTopIsa);
+  cpu::set_num_threads(1);
+}
+
+// AdamW at level l against the element-by-element update.
+void check_adamw(const Level& l) {
+  CAPTURE(l.name);
+  State run(l), want(l);
+  const int32_t t = 4;  // the step counter before this update
+  std::vector<int32_t> ts(kTrainStateLen, 0);
+  ts[kStep] = t;
+  float lr = kLr, coef = kCoef;
+  TensorType one{{1}, DType::f32}, tst{{kTrainStateLen}, DType::i32}, sct{{kOptScaleLen}, DType::f32};
+  Attrs at;
+  at.set_f("beta1", kB1).set_f("beta2", kB2).set_f("eps", kEps).set_f("weight_decay", kWd).set_i("scale_w", l.scale_w);
+  cpu::OpArgs a{OpCode::AdamwUpdate, &at,
+                {run.w.arg(), run.g.arg(), run.s1.arg(), run.s2.arg(), {&lr, &one, 1}, {ts.data(), &tst, kTrainStateLen},
+                 {run.scales.data(), &sct, kOptScaleLen}, {&coef, &one, 1}},
+                {}};
+  REQUIRE(cpu::k_optimizer(a).ok());
+  const float b1 = static_cast<float>(double{kB1}), b2 = static_cast<float>(double{kB2});
+  const float bc1 = 1.f - std::pow(b1, static_cast<float>(t + 1)), bc2 = 1.f - std::pow(b2, static_cast<float>(t + 1));
+  const float step = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = 1.f - lr * static_cast<float>(double{kWd});
+  const float eps = static_cast<float>(double{kEps});
+  reference(want, l, true, [&](float& w, float& m, float& v, float g) {
+    const float gi = g * coef;
+    w *= decay;
+    m = b1 * m + (1.f - b1) * gi;
+    v = b2 * v + (1.f - b2) * gi * gi;
+    w -= step * m / (std::sqrt(v) / bc2_sqrt + eps);
+  });
+  check_same(run, want);
+}
+
+// SGD at level l likewise.
+void check_sgd(const Level& l) {
+  CAPTURE(l.name);
+  State run(l), want(l);
+  std::vector<int32_t> ts(kTrainStateLen, 0);
+  float lr = kLr, coef = kCoef;
+  TensorType one{{1}, DType::f32}, tst{{kTrainStateLen}, DType::i32}, sct{{kOptScaleLen}, DType::f32};
+  Attrs at;
+  at.set_f("momentum", kMu).set_f("weight_decay", kWd).set_i("scale_w", l.scale_w);
+  cpu::OpArgs a{OpCode::SgdUpdate, &at,
+                {run.w.arg(), run.g.arg(), run.s1.arg(), {&lr, &one, 1}, {ts.data(), &tst, kTrainStateLen},
+                 {run.scales.data(), &sct, kOptScaleLen}, {&coef, &one, 1}},
+                {}};
+  REQUIRE(cpu::k_optimizer(a).ok());
+  const float mu = static_cast<float>(double{kMu}), wd = static_cast<float>(double{kWd});
+  reference(want, l, false, [&](float& w, float& m, float&, float g) {
+    const float gi = g * coef + wd * w;
+    m = mu * m + gi;
+    w -= lr * m;
+  });
+  check_same(run, want);
 }
 
 }  // namespace
 
 TEST_CASE("AdamW's vectorized update is the element-by-element one at every state level") {
-  for (const Level& l : kLevels)
-    every_path([&] {
-      CAPTURE(l.name);
-      State run(l), want(l);
-      const int32_t t = 4;  // the step counter before this update
-      std::vector<int32_t> ts(kTrainStateLen, 0);
-      ts[kStep] = t;
-      float lr = kLr, coef = kCoef;
-      TensorType one{{1}, DType::f32}, tst{{kTrainStateLen}, DType::i32}, sct{{kOptScaleLen}, DType::f32};
-      Attrs at;
-      at.set_f("beta1", kB1).set_f("beta2", kB2).set_f("eps", kEps).set_f("weight_decay", kWd).set_i("scale_w", l.scale_w);
-      cpu::OpArgs a{OpCode::AdamwUpdate, &at,
-                    {run.w.arg(), run.g.arg(), run.s1.arg(), run.s2.arg(), {&lr, &one, 1}, {ts.data(), &tst, kTrainStateLen},
-                     {run.scales.data(), &sct, kOptScaleLen}, {&coef, &one, 1}},
-                    {}};
-      REQUIRE(cpu::k_optimizer(a).ok());
-      const float b1 = static_cast<float>(double{kB1}), b2 = static_cast<float>(double{kB2});
-      const float bc1 = 1.f - std::pow(b1, static_cast<float>(t + 1)), bc2 = 1.f - std::pow(b2, static_cast<float>(t + 1));
-      const float step = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = 1.f - lr * static_cast<float>(double{kWd});
-      const float eps = static_cast<float>(double{kEps});
-      reference(want, l, true, [&](float& w, float& m, float& v, float g) {
-        const float gi = g * coef;
-        w *= decay;
-        m = b1 * m + (1.f - b1) * gi;
-        v = b2 * v + (1.f - b2) * gi * gi;
-        w -= step * m / (std::sqrt(v) / bc2_sqrt + eps);
-      });
-      check_same(run, want);
-    });
+  for (const Level& l : kLevels) every_path(1, [&] { check_adamw(l); });
 }
 
 TEST_CASE("SGD's vectorized update is the element-by-element one at every state level") {
+  for (const Level& l : kLevels) every_path(1, [&] { check_sgd(l); });
+}
+
+// Each thread takes whole chunks; the amaxes of all chunks decide the scales.
+TEST_CASE("The vectorized updates on 2 threads (thread count) are the element-by-element ones") {
   for (const Level& l : kLevels)
-    every_path([&] {
-      CAPTURE(l.name);
-      State run(l), want(l);
-      std::vector<int32_t> ts(kTrainStateLen, 0);
-      float lr = kLr, coef = kCoef;
-      TensorType one{{1}, DType::f32}, tst{{kTrainStateLen}, DType::i32}, sct{{kOptScaleLen}, DType::f32};
-      Attrs at;
-      at.set_f("momentum", kMu).set_f("weight_decay", kWd).set_i("scale_w", l.scale_w);
-      cpu::OpArgs a{OpCode::SgdUpdate, &at,
-                    {run.w.arg(), run.g.arg(), run.s1.arg(), {&lr, &one, 1}, {ts.data(), &tst, kTrainStateLen},
-                     {run.scales.data(), &sct, kOptScaleLen}, {&coef, &one, 1}},
-                    {}};
-      REQUIRE(cpu::k_optimizer(a).ok());
-      const float mu = static_cast<float>(double{kMu}), wd = static_cast<float>(double{kWd});
-      reference(want, l, false, [&](float& w, float& m, float&, float g) {
-        const float gi = g * coef + wd * w;
-        m = mu * m + gi;
-        w -= lr * m;
-      });
-      check_same(run, want);
+    every_path(2, [&] {
+      check_adamw(l);
+      check_sgd(l);
     });
 }

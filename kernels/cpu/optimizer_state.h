@@ -1,11 +1,11 @@
 // Optimizer state and gradients in f32, f16, e4m3 or e5m2 behind a power-of-two
 // scale (quant.h's OptScaleSlot): stored code = encode(x * s), value =
-// decode(code) / s. The updates read and write parameters, moments, momentum
-// and gradients a span at a time through load_span / store_span.
+// decode(code) / s. A master's f32 working copy (dequantize) and a gradient's
+// low-precision copy (quantize_grad) go through load_span / store_span; the
+// updates decode and encode in registers (optimizer_step.h).
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "cpu/op_args.h"
 #include "cpu/quantize.h"
@@ -13,12 +13,6 @@
 #include "formats/formats.h"
 
 namespace sgrt::cpu {
-
-// f(std::integral_constant<DType, d>) for d among Ds; false when d is not.
-template <DType... Ds, class F>
-bool with_dtype(DType d, F&& f) {
-  return ((d == Ds && (f(std::integral_constant<DType, Ds>{}), true)) || ...);
-}
 
 // The scale that puts `amax` just under the format's largest value (NUMERICS
 // §2 with margin 0); an amax of 0, inf or NaN keeps `scale`. f32 stays at 1.

@@ -3,6 +3,8 @@
 
 namespace sgrt::cpu {
 
-void optimizer_step_avx2(const OptimizerStepArgs& a) { optimizer_step_impl::run(a); }
+void optimizer_step_avx2(const OptimizerStepArgs& a, int64_t b, int64_t e, uint32_t amax[3]) {
+  optimizer_step_impl::run<8>(a, b, e, amax);
+}
 
 }  // namespace sgrt::cpu
