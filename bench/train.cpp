@@ -2,8 +2,9 @@
 // run: the GPT of models/gpt.lua (n_layer 4, n_head 4, n_embd 256, block 128, batch
 // 16) and the Fashion-MNIST MLP of models/fashion_mlp.lua (784-500-10, batch 1000,
 // AdamW), each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4,
-// nvfp4-train, fp32 with each optimizer state level O1-O3, and fp8 with O2 (MS-AMP's
-// O2: FP8 GEMMs and state), next to the same model in PyTorch (scripts/make_gpt_reference.py --bench,
+// nvfp4-train, fp32 with each optimizer state level O1-O3, and fp8 with each level
+// (MS-AMP's O1-O3 proper: FP8 GEMMs with the state levels), next to the same model
+// in PyTorch (scripts/make_gpt_reference.py --bench,
 // Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
 // best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
 // the CPU has AVX-512 (Debian's OpenBLAS otherwise picks its 256-bit Haswell
@@ -165,7 +166,7 @@ double pytorch(const std::string& args, int threads, bool cpu, std::string* line
 int main(int argc, char** argv) {
   int steps = 3, reps = 0;
   bool torch = true;
-  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O1,O2,O3,fp8+O2";
+  std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O1,O2,O3,fp8+O1,fp8+O2,fp8+O3";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
