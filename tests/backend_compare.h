@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_bias_fusion.h"
+#include "cpu_fusion.h"
 #include "formats/formats.h"
 #include "formats/gguf_blocks.h"
 #include "harness.h"
@@ -242,9 +242,8 @@ inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
 // memory plan reuses a dead tensor's bytes for another tensor, whose value decoded
 // in the first one's dtype means nothing: the low half of an f32 read as a BF16
 // code). A transient tensor the program did not write holds what another program
-// left there. The others are left out of the comparison, as are the product and
-// broadcast bias of a linear layer the CPU backend fuses (cpu_bias_fusion.h),
-// which it never writes.
+// left there. The others are left out of the comparison, as are the products
+// (and broadcast biases) the CPU backend's fusions never write (cpu_fusion.h).
 inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   const std::vector<TensorInfo>& ts = m.tensors();
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
@@ -252,6 +251,7 @@ inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
   for (const BiasFusion& f : find_bias_fusions(m, p))
     for (int op : {f.matmul, f.broadcast}) written[p.ops[op].out[0]] = -1;
+  for (const AddendFusion& f : find_addend_fusions(m, p)) written[p.ops[f.matmul].out[0]] = -1;
   std::vector<bool> intact(ts.size());
   for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;
   for (size_t a = 0; a < ts.size(); ++a)

@@ -289,7 +289,7 @@ TEST_CASE("a product with few columns (run transposed) equals those columns of a
 
 TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the bit") {
   // The CPU backend fuses add(matmul, broadcast_to(b)) into the GEMM
-  // (runtime/src/cpu_bias_fusion.h): bias after the whole K sum (K = 1601 spans
+  // (runtime/src/cpu_fusion.h): bias after the whole K sum (K = 1601 spans
   // several K blocks), on full and edge tiles, transposed narrow products, beta.
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1, 1);

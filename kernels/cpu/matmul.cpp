@@ -2,7 +2,8 @@
 // One row of A (a decode step's x @ W^T) goes to a matrix-vector product that
 // streams B once: the blocked GEMM would first pack all of B, which for one
 // row costs more than the product itself. An A that is almost all zeros (FP4's
-// outlier residual, ~2% non-zero) goes to a sparse product.
+// outlier residual, ~2% non-zero) goes to a sparse product, which adds an addend
+// (OpArgs::addend: the compensation's sum with the FP4 product) as it stores.
 #include <algorithm>
 
 #include "cpu/gemm.h"
@@ -83,7 +84,10 @@ int64_t row_nonzeros(const float* a, int64_t k, int64_t* at, float* value) {
   return count;
 }
 
-void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+// addend, when given: C = addend + the product, element by element (addend may be
+// C); then bias [n], when given, added to every row (each a separate add's rounding).
+void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b, const float* addend,
+                   const float* bias, float* c) {
   const int64_t width = trans_b ? std::min(n, std::max<int64_t>(16, kPanelFloats / k)) : n;
   for (int64_t j0 = 0; j0 < n; j0 += width) {
     const int64_t w = std::min(width, n - j0);
@@ -100,6 +104,7 @@ void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t nnz = row_nonzeros(a + r * k, k, at, value);
         float* cr = c + r * n + j0;
+        const float* yr = addend ? addend + r * n + j0 : nullptr;
         int64_t j = 0;
         for (; j + kColumns <= w; j += kColumns) {
           Quad acc[kColumns / 4] = {};
@@ -107,12 +112,17 @@ void sparse_a_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a
             const float* bi = panel + at[t] * ld + j;
             for (int64_t q = 0; q < kColumns / 4; ++q) acc[q] += value[t] * load_quad(bi + 4 * q);
           }
+          if (yr)
+            for (int64_t q = 0; q < kColumns / 4; ++q) acc[q] = load_quad(yr + j + 4 * q) + acc[q];
+          if (bias)
+            for (int64_t q = 0; q < kColumns / 4; ++q) acc[q] += load_quad(bias + j0 + j + 4 * q);
           for (int64_t q = 0; q < kColumns / 4; ++q) store_quad(cr + j + 4 * q, acc[q]);
         }
         for (; j < w; ++j) {
           float acc = 0.f;
           for (int64_t t = 0; t < nnz; ++t) acc += value[t] * panel[at[t] * ld + j];
-          cr[j] = acc;
+          if (yr) acc = yr[j] + acc;
+          cr[j] = bias ? acc + bias[j0 + j] : acc;
         }
       }
     });
@@ -129,13 +139,22 @@ Status k_matmul_f32(const OpArgs& a) {
   bool ta = a.attrs->i("trans_a"), tb = a.attrs->i("trans_b");
   int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
   float* c = a.out[0].f();
-  if (ta || (m > 1 && !mostly_zero(a.in[0].f(), m * k))) {
-    gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, c, n, a.bias);  // the bias in its epilogue
+  const bool vector = !ta && m == 1, sparse = !ta && m > 1 && mostly_zero(a.in[0].f(), m * k);
+  if (sparse) {
+    sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), a.addend, a.bias, c);
     return Status::Ok();
   }
-  if (m == 1) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), c);
-  else sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), c);
-  if (a.bias) add_bias_rows(c, m, n, a.bias);
+  // An addend that is the output's own bytes: the product goes aside first.
+  float* prod = a.addend == c ? static_cast<float*>(thread_scratch(3, sizeof(float) * m * n)) : c;
+  // The bias in the GEMM's epilogue, unless an addend comes first.
+  const float* epilogue_bias = a.addend ? nullptr : a.bias;
+  if (vector) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), prod);
+  else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, prod, n, epilogue_bias);
+  if (a.addend)
+    parallel_for(m * n, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) c[i] = a.addend[i] + prod[i];
+    });
+  if (a.bias && (vector || a.addend)) add_bias_rows(c, m, n, a.bias);
   return Status::Ok();
 }
 

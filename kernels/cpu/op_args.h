@@ -28,8 +28,12 @@ struct OpArgs {
   const ScaleSpec* quant = nullptr;  // quantize and qmatmul: OpInfoLoaded::quant
   // matmul and qmatmul: a row vector [N] added to every output row after the
   // product, with a separate add's rounding (the backend's fusion of
-  // add(matmul, broadcast_to(b)), runtime/src/cpu_bias_fusion.h); null: none.
+  // add(matmul, broadcast_to(b)), runtime/src/cpu_fusion.h); null: none.
   const float* bias = nullptr;
+  // matmul: the output is addend + product (then + bias), each element a separate
+  // add's rounding (the fusion of add(y, matmul(a, W)), runtime/src/cpu_fusion.h);
+  // the addend is the output's bytes exactly or none of them. null: none.
+  const float* addend = nullptr;
 };
 
 // Kernels fail only on data they cannot trust (a label out of range).

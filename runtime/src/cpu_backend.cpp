@@ -7,7 +7,7 @@
 
 #include "backends.h"
 #include "cpu/op_args.h"
-#include "cpu_bias_fusion.h"
+#include "cpu_fusion.h"
 
 namespace sgrt {
 namespace {
@@ -64,26 +64,41 @@ class CpuBackend final : public Backend {
         }
         ops.push_back(std::move(b));
       }
-      if (fuse_) fuse_bias_adds(model, p, &ops);
+      if (fuse_) fuse_adds(model, p, &ops);
       programs_.push_back(std::move(ops));
     }
     return Status::Ok();
   }
 
-  // The product writes the add's output with the bias in its epilogue; the
-  // broadcast and the add no longer run (cpu_bias_fusion.h).
-  void fuse_bias_adds(const Model& model, const ProgramInfo& p, std::vector<BoundOp>* ops) {
+  // The fusions of cpu_fusion.h: the product writes the last add's output, with
+  // the bias in its epilogue or the addend (and a bias) added as it stores; the
+  // broadcasts and adds no longer run.
+  void fuse_adds(const Model& model, const ProgramInfo& p, std::vector<BoundOp>* ops) {
     std::vector<bool> gone(ops->size(), false);
+    auto at = [&](int tensor) { return reinterpret_cast<const float*>(arena_ + model.tensors()[tensor].offset); };
+    auto set_bias = [&](BoundOp& mm, int bias, bool stage) {
+      mm.args.bias = at(bias);
+      if (stage) {
+        mm.bias_source = mm.args.bias;
+        mm.staged_bias.resize(static_cast<size_t>(numel(model.tensors()[bias].type.shape)));
+        mm.args.bias = mm.staged_bias.data();  // a vector's storage stays put when the op is moved
+      }
+    };
     for (const BiasFusion& f : find_bias_fusions(model, p)) {
       BoundOp& mm = (*ops)[f.matmul];
       mm.args.out = (*ops)[f.add].args.out;
-      mm.args.bias = reinterpret_cast<const float*>(arena_ + model.tensors()[f.bias].offset);
-      if (f.stage_bias) {
-        mm.bias_source = mm.args.bias;
-        mm.staged_bias.resize(static_cast<size_t>(numel(model.tensors()[f.bias].type.shape)));
-        mm.args.bias = mm.staged_bias.data();  // a vector's storage stays put when the op is moved
-      }
+      set_bias(mm, f.bias, f.stage_bias);
       gone[f.broadcast] = gone[f.add] = true;
+    }
+    for (const AddendFusion& f : find_addend_fusions(model, p)) {
+      BoundOp& mm = (*ops)[f.matmul];
+      mm.args.addend = at(f.addend);
+      mm.args.out = (*ops)[f.add].args.out;
+      gone[f.add] = true;
+      if (f.bias_add < 0) continue;
+      mm.args.out = (*ops)[f.bias_add].args.out;
+      set_bias(mm, f.bias, f.stage_bias);
+      gone[f.broadcast] = gone[f.bias_add] = true;
     }
     std::vector<BoundOp> kept;
     for (size_t i = 0; i < ops->size(); ++i)

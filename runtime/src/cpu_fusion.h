@@ -1,0 +1,50 @@
+// The CPU backend's fusions, each giving the same bits as the ops it replaces:
+//  - a linear layer's bias add. The DSL writes x @ W + b as
+//    add(matmul(x, W), broadcast_to(b)); run as written, the broadcast writes a
+//    [rows, N] copy of b and the add reads it and the product back. Fused, the
+//    matmul (or qmatmul) adds b in its GEMM's epilogue, after the whole product,
+//    with the add's rounding, and writes the add's output directly
+//    (kernels/cpu/op_args.h, OpArgs::bias);
+//  - a product added to a tensor, add(y, matmul(a, W)): FP4's outlier
+//    compensation, add(qmatmul(...), matmul(outliers, W)), whose sparse product
+//    then adds each sum to y's element as it stores it (OpArgs::addend), and the
+//    layer's bias after it when the sum goes on to add(sum, broadcast_to(b)).
+#pragma once
+#include <vector>
+
+#include "sgrt/model.h"
+
+namespace sgrt {
+
+struct BiasFusion {
+  int matmul, broadcast, add;  // op indices in the program
+  int bias;                    // the broadcast's source tensor: [N] or [1, .., 1, N], f32
+  // The add's output overlaps the bias (at O1-O3 a transient working copy whose
+  // bytes the memory plan may hand on to the output): the backend copies the
+  // bias aside before the product runs.
+  bool stage_bias;
+};
+
+// The fusable triples of a program. The product and the broadcast copy must be
+// transient, read by the add alone (not model outputs), and the three ops
+// adjacent (nothing else runs in between); the add's output must not overlap
+// the product's inputs, which are read while it is written.
+std::vector<BiasFusion> find_bias_fusions(const Model& m, const ProgramInfo& p);
+
+struct AddendFusion {
+  int matmul, add;  // op indices in the program: the f32 matmul right before the add
+  int addend;       // the add's other operand (its first): the matmul writes addend + product
+  // A bias added next, add(sum, broadcast_to(b)) right after (-1: none): the
+  // matmul writes (addend + product) + b in that add's output instead.
+  int broadcast = -1, bias_add = -1, bias = -1;
+  bool stage_bias = false;  // as BiasFusion's
+};
+
+// The fusable pairs (or, with a bias, fives) of a program that no bias fusion
+// takes. The product (and a sum and a broadcast copy followed by a bias) must be
+// transient and read by the next add alone, the ops adjacent; the final output
+// must not overlap the product's inputs, and either is the addend's bytes exactly
+// (in place: each element read before it is written) or misses them.
+std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p);
+
+}  // namespace sgrt
