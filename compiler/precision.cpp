@@ -14,6 +14,7 @@ namespace sgrt::compiler {
 namespace {
 
 struct Quantized { int q, scale, state; };
+struct Clamped { int clamped, outliers; };
 
 // fp8-static: how far above Scalify's estimate (a typical magnitude) a tensor's
 // largest elements may go before the format saturates: 2^4 still leaves E4M3
@@ -29,6 +30,7 @@ class Rewriter {
     for (Program& p : g_.programs) {
       update_ = p.name == "train_step" || p.name == "grad_step";  // the training passes
       emitted_.clear();
+      clamp_emitted_.clear();
       std::vector<Op> out;
       for (const Op& op : p.ops) {
         if (op.code != OpCode::MatMul || kept_.count(forward_index(op))) out.push_back(op);
@@ -171,6 +173,28 @@ class Rewriter {
     return Status::Ok();
   }
 
+  // clamp_outliers(src), emitted once per program and shared across programs as
+  // quantize: an activation several GEMMs read (q, k and v's input) is clamped,
+  // and then quantized, once.
+  Status clamp(int src, const Loc& loc, std::vector<Op>* out, Clamped* res) {
+    Attrs c;
+    c.set_f("alpha", r_.clamp_alpha);
+    auto it = clamped_.find(src);
+    if (it == clamped_.end()) {
+      std::vector<int> made;
+      SG_TRY(g_.add_op_to(out, OpCode::ClampOutliers, {src}, c, loc, &made, sg::Role::activation));
+      g_.tensors[made[0]].name = g_.t(src).name + ".clamped";
+      g_.tensors[made[1]].name = g_.t(src).name + ".outliers";
+      inherit(made[0], src);
+      clamp_emitted_.insert(src);
+      it = clamped_.emplace(src, Clamped{made[0], made[1]}).first;
+    } else if (clamp_emitted_.insert(src).second) {
+      SG_TRY(g_.add_inplace_op_to(out, OpCode::ClampOutliers, {src}, c, loc, {it->second.clamped, it->second.outliers}));
+    }
+    *res = it->second;
+    return Status::Ok();
+  }
+
   // A tensor the rewrite made (clamped, transposed) carries its source's estimate.
   void inherit(int id, int from) {
     if (info_.size() <= static_cast<size_t>(id)) info_.resize(id + 1);
@@ -235,15 +259,10 @@ class Rewriter {
       for (int i = 0; i < 2; ++i)
         if (g_.t(src[i]).role != sg::Role::param) act = i;
       if (act >= 0) {
-        Attrs c;
-        c.set_f("alpha", r_.clamp_alpha);
-        std::vector<int> res;
-        SG_TRY(g_.add_op_to(out, OpCode::ClampOutliers, {src[act]}, c, op.loc, &res, sg::Role::activation));
-        g_.tensors[res[0]].name = g_.t(src[act]).name + ".clamped";
-        g_.tensors[res[1]].name = g_.t(src[act]).name + ".outliers";
-        residual = res[1];
-        inherit(res[0], src[act]);
-        src[act] = res[0];
+        Clamped c;
+        SG_TRY(clamp(src[act], op.loc, out, &c));
+        residual = c.outliers;
+        src[act] = c.clamped;
       }
     }
     Quantized q[2];
@@ -310,6 +329,8 @@ class Rewriter {
   bool update_ = false;
   std::set<int> emitted_;
   std::map<std::tuple<int, int, int, int, bool, bool>, Quantized> cache_;
+  std::set<int> clamp_emitted_;
+  std::map<int, Clamped> clamped_;  // by source tensor (one alpha per recipe)
 };
 
 }  // namespace

@@ -201,3 +201,38 @@ TEST_CASE("fp4's DGE, outlier clamping and per-channel scales switch separately"
   st = compile_fp4("dge = true", &unused, "fp8");
   CHECK(st.message().find("recipe 'fp8': 'dge' applies to E2M1 weights") != std::string::npos);
 }
+
+TEST_CASE("fp4 clamps and quantizes an activation that three layers read once per program") {
+  // q, k and v of an attention block read the same normalized input: one
+  // clamp_outliers and one E2M1 quantize of it in each program (each program
+  // runs its own), three weight quantizes, and the three products read the
+  // same clamped codes and the same outliers.
+  compiler::Graph g;
+  REQUIRE(test::compile_graph(R"(
+    local sg = require "sg"
+    local x = sg.input("image", {8, 784})
+    local y = sg.input("label", {8}, "i32")
+    local h = sg.nn.linear(x, 32, { name = "in" })
+    local s = sg.nn.linear(h, 32, { name = "q" }) + sg.nn.linear(h, 32, { name = "k" }) + sg.nn.linear(h, 32, { name = "v" })
+    sg.loss(sg.softmax_cross_entropy(sg.nn.linear(s:relu(), 10, { name = "head" }), y))
+    sg.optimizer.sgd{ lr = 0.1 }
+    sg.recipe("fp4")
+  )", &g).ok());
+  for (const compiler::Program& p : g.programs) {
+    CAPTURE(p.name);
+    std::map<int, int> clamps, quantizes;  // by source tensor
+    std::set<int> outliers_read;
+    for (const compiler::Op& op : p.ops) {
+      if (op.code == OpCode::ClampOutliers) ++clamps[op.in[0]];
+      if (op.code == OpCode::Quantize && g.tensors[op.out[0]].type.dtype == DType::e2m1) ++quantizes[op.in[0]];
+      if (op.code == OpCode::MatMul && g.tensors[op.in[0]].name.find(".outliers") != std::string::npos) outliers_read.insert(op.in[0]);
+    }
+    // The image (in's input) and h (q, k and v's): two clamped activations.
+    CHECK(clamps.size() == 2);
+    for (auto& [src, n] : clamps) CHECK(n == 1);
+    // Two clamped activations and four weights, each quantized once.
+    CHECK(quantizes.size() == 6);
+    for (auto& [src, n] : quantizes) CHECK(n == 1);
+    CHECK(outliers_read.size() == 2);
+  }
+}
