@@ -251,7 +251,11 @@ inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
   for (const BiasFusion& f : find_bias_fusions(m, p))
     for (int op : {f.matmul, f.broadcast}) written[p.ops[op].out[0]] = -1;
-  for (const AddendFusion& f : find_addend_fusions(m, p)) written[p.ops[f.matmul].out[0]] = -1;
+  for (const AddendFusion& f : find_addend_fusions(m, p)) {
+    written[p.ops[f.matmul].out[0]] = -1;
+    if (f.bias_add >= 0)
+      for (int op : {f.add, f.broadcast}) written[p.ops[op].out[0]] = -1;
+  }
   std::vector<bool> intact(ts.size());
   for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;
   for (size_t a = 0; a < ts.size(); ++a)
