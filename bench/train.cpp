@@ -11,21 +11,23 @@
 // kernel), and on as many threads as sgrt: OPENBLAS_NUM_THREADS too, since
 // torch.set_num_threads does not reach the generic libblas.so.3 Debian's torch
 // calls (without it PyTorch's "1 thread" ran its GEMMs on every core). On a GPU
-// backend PyTorch runs on CUDA.
+// backend PyTorch runs on CUDA. The MLP also runs in ONNX Runtime training
+// (scripts/ort_train_bench.py, on as many intra-op threads) where
+// scripts/setup_ort.sh installed it; a note says so when it did not.
 //
 // Repetitions are interleaved (rep 1 of every recipe and of PyTorch, then rep 2,
 // ...), each the median step of a fresh session after one untimed step; every
 // figure printed is the median over the repetitions. One JSON line per thread
 // count, model and recipe: step_s, throughput, vs_fp32 (this step's time over
-// fp32's: <= 1 means the recipe pays for itself) and vs_pytorch (PyTorch's step
-// time over this one: > 1 means sgrt is faster); the load average is printed
+// fp32's: <= 1 means the recipe pays for itself), vs_pytorch and vs_onnxruntime
+// (the peer's step time over this one: > 1 means sgrt is faster); the load average is printed
 // before and after. A model whose ops the backend lacks gets a line naming them.
 //
 // Defaults: --threads 1,2 --reps 3 --steps 3 on the CPU (the MLP times 10x the
 // steps); --threads 2 --reps 1 on a GPU backend.
 //
 //   bench_train [--backend cpu|vulkan|cuda] [--threads 1,2] [--reps R] [--steps N]
-//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2,fp8+O2] [--no-pytorch]
+//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2,fp8+O2] [--no-pytorch] [--no-onnxruntime]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,6 +56,7 @@ struct Workload {
   const char* unit;
   int steps;               // timed steps per repetition (after one untimed)
   std::string torch_args;  // make_gpt_reference.py's, less --threads/--steps/--device
+  std::string ort_args;    // ort_train_bench.py's, less --threads/--steps; empty: no such peer
 };
 
 // A recipe, "O1".."O3" (fp32 with that optimizer state level), or "recipe+Ok"
@@ -138,16 +141,9 @@ double time_steps(const Workload& w, const std::shared_ptr<const Model>& model, 
   return median(t);
 }
 
-// PyTorch's median step in seconds (0 when unavailable); its JSON line in *line.
-double pytorch(const std::string& args, int threads, bool cpu, std::string* line) {
-  std::string env = "OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " ";
-#if defined(__x86_64__)
-  if (cpu && cpu::detected_isa() >= cpu::Isa::avx512) env += "OPENBLAS_CORETYPE=SkylakeX ";
-#endif
-  // The python3 on PATH (a venv with PyTorch, as on a GPU box), else Debian's
-  // interpreter, where python3-torch installs (a pyenv python3 here lacks it).
-  const std::string script = " " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
-  std::string cmd = "{ " + env + "python3" + script + " || " + env + "/usr/bin/python3" + script + "; }";
+// A peer's median step in seconds from the last JSON line `cmd` prints (0 when it
+// fails or prints none); that line in *line.
+double run_peer(const std::string& cmd, std::string* line) {
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;
   std::string out;
@@ -161,11 +157,35 @@ double pytorch(const std::string& args, int threads, bool cpu, std::string* line
   return at == std::string::npos ? 0 : std::atof(line->c_str() + at + 9);
 }
 
+// PyTorch's median step in seconds (0 when unavailable); its JSON line in *line.
+double pytorch(const std::string& args, int threads, bool cpu, std::string* line) {
+  std::string env = "OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " ";
+#if defined(__x86_64__)
+  if (cpu && cpu::detected_isa() >= cpu::Isa::avx512) env += "OPENBLAS_CORETYPE=SkylakeX ";
+#endif
+  // The python3 on PATH (a venv with PyTorch, as on a GPU box), else Debian's
+  // interpreter, where python3-torch installs (a pyenv python3 here lacks it).
+  const std::string script = " " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+  return run_peer("{ " + env + "python3" + script + " || " + env + "/usr/bin/python3" + script + "; }", line);
+}
+
+// The venv scripts/setup_ort.sh makes for ONNX Runtime training.
+std::string ort_python() {
+  const char* cache = std::getenv("SGRT_CACHE");
+  const char* home = std::getenv("HOME");
+  return (cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/sgrt") + "/ort-venv/bin/python";
+}
+
+// ONNX Runtime training's median step in seconds (0 when unavailable); its JSON line in *line.
+double onnxruntime(const std::string& args, std::string* line) {
+  return run_peer("'" + ort_python() + "' " SGRT_SOURCE_DIR "/scripts/ort_train_bench.py " + args + " 2>/dev/null", line);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 3, reps = 0;
-  bool torch = true;
+  bool torch = true, ort = true;
   std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O1,O2,O3,fp8+O1,fp8+O2,fp8+O3";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
@@ -175,8 +195,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--models") && i + 1 < argc) models_arg = argv[++i];
     else if (!std::strcmp(argv[i], "--recipes") && i + 1 < argc) recipes_arg = argv[++i];
     else if (!std::strcmp(argv[i], "--no-pytorch")) torch = false;
+    else if (!std::strcmp(argv[i], "--no-onnxruntime")) ort = false;
     else die(std::string("unknown argument ") + argv[i] +
-             " (--backend B, --threads T[,T], --reps R, --steps N, --models gpt,mlp, --recipes R[,R], --no-pytorch)");
+             " (--backend B, --threads T[,T], --reps R, --steps N, --models gpt,mlp, --recipes R[,R], --no-pytorch,"
+             " --no-onnxruntime)");
   }
   // The CPU figures are medians of 3 interleaved repetitions on 1 and 2 threads; a
   // GPU backend has no thread count and a steadier clock: one repetition.
@@ -189,9 +211,9 @@ int main(int argc, char** argv) {
   const std::vector<Workload> all = {
       {"gpt", "models/gpt.lua", {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"}, {"block", "128"}, {"batch", "16"}},
        {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s", steps,
-       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16"},
+       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16", ""},
       {"mlp", "models/fashion_mlp.lua", {{"batch", "1000"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 1000,
-       "samples_per_s", steps * 10, "--bench mlp --batch 1000 --hidden 500"},
+       "samples_per_s", steps * 10, "--bench mlp --batch 1000 --hidden 500", "--batch 1000 --hidden 500"},
   };
   std::printf("{\"load_average_before\":\"%s\"}\n", load_average().c_str());
   const std::string dev = backend == "cpu" ? "cpu" : "cuda";
@@ -216,8 +238,10 @@ int main(int argc, char** argv) {
       cpu::set_num_threads(threads);
       std::vector<std::vector<double>> t(variants.size());
       std::vector<uint64_t> device(variants.size(), 0);
-      std::vector<double> torch_t;
-      std::string torch_line;
+      std::vector<double> torch_t, ort_t;
+      std::string torch_line, ort_line;
+      // ONNX Runtime training: the MLP on the CPU, where scripts/setup_ort.sh installed it.
+      const bool with_ort = ort && backend == "cpu" && !w->ort_args.empty();
       for (int r = 0; r < reps; ++r) {
         if (torch) {
           const double s = pytorch(w->torch_args + " --threads " + targ + " --steps " + std::to_string(w->steps) +
@@ -225,16 +249,26 @@ int main(int argc, char** argv) {
                                    threads, backend == "cpu", &torch_line);
           if (s > 0) torch_t.push_back(s);
         }
+        if (with_ort) {
+          const double s = onnxruntime(w->ort_args + " --threads " + targ + " --steps " + std::to_string(w->steps), &ort_line);
+          if (s > 0) ort_t.push_back(s);
+        }
         for (size_t v = 0; v < variants.size(); ++v)
           if (models[v]) t[v].push_back(time_steps(*w, models[v], backend, &device[v]));
       }
-      const double ref = median(torch_t), base = median(t[0]);
+      const double ref = median(torch_t), ort_ref = median(ort_t), base = median(t[0]);
       if (ref > 0) std::printf("%s\n", torch_line.c_str());
       else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"note\":\"%s\"}\n", w->model.c_str(),
                        torch ? "PyTorch unavailable (apt-get install python3-torch)" : "skipped (--no-pytorch)");
       if (ref > 0)
         std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
                     w->model.c_str(), threads, ref, w->unit, w->items_per_step / ref, torch_t.size());
+      if (ort_ref > 0)
+        std::printf("%s\n{\"framework\":\"onnxruntime\",\"model\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
+                    ort_line.c_str(), w->model.c_str(), threads, ort_ref, w->unit, w->items_per_step / ort_ref, ort_t.size());
+      else if (with_ort)
+        std::printf("{\"framework\":\"onnxruntime\",\"model\":\"%s\",\"note\":\"ONNX Runtime training unavailable (scripts/setup_ort.sh)\"}\n",
+                    w->model.c_str());
       for (size_t v = 0; v < variants.size(); ++v) {
         if (!models[v]) continue;
         const double s = median(t[v]);
@@ -244,6 +278,7 @@ int main(int argc, char** argv) {
                     w->items_per_step / s, reps, w->steps,
                     static_cast<unsigned long long>(models[v]->arena_alloc_bytes()), base > 0 ? s / base : 0.0);
         if (ref > 0) std::printf(",\"vs_pytorch\":%.3f", ref / s);
+        if (ort_ref > 0) std::printf(",\"vs_onnxruntime\":%.3f", ort_ref / s);
         if (device[v] > 0) std::printf(",\"device_peak_mib\":%.1f", static_cast<double>(device[v]) / (1 << 20));
         std::printf("}\n");
       }
