@@ -348,9 +348,12 @@ void run(const Problem& p) {
       });
       const float beta = pc == 0 ? p.beta : 1.0f;
       const bool last_k = pc + kc == p.K;  // the bias follows the whole sum
-      // Tasks: row blocks (each packs its own A block), split further by column
-      // panels when there are too few rows to feed every thread.
-      const int64_t mc = mn(V::MC, cdiv(cdiv(p.M, threads), MR) * MR);
+      // Tasks: row blocks (each packs its own A block), as many as a multiple of
+      // the threads allows (M = 500 in three blocks left one of two threads a
+      // third of the product idle), split further by column panels when there
+      // are too few rows to feed every thread.
+      const int64_t blocks = cdiv(cdiv(p.M, V::MC), threads) * threads;
+      const int64_t mc = cdiv(cdiv(p.M, blocks), MR) * MR;
       const int64_t n_ic = cdiv(p.M, mc);
       const int64_t n_jn = n_ic >= threads ? 1 : mn(npanels, cdiv(threads, n_ic));
       parallel_for(n_ic * n_jn, 1, [&](int64_t t0, int64_t t1) {
