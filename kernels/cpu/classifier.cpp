@@ -4,6 +4,7 @@
 
 #include "cpu/fast_math.h"
 #include "cpu/op_args.h"
+#include "cpu/parallel.h"
 #include "cpu/row_reduce.h"
 
 namespace sgrt::cpu {
@@ -27,8 +28,10 @@ Status k_classifier(const OpArgs& a) {
   const int32_t* lab = a.in[1].i32();
   switch (a.code) {
     case OpCode::SoftmaxXent: {
+      float* lse = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
+      rows_logsumexp(z, n, c, lse);
       double total = 0;
-      for (int64_t r = 0; r < n; ++r) total += row_logsumexp(z + r * c, c) - z[r * c + lab[r]];
+      for (int64_t r = 0; r < n; ++r) total += lse[r] - z[r * c + lab[r]];
       a.out[0].f()[0] = static_cast<float>(total / static_cast<double>(n));
       return Status::Ok();
     }
@@ -36,11 +39,18 @@ Status k_classifier(const OpArgs& a) {
       // d/dz mean_r(lse(z_r) - z_r[label]) = (softmax(z_r) - onehot) / N, times dloss.
       float g = a.in[2].f()[0] / static_cast<float>(n);
       float* dz = a.out[0].f();
+      // Each element's row lse beside it, so one flat loop (which vectorizes
+      // however short the rows) takes every exp; the labels' terms, which
+      // subtract 1, are set aside first and stored after (dz may be z).
+      float* lse = static_cast<float*>(thread_scratch(0, sizeof(float) * n * (c + 1)));
+      float* lse_at = lse + n;
+      rows_logsumexp(z, n, c, lse);
       for (int64_t r = 0; r < n; ++r) {
-        const float* zr = z + r * c;
-        float lse = row_logsumexp(zr, c);
-        for (int64_t j = 0; j < c; ++j) dz[r * c + j] = g * (fast_exp(zr[j] - lse) - (j == lab[r] ? 1.f : 0.f));
+        for (int64_t j = 0; j < c; ++j) lse_at[r * c + j] = lse[r];
+        lse[r] = g * (fast_exp(z[r * c + lab[r]] - lse[r]) - 1.f);
       }
+      for (int64_t i = 0; i < n * c; ++i) dz[i] = g * fast_exp(z[i] - lse_at[i]);  // e - 0 is e
+      for (int64_t r = 0; r < n; ++r) dz[r * c + lab[r]] = lse[r];
       return Status::Ok();
     }
     case OpCode::Accuracy: {

@@ -48,4 +48,32 @@ float row_logsumexp(const float* x, int64_t n) {
   return m + std::log(lane_sum(n, [x, m](int64_t i) { return fast_exp(x[i] - m); }));
 }
 
+void rows_logsumexp(const float* x, int64_t rows, int64_t n, float* lse) {
+  int64_t r0 = 0;
+  if (n <= kLanes) {
+    // row_logsumexp of kLanes rows, row l in lane l: the same maximum, the
+    // same terms, and lane_sum's order for n <= kLanes (term j alone in
+    // partial j, then the tree).
+    for (; r0 + kLanes <= rows; r0 += kLanes) {
+      const float* xb = x + r0 * n;
+      int32_t mk[kLanes];
+      for (int l = 0; l < kLanes; ++l) mk[l] = order_key(-INFINITY);
+      for (int64_t j = 0; j < n; ++j)
+        for (int l = 0; l < kLanes; ++l) {
+          const int32_t k = order_key(xb[l * n + j]);
+          mk[l] = k > mk[l] ? k : mk[l];
+        }
+      float m[kLanes], p[kLanes][kLanes];
+      for (int l = 0; l < kLanes; ++l) m[l] = from_order_key(mk[l]);
+      for (int64_t j = 0; j < kLanes; ++j)
+        for (int l = 0; l < kLanes; ++l) p[j][l] = j < n ? 0.f + fast_exp(xb[l * n + j] - m[l]) : 0.f;
+      for (int w = kLanes / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; ++j)
+          for (int l = 0; l < kLanes; ++l) p[j][l] += p[j + w][l];
+      for (int l = 0; l < kLanes; ++l) lse[r0 + l] = m[l] + std::log(p[0][l]);
+    }
+  }
+  for (int64_t r = r0; r < rows; ++r) lse[r] = row_logsumexp(x + r * n, n);
+}
+
 }  // namespace sgrt::cpu

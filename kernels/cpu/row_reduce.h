@@ -45,5 +45,10 @@ float row_max(const float* x, int64_t n);  // -inf for n = 0
 // log(sum exp(x[i])), shifted by the maximum; exp is fast_exp (vectorizes), the
 // one log libm's.
 float row_logsumexp(const float* x, int64_t n);
+// lse[r] = row_logsumexp(x + r * n, n) for r < rows, the same bits. Rows of at
+// most kLanes values (a 10-class head's) go kLanes rows at a time, each step
+// across rows: along a row that short nothing vectorizes, and exp was a
+// classifier's whole time.
+void rows_logsumexp(const float* x, int64_t rows, int64_t n, float* lse);
 
 }  // namespace sgrt::cpu
