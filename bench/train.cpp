@@ -11,9 +11,10 @@
 // kernel), and on as many threads as sgrt: OPENBLAS_NUM_THREADS too, since
 // torch.set_num_threads does not reach the generic libblas.so.3 Debian's torch
 // calls (without it PyTorch's "1 thread" ran its GEMMs on every core). On a GPU
-// backend PyTorch runs on CUDA. The MLP also runs in ONNX Runtime training
-// (scripts/ort_train_bench.py, on as many intra-op threads) where
-// scripts/setup_ort.sh installed it; a note says so when it did not.
+// backend PyTorch runs on CUDA. Both models also run in ONNX Runtime training
+// (scripts/ort_train_bench.py, on as many intra-op threads; the GPT exported from
+// the PyTorch one) where scripts/setup_ort.sh installed it; a note says so when
+// it did not.
 //
 // Repetitions are interleaved (rep 1 of every recipe and of PyTorch, then rep 2,
 // ...), each the median step of a fresh session after one untimed step; every
@@ -211,7 +212,8 @@ int main(int argc, char** argv) {
   const std::vector<Workload> all = {
       {"gpt", "models/gpt.lua", {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"}, {"block", "128"}, {"batch", "16"}},
        {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s", steps,
-       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16", ""},
+       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16",
+       "--model gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16"},
       {"mlp", "models/fashion_mlp.lua", {{"batch", "1000"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 1000,
        "samples_per_s", steps * 10, "--bench mlp --batch 1000 --hidden 500", "--batch 1000 --hidden 500"},
   };
@@ -240,7 +242,7 @@ int main(int argc, char** argv) {
       std::vector<uint64_t> device(variants.size(), 0);
       std::vector<double> torch_t, ort_t;
       std::string torch_line, ort_line;
-      // ONNX Runtime training: the MLP on the CPU, where scripts/setup_ort.sh installed it.
+      // ONNX Runtime training: on the CPU, where scripts/setup_ort.sh installed it.
       const bool with_ort = ort && backend == "cpu" && !w->ort_args.empty();
       for (int r = 0; r < reps; ++r) {
         if (torch) {

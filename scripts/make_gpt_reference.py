@@ -74,7 +74,7 @@ def make_params(cfg, dtype, gen):
     return params
 
 
-def gpt_loss(cfg, p, tokens, targets):
+def gpt_logits(cfg, p, tokens):
     """models/gpt.lua: pre-norm blocks, causal attention, tanh GELU, tied head."""
     B, T = tokens.shape
     C, H = cfg.n_embd, cfg.n_head
@@ -93,8 +93,11 @@ def gpt_loss(cfg, p, tokens, targets):
         m = F.gelu(F.linear(m, p[f"{h}.mlp.fc1.w"], p[f"{h}.mlp.fc1.b"]), approximate="tanh")
         x = x + F.linear(m, p[f"{h}.mlp.fc2.w"], p[f"{h}.mlp.fc2.b"])
     x = F.layer_norm(x, (C,), p["ln_f.w"], p["ln_f.b"], eps=1e-5)
-    logits = x @ p["wte.w"].t()
-    return F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+    return x @ p["wte.w"].t()
+
+
+def gpt_loss(cfg, p, tokens, targets):
+    return F.cross_entropy(gpt_logits(cfg, p, tokens).reshape(-1, cfg.vocab), targets.reshape(-1))
 
 
 def make_optimizer(cfg, params):
