@@ -154,7 +154,10 @@ class Differ {
       }
       case OpCode::Neg: return accumulate(in[0], emit(OpCode::Neg, {dy}));
       case OpCode::Scale: return accumulate(in[0], emit(OpCode::Scale, {dy}, op.attrs));
-      case OpCode::Relu: return accumulate(in[0], emit(OpCode::ReluGrad, {in[0], dy}));
+      // relu_grad by the output: y > 0 exactly where x > 0 (a NaN x gives y 0 or
+      // NaN, neither > 0), so x can die after the forward, and a backend that
+      // writes relu's output in its product's store never writes x at all.
+      case OpCode::Relu: return accumulate(in[0], emit(OpCode::ReluGrad, {y, dy}));
       case OpCode::Gelu: return accumulate(in[0], emit(OpCode::GeluGrad, {in[0], dy}));
       case OpCode::Tanh: return accumulate(in[0], emit(OpCode::TanhGrad, {y, dy}));
       case OpCode::Sigmoid: return accumulate(in[0], emit(OpCode::SigmoidGrad, {y, dy}));

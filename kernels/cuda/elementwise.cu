@@ -30,7 +30,7 @@ __device__ float map_value(float x, float z, float alpha) {
   else if constexpr (C == OpCode::Exp) return expf(x);
   else if constexpr (C == OpCode::Log) return logf(x);
   else if constexpr (C == OpCode::Sqrt) return sqrtf(x);
-  else if constexpr (C == OpCode::ReluGrad) return x > 0.f ? z : 0.f;  // (x, dy)
+  else if constexpr (C == OpCode::ReluGrad) return x > 0.f ? z : 0.f;  // (relu's x or y, dy)
   else if constexpr (C == OpCode::GeluGrad) {
     float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));
     return z * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x));
