@@ -7,7 +7,10 @@
 //  - every linear layer with a bias in the GPT's programs is fused, under fp32
 //    (matmul) and fp8 (qmatmul), and under fp4 every compensation with its bias;
 //  - at O1-O3, where the plan may give a bias's bytes to the layer's output, and
-//    under fp4, the fused GPT trains to the bits of the unfused one.
+//    under fp4, the fused GPT trains to the bits of the unfused one;
+//  - the MLP's ReLU and relu_grad go into their products (the GEMM's side is
+//    test_gemm.cpp's), and it trains to the unfused one's bits, on the dense
+//    and the sparse product.
 #include <random>
 
 #include "backends.h"
@@ -71,18 +74,26 @@ std::unique_ptr<Session> session(const std::shared_ptr<const Model>& m, bool fus
   return s;
 }
 
-// Trains the GPT three steps fused and unfused: the loss and every persistent
+// A step's inputs, the same into both sessions.
+using Feed = void (*)(Session* const (&s)[2], std::mt19937& rng);
+
+// The small GPT's tokens and targets.
+void feed_gpt(Session* const (&s)[2], std::mt19937& rng) {
+  for (const char* input : {"tokens", "targets"}) {
+    std::vector<int32_t> v(4 * 16);
+    for (int32_t& t : v) t = static_cast<int32_t>(rng() % 256);
+    for (Session* x : s) test::write_vec(*x, input, v);
+  }
+}
+
+// Trains the model three steps fused and unfused: the loss and every persistent
 // tensor (weights, masters, moments, scales) the same to the bit.
-void trains_the_same(const std::shared_ptr<const Model>& m) {
+void trains_the_same(const std::shared_ptr<const Model>& m, Feed feed = feed_gpt) {
   std::unique_ptr<Session> s[2] = {session(m, false), session(m, true)};
   std::mt19937 rng(3);
   float loss[2] = {};
   for (int step = 0; step < 3; ++step) {
-    for (const char* input : {"tokens", "targets"}) {
-      std::vector<int32_t> v(4 * 16);
-      for (int32_t& t : v) t = static_cast<int32_t>(rng() % 256);
-      for (auto& x : s) test::write_vec(*x, input, v);
-    }
+    feed({s[0].get(), s[1].get()}, rng);
     for (int i = 0; i < 2; ++i) loss[i] = test::loss_of(*s[i], "train_step");
     CHECK(std::memcmp(&loss[0], &loss[1], 4) == 0);
   }
@@ -221,4 +232,32 @@ TEST_CASE("under fp4 every compensation is fused with its bias, and the GPT trai
     CHECK(std::all_of(f.begin(), f.end(), [](const AddendFusion& x) { return x.bias_add >= 0; }));
     trains_the_same(m);
   }
+}
+
+TEST_CASE("the MLP's ReLU and its relu_grad are fused into their products, and it trains to the unfused one's bits") {
+  // models/fashion_mlp.lua: relu(x W1^T + b1) in every program; in training,
+  // relu_grad(h, dh) two ops after the product that writes dh (dW2's product
+  // runs in between). Images with half their pixels zero, as Fashion-MNIST's
+  // background, and with under 1/16 non-zero (the sparse product, which
+  // applies the ReLU after its sum). (Under fp8 the plan gives the ReLU's
+  // output the bytes of tensors the products read: nothing fuses there.)
+  auto m = test::compile_model_file("models/fashion_mlp.lua", {{"batch", "24"}, {"hidden", "40"}});
+  for (const ProgramInfo& p : m->programs()) {
+    CAPTURE(p.name);
+    std::vector<ActivationFusion> f = find_activation_fusions(*m, p);
+    CHECK(f.size() == (p.name == "train_step" ? 2u : 1u));
+    CHECK(std::count_if(f.begin(), f.end(), [](const ActivationFusion& x) { return x.mask < 0; }) == 1);
+  }
+  trains_the_same(m, [](Session* const (&s)[2], std::mt19937& rng) {
+      static int step = 0;  // odd steps sparse
+      const int every = step++ % 2 ? 20 : 2;
+      std::vector<float> image(24 * 784);
+      std::vector<int32_t> label(24);
+      for (size_t i = 0; i < image.size(); ++i) image[i] = i % every ? 0.f : static_cast<float>(rng() % 256) / 255.f;
+      for (int32_t& l : label) l = static_cast<int32_t>(rng() % 10);
+      for (Session* x : s) {
+        test::write_vec(*x, "image", image);
+        test::write_vec(*x, "label", label);
+      }
+  });
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
@@ -315,6 +316,52 @@ TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the
             for (int64_t j = 0; j < N; ++j) separate[i * N + j] += bias[j];
           int64_t differ = 0;
           for (size_t i = 0; i < fused.size(); ++i) differ += std::memcmp(&fused[i], &separate[i], 4) != 0;
+          CHECK(differ == 0);
+        }
+  }
+  set_isa_limit(kTopIsa);
+}
+
+TEST_CASE("a ReLU or a ReLU mask in the epilogue equals the product then relu / relu_grad, to the bit") {
+  // The CPU backend fuses relu(matmul) and relu_grad(y, matmul) into the GEMM
+  // (runtime/src/cpu_fusion.h): after the whole K sum (K = 1601: several K
+  // blocks) and the bias, on full and edge tiles and transposed narrow products
+  // (N = 10). The mask holds negatives, zeros of both signs and NaNs, which keep
+  // nothing; the product's own NaN (a NaN in A) must become 0 under relu.
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t shapes[][3] = {{37, 45, 29}, {70, 96, 1601}, {53, 10, 300}, {1, 33, 65}, {129, 65, 7}};
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    for (DType t : {DType::f32, DType::e4m3})
+      for (const auto& sh : shapes)
+        for (int with_bias : {0, 1}) {
+          const int64_t M = sh[0], N = sh[1], K = sh[2];
+          CAPTURE(std::string(isa_name(isa)));
+          CAPTURE(dtype_name(t));
+          CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(with_bias);
+          Operand a(t, false, false, M, K, rng), b(t, true, true, N, K, rng);
+          if (t == DType::f32) {
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            std::memcpy(&a.m.bytes[4 * (M / 2) * a.m.ld], &nan, 4);  // row M / 2 is NaN
+          }
+          std::vector<float> bias(N), mask(M * N), plain(M * N), relu(M * N), masked(M * N);
+          for (float& x : bias) x = 3.0f * u(rng);
+          for (size_t i = 0; i < mask.size(); ++i) {
+            const float choices[] = {u(rng), -u(rng), 0.f, -0.f, std::numeric_limits<float>::quiet_NaN()};
+            mask[i] = choices[rng() % 5];
+          }
+          const float* bp = with_bias ? bias.data() : nullptr;
+          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, plain.data(), N, bp) == nullptr);
+          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, relu.data(), N, bp, Triangle::none, Activation{true, nullptr}) == nullptr);
+          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, masked.data(), N, bp, Triangle::none, Activation{false, mask.data()}) ==
+                  nullptr);
+          int64_t differ = 0;
+          for (size_t i = 0; i < plain.size(); ++i) {
+            const float r = plain[i] > 0.f ? plain[i] : 0.f, m = mask[i] > 0.f ? plain[i] : 0.f;
+            differ += std::memcmp(&relu[i], &r, 4) != 0;
+            differ += std::memcmp(&masked[i], &m, 4) != 0;
+          }
           CHECK(differ == 0);
         }
   }

@@ -122,7 +122,8 @@ void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
 }  // namespace
 
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias, Triangle tri) {
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias, Triangle tri,
+                 Activation act) {
   if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
   if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
   if (const char* e = check(a, false, M, K)) return e;
@@ -134,6 +135,7 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
         float& c = C[i * ldc + j];
         c = beta == 0.0f ? 0.0f : beta * c;
         if (bias) c += bias[j];
+        c = activate(act, c, i * ldc + j);
       }
     return nullptr;
   }
@@ -147,8 +149,8 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   // same, so the result is bit for bit the untransposed one. (Not with a triangle:
   // the driver's skips are the untransposed product's.)
   const bool narrow = N < 16 && M > N && tri == Triangle::none;
-  const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias}
-                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri};
+  const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias, Triangle::none, act}
+                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri, act};
   const Isa isa = active_isa();
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
 #if defined(__x86_64__)
@@ -174,13 +176,21 @@ void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias) {
   });
 }
 
+void activate_rows(float* C, int64_t m, int64_t n, int64_t ldc, const Activation& act) {
+  if (!act.any()) return;
+  parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = activate(act, C[r * ldc + j], r * ldc + j);
+  });
+}
+
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc, const float* bias, Triangle tri) {
+              int64_t ldc, const float* bias, Triangle tri, Activation act) {
   GemmOperand a, b;
   a.data = A; a.trans = trans_a; a.ld = lda;
   b.data = B; b.trans = trans_b; b.ld = ldb;
-  gemm(M, N, K, alpha, a, b, beta, C, ldc, bias, tri);  // invalid arguments leave C untouched
+  gemm(M, N, K, alpha, a, b, beta, C, ldc, bias, tri, act);  // invalid arguments leave C untouched
 }
 
 }  // namespace sgrt::cpu

@@ -34,13 +34,39 @@ enum class Triangle : uint8_t {
   c_lower,  // only C[m, n] with n <= m is wanted: C above the diagonal may be left as it was
 };
 
+// A ReLU the store applies after the product and its bias (the CPU backend's
+// fusion of relu and relu_grad into the product before them,
+// runtime/src/cpu_fusion.h), with those ops' arithmetic:
+//  - relu: v > 0 ? v : 0;
+//  - mask: relu_grad by a ReLU's output laid out as C, mask[i * ldc + j] > 0 ? v : 0
+//    (a ReLU's output is positive exactly where its input is).
+struct Activation {
+  bool relu = false;
+  const float* mask = nullptr;
+  bool any() const { return relu || mask; }
+};
+
+// v after `act` (element `at` of C, for the mask). Internal linkage: the per-ISA
+// GEMM drivers inline their own copies (as gemm_driver.h's functions).
+namespace {
+inline float activate(const Activation& act, float v, int64_t at) {
+  if (act.relu) v = v > 0.f ? v : 0.f;
+  if (act.mask) v = act.mask[at] > 0.f ? v : 0.f;
+  return v;
+}
+}  // namespace
+
+// C [m, n] (row stride ldc) after `act`, in place: for a product whose path
+// cannot apply it in the store.
+void activate_rows(float* C, int64_t m, int64_t n, int64_t ldc, const Activation& act);
+
 // Plain f32 GEMM (the CPU backend's matmul). bias [N], when given, is added to
 // every row of C after the product, rounded as a separate add would round it
 // (the portable kernel, compiled to contract, may fuse it into the product's last
-// multiply).
+// multiply); then `act`.
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc, const float* bias = nullptr, Triangle tri = Triangle::none);
+              int64_t ldc, const float* bias = nullptr, Triangle tri = Triangle::none, Activation act = {});
 
 // C [m, n] (row stride n) += bias [n] on every row: a product's bias where the
 // GEMM could not take it (matrix-vector and sparse products, blockwise FP8).
@@ -79,10 +105,10 @@ struct GemmOperand {
 // Returns nullptr on success, otherwise why the arguments were rejected (C untouched).
 // inner / block scales multiply codes while packing; on the BF16 path the products
 // must be exact in BF16 (powers of two, E8M0, or E4M3 scales on 4-bit data).
-// bias, tri: as gemm_f32's.
+// bias, tri, act: as gemm_f32's.
 const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
                  const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias = nullptr,
-                 Triangle tri = Triangle::none);
+                 Triangle tri = Triangle::none, Activation act = {});
 
 // Blockwise FP8 (DeepSeek-V3; gemm_k_chunked.cpp): FP32 accumulation promoted
 // every kFp8Tile (128) elements of K,

@@ -34,6 +34,7 @@ struct Problem {
   // after the whole product, rounded as a separate add; null: none.
   const float* bias = nullptr;
   Triangle tri = Triangle::none;  // never with c_trans
+  Activation act{};               // after the bias, on the last K block's store
 };
 
 // One driver per kernel; each is compiled with its own ISA flags.

@@ -142,19 +142,23 @@ Status k_matmul_f32(const OpArgs& a) {
   const bool vector = !ta && m == 1, sparse = !ta && m > 1 && mostly_zero(a.in[0].f(), m * k);
   if (sparse) {
     sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), a.addend, a.bias, c);
+    activate_rows(c, m, n, n, a.act);
     return Status::Ok();
   }
   // An addend that is the output's own bytes: the product goes aside first.
   float* prod = a.addend == c ? static_cast<float*>(thread_scratch(3, sizeof(float) * m * n)) : c;
-  // The bias in the GEMM's epilogue, unless an addend comes first.
-  const float* epilogue_bias = a.addend ? nullptr : a.bias;
+  // The bias and the activation in the GEMM's epilogue, unless an addend comes first.
+  const bool epilogue = !a.addend && !vector;
   if (vector) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), prod);
-  else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, prod, n, epilogue_bias);
+  else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, prod, n, epilogue ? a.bias : nullptr,
+                Triangle::none, epilogue ? a.act : Activation{});
   if (a.addend)
     parallel_for(m * n, 1 << 14, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) c[i] = a.addend[i] + prod[i];
     });
-  if (a.bias && (vector || a.addend)) add_bias_rows(c, m, n, a.bias);
+  if (epilogue) return Status::Ok();
+  if (a.bias) add_bias_rows(c, m, n, a.bias);
+  activate_rows(c, m, n, n, a.act);
   return Status::Ok();
 }
 

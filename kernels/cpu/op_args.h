@@ -3,6 +3,8 @@
 #pragma once
 #include <vector>
 
+#include "cpu/gemm.h"
+
 #include "sgrt/attrs.h"
 #include "sgrt/kernel_table.h"
 #include "sgrt/ops.h"
@@ -34,6 +36,10 @@ struct OpArgs {
   // add's rounding (the fusion of add(y, matmul(a, W)), runtime/src/cpu_fusion.h);
   // the addend is the output's bytes exactly or none of them. null: none.
   const float* addend = nullptr;
+  // matmul and qmatmul: a relu, or a relu_grad by a mask laid out as the output,
+  // applied to each output element last (the fusion of relu(matmul) and
+  // relu_grad(y, matmul), runtime/src/cpu_fusion.h); cpu/gemm.h's Activation.
+  Activation act{};
 };
 
 // Kernels fail only on data they cannot trust (a label out of range).

@@ -193,9 +193,11 @@ Status k_qmatmul(const OpArgs& a) {
   int64_t br = a.in[3].n / bs.back(), bc = bs.back();
   int64_t m = A.trans ? ac : ar, k = A.trans ? ar : ac, n = B.trans ? br : bc;
   const char* err = chunked ? gemm_k_chunked(m, n, k, A, sa, B, sb, a.out[0].f(), n)
-                            : gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n, a.bias);
+                            : gemm(m, n, k, 1.f, A, B, 0.f, a.out[0].f(), n, a.bias, Triangle::none, a.act);
   if (err) return Status::Runtime(std::string("qmatmul: ") + err);
-  if (chunked && a.bias) add_bias_rows(a.out[0].f(), m, n, a.bias);
+  if (!chunked) return Status::Ok();
+  if (a.bias) add_bias_rows(a.out[0].f(), m, n, a.bias);
+  activate_rows(a.out[0].f(), m, n, n, a.act);
   return Status::Ok();
 }
 

@@ -71,10 +71,13 @@ class CpuBackend final : public Backend {
   }
 
   // The fusions of cpu_fusion.h: the product writes the last add's output, with
-  // the bias in its epilogue or the addend (and a bias) added as it stores; the
-  // broadcasts and adds no longer run.
+  // the bias in its epilogue or the addend (and a bias) added as it stores, and
+  // then a ReLU's or a relu_grad's output; the broadcasts, adds and activations
+  // no longer run.
   void fuse_adds(const Model& model, const ProgramInfo& p, std::vector<BoundOp>* ops) {
     std::vector<bool> gone(ops->size(), false);
+    std::vector<int> product(ops->size());  // the op that writes op i's output, once fused
+    for (size_t i = 0; i < ops->size(); ++i) product[i] = static_cast<int>(i);
     auto at = [&](int tensor) { return reinterpret_cast<const float*>(arena_ + model.tensors()[tensor].offset); };
     auto set_bias = [&](BoundOp& mm, int bias, bool stage) {
       mm.args.bias = at(bias);
@@ -89,16 +92,25 @@ class CpuBackend final : public Backend {
       mm.args.out = (*ops)[f.add].args.out;
       set_bias(mm, f.bias, f.stage_bias);
       gone[f.broadcast] = gone[f.add] = true;
+      product[f.add] = f.matmul;
     }
     for (const AddendFusion& f : find_addend_fusions(model, p)) {
       BoundOp& mm = (*ops)[f.matmul];
       mm.args.addend = at(f.addend);
       mm.args.out = (*ops)[f.add].args.out;
       gone[f.add] = true;
+      product[f.add] = f.matmul;
       if (f.bias_add < 0) continue;
       mm.args.out = (*ops)[f.bias_add].args.out;
       set_bias(mm, f.bias, f.stage_bias);
       gone[f.broadcast] = gone[f.bias_add] = true;
+      product[f.bias_add] = f.matmul;
+    }
+    for (const ActivationFusion& f : find_activation_fusions(model, p)) {
+      BoundOp& mm = (*ops)[product[f.product]];
+      mm.args.out = (*ops)[f.op].args.out;
+      mm.args.act = cpu::Activation{f.mask < 0, f.mask < 0 ? nullptr : at(f.mask)};
+      gone[f.op] = true;
     }
     std::vector<BoundOp> kept;
     for (size_t i = 0; i < ops->size(); ++i)

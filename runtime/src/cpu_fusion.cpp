@@ -107,4 +107,48 @@ std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo&
   return found;
 }
 
+std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p) {
+  const std::vector<TensorInfo>& ts = m.tensors();
+  const Uses u(m, p);
+  // Each op that ends a product's work once fused, and what that work reads.
+  std::vector<int> ends(p.ops.size(), -1);
+  std::vector<std::vector<int>> reads(p.ops.size());
+  for (int i = 0; i < static_cast<int>(p.ops.size()); ++i)
+    if (p.ops[i].code == OpCode::MatMul || p.ops[i].code == OpCode::QMatMul) ends[i] = i, reads[i] = p.ops[i].in;
+  for (const BiasFusion& f : find_bias_fusions(m, p)) {
+    ends[f.add] = f.matmul, reads[f.add] = p.ops[f.matmul].in;
+    reads[f.add].push_back(f.bias);
+  }
+  for (const AddendFusion& f : find_addend_fusions(m, p)) {
+    const int last = f.bias_add >= 0 ? f.bias_add : f.add;
+    ends[last] = f.matmul, reads[last] = p.ops[f.matmul].in;
+    reads[last].push_back(f.addend);
+    if (f.bias >= 0) reads[last].push_back(f.bias);
+  }
+  std::vector<ActivationFusion> found;
+  for (int d = 0; d < static_cast<int>(p.ops.size()); ++d) {
+    const OpInfoLoaded& act = p.ops[d];
+    const bool relu = act.code == OpCode::Relu;
+    if ((!relu && act.code != OpCode::ReluGrad) || act.in.size() != (relu ? 1u : 2u) || act.out.size() != 1) continue;
+    const int x = act.in.back(), mask = relu ? -1 : act.in[0], q = u.producer[x];
+    if (q < 0 || ends[q] < 0 || !all_f32(ts, act.in) || !all_f32(ts, act.out)) continue;
+    const TensorInfo &in = ts[x], &out = ts[act.out[0]];
+    if (in.persistent || u.readers[x] != 1 || !(in.type == out.type)) continue;
+    // The output is written a K block at a time, before the last block's
+    // store reads the mask: the two may not share bytes.
+    if (mask >= 0 && (!(ts[mask].type == out.type) || overlap(ts[mask], out) || u.producer[mask] >= q)) continue;
+    if (std::any_of(reads[q].begin(), reads[q].end(), [&](int t) { return overlap(ts[t], out); })) continue;
+    // The output is now written when the product runs: the ops in between
+    // (a weight gradient between dh's product and relu_grad) may neither touch
+    // its bytes nor write the mask's.
+    bool clear = true;
+    for (int k = q + 1; k < d && clear; ++k) {
+      for (int t : p.ops[k].in) clear &= !overlap(ts[t], out);
+      for (int t : p.ops[k].out) clear &= !overlap(ts[t], out) && (mask < 0 || !overlap(ts[t], ts[mask]));
+    }
+    if (clear) found.push_back({q, d, mask});
+  }
+  return found;
+}
+
 }  // namespace sgrt

@@ -8,7 +8,11 @@
 //  - a product added to a tensor, add(y, matmul(a, W)): FP4's outlier
 //    compensation, add(qmatmul(...), matmul(outliers, W)), whose sparse product
 //    then adds each sum to y's element as it stores it (OpArgs::addend), and the
-//    layer's bias after it when the sum goes on to add(sum, broadcast_to(b)).
+//    layer's bias after it when the sum goes on to add(sum, broadcast_to(b));
+//  - a ReLU after a product (or after one of the fusions above), and a
+//    relu_grad(y, dy) whose dy a product wrote: the product's store
+//    applies max(v, 0), or keeps v where y > 0, and writes the activation's
+//    output; the product's own output is never written (OpArgs::act).
 #pragma once
 #include <vector>
 
@@ -46,5 +50,20 @@ struct AddendFusion {
 // must not overlap the product's inputs, and either is the addend's bytes exactly
 // (in place: each element read before it is written) or misses them.
 std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p);
+
+struct ActivationFusion {
+  // The op whose output the activation reads: a matmul or qmatmul, or the last
+  // add of a bias or addend fusion (its product's output, once fused).
+  int product;
+  int op;    // the relu or relu_grad, after it
+  int mask;  // relu_grad's y (the ReLU's output), or -1 for a relu
+};
+
+// The fusable activations of a program. The product's output must be transient
+// and read by the activation alone; the activation's output must miss every
+// input of the product (its operands, bias and addend) and relu_grad's y, which
+// must exist when the product runs. The activation's output is then written
+// earlier: no op in between may touch its bytes or write the mask's.
+std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p);
 
 }  // namespace sgrt
