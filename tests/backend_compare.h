@@ -243,7 +243,8 @@ inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
 // in the first one's dtype means nothing: the low half of an f32 read as a BF16
 // code). A transient tensor the program did not write holds what another program
 // left there. The others are left out of the comparison, as are the products
-// (and broadcast biases) the CPU backend's fusions never write (cpu_fusion.h).
+// (and broadcast biases, and activations' inputs) the CPU backend's fusions
+// never write or write other values into (cpu_fusion.h).
 inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   const std::vector<TensorInfo>& ts = m.tensors();
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
@@ -255,6 +256,12 @@ inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
     written[p.ops[f.matmul].out[0]] = -1;
     if (f.bias_add >= 0)
       for (int op : {f.add, f.broadcast}) written[p.ops[op].out[0]] = -1;
+  }
+  // A fused activation: its input is never written, or (in place) holds the
+  // activation, whose own output is never written.
+  for (const ActivationFusion& f : find_activation_fusions(m, p)) {
+    written[p.ops[f.op].in.back()] = -1;
+    if (f.in_place) written[p.ops[f.op].out[0]] = -1;
   }
   std::vector<bool> intact(ts.size());
   for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;

@@ -237,27 +237,35 @@ TEST_CASE("under fp4 every compensation is fused with its bias, and the GPT trai
 TEST_CASE("the MLP's ReLU and its relu_grad are fused into their products, and it trains to the unfused one's bits") {
   // models/fashion_mlp.lua: relu(x W1^T + b1) in every program; in training,
   // relu_grad(h, dh) two ops after the product that writes dh (dW2's product
-  // runs in between). Images with half their pixels zero, as Fashion-MNIST's
-  // background, and with under 1/16 non-zero (the sparse product, which
-  // applies the ReLU after its sum). (Under fp8 the plan gives the ReLU's
-  // output the bytes of tensors the products read: nothing fuses there.)
-  auto m = test::compile_model_file("models/fashion_mlp.lua", {{"batch", "24"}, {"hidden", "40"}});
-  for (const ProgramInfo& p : m->programs()) {
-    CAPTURE(p.name);
-    std::vector<ActivationFusion> f = find_activation_fusions(*m, p);
-    CHECK(f.size() == (p.name == "train_step" ? 2u : 1u));
-    CHECK(std::count_if(f.begin(), f.end(), [](const ActivationFusion& x) { return x.mask < 0; }) == 1);
-  }
-  trains_the_same(m, [](Session* const (&s)[2], std::mt19937& rng) {
-      static int step = 0;  // odd steps sparse
-      const int every = step++ % 2 ? 20 : 2;
-      std::vector<float> image(24 * 784);
-      std::vector<int32_t> label(24);
+  // runs in between). At batch 1000 the plan gives relu_grad's output the bytes
+  // of dlogits, which dh's product reads: the product then writes the masked dh
+  // over its own output, which dW1's product and db1's sum read instead. Images
+  // with half their pixels zero, as Fashion-MNIST's background, and with under
+  // 1/16 non-zero (the sparse product, which applies the ReLU after its sum).
+  // (Under fp8 the plan gives the ReLU's output the bytes of tensors the
+  // products read: nothing fuses there.)
+  static int batch = 0, step = 0;
+  for (int b : {24, 1000}) {
+    CAPTURE(b);
+    batch = b;
+    auto m = test::compile_model_file("models/fashion_mlp.lua", {{"batch", std::to_string(b)}, {"hidden", "40"}});
+    for (const ProgramInfo& p : m->programs()) {
+      CAPTURE(p.name);
+      std::vector<ActivationFusion> f = find_activation_fusions(*m, p);
+      CHECK(f.size() == (p.name == "train_step" ? 2u : 1u));
+      for (const ActivationFusion& x : f) CHECK(x.in_place == (x.mask >= 0 && b == 1000));
+      CHECK(std::count_if(f.begin(), f.end(), [](const ActivationFusion& x) { return x.mask < 0; }) == 1);
+    }
+    trains_the_same(m, [](Session* const (&s)[2], std::mt19937& rng) {
+      const int every = step++ % 2 ? 20 : 2;  // odd steps sparse
+      std::vector<float> image(batch * 784);
+      std::vector<int32_t> label(batch);
       for (size_t i = 0; i < image.size(); ++i) image[i] = i % every ? 0.f : static_cast<float>(rng() % 256) / 255.f;
       for (int32_t& l : label) l = static_cast<int32_t>(rng() % 10);
       for (Session* x : s) {
         test::write_vec(*x, "image", image);
         test::write_vec(*x, "label", label);
       }
-  });
+    });
+  }
 }

@@ -253,25 +253,12 @@ typename V::reg add_bias(typename V::reg y, typename V::reg b) {
   else return V::fma(y, V::set1(1.0f), b);
 }
 
-// The stored [R x W] tile at c (row stride ldc) after `act` (its mask laid out
-// from the tile's first element): loops over the tile that vectorize.
-template <int R, int W>
-void activate_tile(float* c, int64_t ldc, const Activation& act) {
-  if (act.relu)
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < W; ++j) c[i * ldc + j] = c[i * ldc + j] > 0.f ? c[i * ldc + j] : 0.f;
-  if (act.mask)
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < W; ++j) c[i * ldc + j] = act.mask[i * ldc + j] > 0.f ? c[i * ldc + j] : 0.f;
-}
-
 // C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps, then
-// + bias[NR] when given (rounded after the merge: a separate add's bits), then
-// `act` (its mask from the tile's first element). beta == 0 never reads C.
+// + bias[NR] when given (rounded after the merge: a separate add's bits).
+// beta == 0 never reads C.
 template <class V>
 void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
-           int64_t ldc, const float* rs, const float* cs, float beta, const float* bias = nullptr,
-           const Activation& act = {}) {
+           int64_t ldc, const float* rs, const float* cs, float beta, const float* bias = nullptr) {
   constexpr int MR = V::MR, NV = V::NV, KU = V::KU, NR = NV * V::W;
   typename V::reg acc[MR][NV];
 #pragma GCC unroll 16
@@ -307,7 +294,6 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
       V::store(p, bias ? add_bias<V>(y, bv[j]) : y);
     }
   }
-  if (act.any()) activate_tile<MR, NR>(c, ldc, act);
 }
 
 // A tile cut by the matrix edge, or stored transposed (Problem::c_trans): compute
@@ -316,25 +302,32 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
 template <class V>
 void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
                 int64_t ldc, int64_t mr, int64_t nr, const float* rs, const float* cs, float beta,
-                bool c_trans, const float* bias, const Activation& act) {
+                bool c_trans, const float* bias) {
   constexpr int MR = V::MR, NR = V::NV * V::W;
   alignas(64) float t[MR * NR];
   alignas(64) float one[NR > MR ? NR : MR];
   for (float& x : one) x = 1.0f;
   micro<V>(kp, a, b, t, NR, one, one, 0.0f);
-  auto merge = [&](int64_t at, float v, const float* add) {
-    float& y = c[at];
+  auto merge = [beta](float& y, float v, const float* add) {
     y = beta == 0.0f ? v : y * beta + v;
     if (add) y = separate_add(y, *add);
-    y = activate(act, y, at);
   };
   if (c_trans) {
     for (int64_t j = 0; j < nr; ++j)
-      for (int64_t i = 0; i < mr; ++i) merge(j * ldc + i, (t[i * NR + j] * rs[i]) * cs[j], bias ? bias + i : nullptr);
+      for (int64_t i = 0; i < mr; ++i) merge(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j], bias ? bias + i : nullptr);
     return;
   }
   for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) merge(i * ldc + j, (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
+    for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
+}
+
+// The stored run c[0, n) after `act`, whose mask starts at mask (the run's own
+// elements): a loop per kind, so each vectorizes.
+inline void activate_run(float* c, int64_t n, bool relu, const float* mask) {
+  if (relu)
+    for (int64_t i = 0; i < n; ++i) c[i] = c[i] > 0.f ? c[i] : 0.f;
+  if (mask)
+    for (int64_t i = 0; i < n; ++i) c[i] = mask[i] > 0.f ? c[i] : 0.f;
 }
 
 // The packed K steps [lo, hi) of the block starting at K index pc (kp steps) that
@@ -387,12 +380,21 @@ void run(const Problem& p) {
               const E* a = at + (ir / MR) * asz + k_lo * MR * KU;
               const E* b = bt + j * bsz + k_lo * NR * KU;
               const float* bias = p.bias && last_k ? p.bias + (p.c_trans ? m0 : n0) : nullptr;
-              Activation act = last_k ? p.act : Activation{};  // after the whole sum and its bias
-              if (act.mask) act.mask += c - p.C;
               if (mr == MR && nr == NR && !p.c_trans)
-                micro<V>(k_hi - k_lo, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, act);
+                micro<V>(k_hi - k_lo, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
               else
-                micro_edge<V>(k_hi - k_lo, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias, act);
+                micro_edge<V>(k_hi - k_lo, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
+            }
+          }
+          // The activation follows the whole sum and its bias: over the task's
+          // block, row by row while it is in cache (tile by tile, a relu_grad
+          // mask read as 14 strided streams cost more than the separate op).
+          if (last_k && p.act.any()) {
+            const int64_t n_lo = jc + jn * npanels / n_jn * NR, n_hi = mn(p.N, jc + (jn + 1) * npanels / n_jn * NR);
+            const int64_t rows = p.c_trans ? n_hi - n_lo : mrows, len = p.c_trans ? mrows : n_hi - n_lo;
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t at = p.c_trans ? (n_lo + r) * p.ldc + i0 : (i0 + r) * p.ldc + n_lo;
+              activate_run(p.C + at, len, p.act.relu, p.act.mask ? p.act.mask + at : nullptr);
             }
           }
         }

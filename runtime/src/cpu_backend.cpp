@@ -108,9 +108,16 @@ class CpuBackend final : public Backend {
     }
     for (const ActivationFusion& f : find_activation_fusions(model, p)) {
       BoundOp& mm = (*ops)[product[f.product]];
-      mm.args.out = (*ops)[f.op].args.out;
       mm.args.act = cpu::Activation{f.mask < 0, f.mask < 0 ? nullptr : at(f.mask)};
       gone[f.op] = true;
+      if (!f.in_place) {
+        mm.args.out = (*ops)[f.op].args.out;
+        continue;
+      }
+      const int from = p.ops[f.op].out[0];  // its readers read the product's output instead
+      for (size_t k = f.op + 1; k < ops->size(); ++k)
+        for (size_t j = 0; j < p.ops[k].in.size(); ++j)
+          if (p.ops[k].in[j] == from) (*ops)[k].args.in[j].data = mm.args.out[0].data;
     }
     std::vector<BoundOp> kept;
     for (size_t i = 0; i < ops->size(); ++i)

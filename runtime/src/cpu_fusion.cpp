@@ -125,28 +125,52 @@ std::vector<ActivationFusion> find_activation_fusions(const Model& m, const Prog
     reads[last].push_back(f.addend);
     if (f.bias >= 0) reads[last].push_back(f.bias);
   }
+  // Tensors the in-place form may not move: read by the caller (a model
+  // output, the loss) or by a fused product as its bias or addend.
+  std::vector<bool> pinned(ts.size(), false);
+  for (auto& [name, t] : m.outputs()) pinned[t] = true;
+  if (m.loss() >= 0) pinned[m.loss()] = true;
+  for (int i = 0; i < static_cast<int>(p.ops.size()); ++i)
+    if (ends[i] >= 0)
+      for (size_t r = p.ops[ends[i]].in.size(); r < reads[i].size(); ++r) pinned[reads[i][r]] = true;
   std::vector<ActivationFusion> found;
   for (int d = 0; d < static_cast<int>(p.ops.size()); ++d) {
     const OpInfoLoaded& act = p.ops[d];
     const bool relu = act.code == OpCode::Relu;
     if ((!relu && act.code != OpCode::ReluGrad) || act.in.size() != (relu ? 1u : 2u) || act.out.size() != 1) continue;
-    const int x = act.in.back(), mask = relu ? -1 : act.in[0], q = u.producer[x];
+    const int x = act.in.back(), o = act.out[0], mask = relu ? -1 : act.in[0], q = u.producer[x];
     if (q < 0 || ends[q] < 0 || !all_f32(ts, act.in) || !all_f32(ts, act.out)) continue;
-    const TensorInfo &in = ts[x], &out = ts[act.out[0]];
-    if (in.persistent || u.readers[x] != 1 || !(in.type == out.type)) continue;
-    // The output is written a K block at a time, before the last block's
-    // store reads the mask: the two may not share bytes.
-    if (mask >= 0 && (!(ts[mask].type == out.type) || overlap(ts[mask], out) || u.producer[mask] >= q)) continue;
-    if (std::any_of(reads[q].begin(), reads[q].end(), [&](int t) { return overlap(ts[t], out); })) continue;
-    // The output is now written when the product runs: the ops in between
-    // (a weight gradient between dh's product and relu_grad) may neither touch
-    // its bytes nor write the mask's.
-    bool clear = true;
-    for (int k = q + 1; k < d && clear; ++k) {
-      for (int t : p.ops[k].in) clear &= !overlap(ts[t], out);
-      for (int t : p.ops[k].out) clear &= !overlap(ts[t], out) && (mask < 0 || !overlap(ts[t], ts[mask]));
+    if (ts[x].persistent || u.readers[x] != 1 || !(ts[x].type == ts[o].type)) continue;
+    if (mask >= 0 && (!(ts[mask].type == ts[o].type) || u.producer[mask] >= q)) continue;
+    // Whether the product may write the activation into `into` when it runs and
+    // have it read there until op `until`: the product's inputs and the mask
+    // clear of it (it is written a K block at a time, before the last block's
+    // store reads the mask), and no op in between (but the activation) touching
+    // its bytes, other than to read o from them, nor one before d writing the mask's.
+    auto fits = [&](int into, int until) {
+      const TensorInfo& b = ts[into];
+      if (mask >= 0 && overlap(ts[mask], b)) return false;
+      if (std::any_of(reads[q].begin(), reads[q].end(), [&](int t) { return overlap(ts[t], b); })) return false;
+      for (int k = q + 1; k <= until; ++k) {
+        if (k == d) continue;
+        for (int t : p.ops[k].in)
+          if (t != o && overlap(ts[t], b)) return false;
+        for (int t : p.ops[k].out)  // (the mask is read at q now, no longer at d)
+          if (overlap(ts[t], b) || (mask >= 0 && k < d && overlap(ts[t], ts[mask]))) return false;
+      }
+      return true;
+    };
+    if (fits(o, d - 1)) {
+      found.push_back({q, d, mask, false});
+      continue;
     }
-    if (clear) found.push_back({q, d, mask});
+    // Otherwise into the product's own output, which its readers then read in
+    // place of o (the MLP's relu_grad: the plan gives o the bytes of dlogits,
+    // which dh's product reads).
+    int last = d;
+    for (int k = d + 1; k < static_cast<int>(p.ops.size()); ++k)
+      if (std::find(p.ops[k].in.begin(), p.ops[k].in.end(), o) != p.ops[k].in.end()) last = k;
+    if (!ts[o].persistent && !pinned[o] && fits(x, last)) found.push_back({q, d, mask, true});
   }
   return found;
 }

@@ -57,13 +57,18 @@ struct ActivationFusion {
   int product;
   int op;    // the relu or relu_grad, after it
   int mask;  // relu_grad's y (the ReLU's output), or -1 for a relu
+  // The product writes the activation over its own output, and the ops after
+  // read it there in place of the activation's output (never written).
+  bool in_place;
 };
 
 // The fusable activations of a program. The product's output must be transient
-// and read by the activation alone; the activation's output must miss every
-// input of the product (its operands, bias and addend) and relu_grad's y, which
-// must exist when the product runs. The activation's output is then written
-// earlier: no op in between may touch its bytes or write the mask's.
+// and read by the activation alone, relu_grad's y exist when the product runs.
+// The activation's output is then written earlier: it must miss the product's
+// inputs (operands, bias and addend) and y, and no op in between may touch its
+// bytes or write y's. Failing that, the product's output takes the activation
+// on the same terms, kept until the activation's last reader (which must not be
+// the caller, nor a fused product's bias or addend).
 std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p);
 
 }  // namespace sgrt
