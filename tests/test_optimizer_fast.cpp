@@ -15,6 +15,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/op_args.h"
+#include "cpu/optimizer_step.h"
 #include "cpu/parallel.h"
 #include "cpu/quantize.h"
 #include "formats/formats.h"
@@ -206,4 +207,23 @@ TEST_CASE("The vectorized updates on 2 threads (thread count) are the element-by
       check_adamw(l);
       check_sgd(l);
     });
+}
+
+// check_finite's squared norm: each g^2 exact in double, term i added to
+// partial i % 16 in turn, then the partials in the tree p[j] += p[j + 8], + 4,
+// + 2, + 1 (row_reduce.h), written here independently; magnitudes over many
+// decades so that any other order shows.
+TEST_CASE("The gradient's sum of squares is the 16-lane order in double, bit for bit, on every ISA path") {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t n : {0, 1, 15, 16, 17, 1000, 16411}) {
+    CAPTURE(n);
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i) g[i] = u(rng) * std::ldexp(1.f, static_cast<int>(rng() % 40) - 20);
+    double p[16] = {};
+    for (int64_t i = 0; i < n; ++i) p[i % 16] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+    for (int w : {8, 4, 2, 1})
+      for (int j = 0; j < w; ++j) p[j] += p[j + w];
+    every_path(1, [&] { CHECK(std::bit_cast<uint64_t>(cpu::grad_sum_squares(g.data(), n)) == std::bit_cast<uint64_t>(p[0])); });
+  }
 }

@@ -7,8 +7,8 @@
 #include "sgrt/quant.h"
 
 #include "cpu/optimizer_state.h"
+#include "cpu/optimizer_step.h"
 #include "cpu/parallel.h"
-#include "cpu/row_reduce.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -42,8 +42,9 @@ Status k_optimizer(const OpArgs& a) {
     case OpCode::CheckFinite: {
       // One pass: the sum of squares is finite exactly when every gradient is
       // (squares of finite floats cannot overflow a double). Each chunk sums in
-      // row_reduce.h's 16 lanes (one chain of dependent adds was the op's time)
-      // and the chunks add in chunk order: the same norm on any thread count or ISA.
+      // row_reduce.h's 16 lanes (one chain of dependent adds was the op's time),
+      // at the CPU's widest vectors, and the chunks add in chunk order: the same
+      // norm on any thread count or ISA.
       double sumsq = 0;
       if (at.i("norms", 0)) {  // low-precision gradients: quantize_grad left each one's norm
         for (size_t k = 1; k < a.in.size(); ++k) {
@@ -56,7 +57,7 @@ Status k_optimizer(const OpArgs& a) {
         int64_t n = a.in[k].n, chunks = (n + kGrain - 1) / kGrain;
         double* part = static_cast<double*>(thread_scratch(3, static_cast<size_t>(chunks) * sizeof(double)));
         parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-          part[b / kGrain] = lane_sum(e - b, [&](int64_t i) { return static_cast<double>(g[b + i]) * g[b + i]; });
+          part[b / kGrain] = grad_sum_squares(g + b, e - b);
         });
         for (int64_t c = 0; c < chunks; ++c) sumsq += part[c];
       }

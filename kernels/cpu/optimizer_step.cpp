@@ -23,4 +23,12 @@ void optimizer_step(const OptimizerStepArgs& a, int64_t b, int64_t e, uint32_t a
   optimizer_step_impl::run<4>(a, b, e, amax);
 }
 
+double grad_sum_squares(const float* g, int64_t n) {
+#if defined(__x86_64__)
+  if (active_isa() >= Isa::avx512) return grad_sum_squares_avx512(g, n);
+  if (active_isa() >= Isa::avx2) return grad_sum_squares_avx2(g, n);
+#endif
+  return optimizer_step_impl::sum_squares(g, n);
+}
+
 }  // namespace sgrt::cpu

@@ -37,4 +37,10 @@ void optimizer_step_avx512(const OptimizerStepArgs& a, int64_t b, int64_t e, uin
 // The widest ISA this CPU has (optimizer_step.cpp).
 void optimizer_step(const OptimizerStepArgs& a, int64_t b, int64_t e, uint32_t amax[3]);
 
+// sum g[i]^2 over [0, n) in double, row_reduce.h's lane order: check_finite's
+// squared gradient norm (finite exactly when every g is), per ISA as above.
+double grad_sum_squares_avx2(const float* g, int64_t n);
+double grad_sum_squares_avx512(const float* g, int64_t n);
+double grad_sum_squares(const float* g, int64_t n);
+
 }  // namespace sgrt::cpu

@@ -7,4 +7,6 @@ void optimizer_step_avx512(const OptimizerStepArgs& a, int64_t b, int64_t e, uin
   optimizer_step_impl::run<16>(a, b, e, amax);
 }
 
+double grad_sum_squares_avx512(const float* g, int64_t n) { return optimizer_step_impl::sum_squares(g, n); }
+
 }  // namespace sgrt::cpu

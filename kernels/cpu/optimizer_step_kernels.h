@@ -14,6 +14,7 @@
 
 #include "cpu/optimizer_step.h"
 #include "cpu/quantize_simd.h"
+#include "cpu/row_reduce.h"
 #if defined(__SSE__) && !defined(__AVX2__)
 #include <xmmintrin.h>  // the baseline's sqrtps (immintrin.h comes with AVX2 and AVX-512)
 #endif
@@ -154,6 +155,12 @@ void run(const OptimizerStepArgs& a, int64_t b, int64_t e, uint32_t amax[3]) {
   if (a.wt == D::f32) return level<N, D::f32, D::f32, D::f32, D::f32>(a, b, e, amax);
   if (a.s1t == D::f32) return level<N, D::f16, D::f32, D::f32, D::e5m2>(a, b, e, amax);
   return level<N, D::f16, D::e4m3, D::f16, D::e5m2>(a, b, e, amax);
+}
+
+// sum g[i]^2 over [0, n) in double, in row_reduce.h's 16-lane order (exact
+// squares; check_finite's norm): the same bits at every width.
+inline double sum_squares(const float* g, int64_t n) {
+  return lane_sum(n, [g](int64_t i) { return static_cast<double>(g[i]) * g[i]; });
 }
 
 }  // namespace
