@@ -288,84 +288,88 @@ TEST_CASE("a product with few columns (run transposed) equals those columns of a
   }
 }
 
-TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the bit") {
-  // The CPU backend fuses add(matmul, broadcast_to(b)) into the GEMM
-  // (runtime/src/cpu_fusion.h): bias after the whole K sum (K = 1601 spans
-  // several K blocks), on full and edge tiles, transposed narrow products, beta.
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
+namespace {
+
+// The epilogue tests' cases: every ISA path, f32 and e4m3, full and edge tiles,
+// sums over several K blocks (K = 1601), a transposed narrow product (N = 10),
+// each with variant v = 0 and 1: body(t, M, N, K, v, rng).
+template <class F>
+void epilogue_cases(uint32_t seed, F&& body) {
+  std::mt19937 rng(seed);
   const int64_t shapes[][3] = {{37, 45, 29}, {70, 96, 1601}, {53, 10, 300}, {1, 33, 65}, {129, 65, 7}};
   for (Isa isa : isas()) {
     set_isa_limit(isa);
     for (DType t : {DType::f32, DType::e4m3})
       for (const auto& sh : shapes)
-        for (float beta : {0.0f, 0.5f}) {
-          const int64_t M = sh[0], N = sh[1], K = sh[2];
+        for (int v : {0, 1}) {
           CAPTURE(std::string(isa_name(isa)));
           CAPTURE(dtype_name(t));
-          CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(beta);
-          Operand a(t, false, false, M, K, rng), b(t, true, true, N, K, rng);
-          set_scales(a, t == DType::f32 ? Scales::none : Scales::tensor, M, K, rng);
-          set_scales(b, t == DType::f32 ? Scales::none : Scales::outer, N, K, rng);
-          std::vector<float> bias(N), fused(M * N), separate(M * N);
-          for (float& x : bias) x = 3.0f * u(rng);
-          for (size_t i = 0; i < fused.size(); ++i) fused[i] = separate[i] = u(rng);
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, fused.data(), N, bias.data()) == nullptr);
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, separate.data(), N) == nullptr);
-          for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = 0; j < N; ++j) separate[i * N + j] += bias[j];
-          int64_t differ = 0;
-          for (size_t i = 0; i < fused.size(); ++i) differ += std::memcmp(&fused[i], &separate[i], 4) != 0;
-          CHECK(differ == 0);
+          CAPTURE(sh[0]); CAPTURE(sh[1]); CAPTURE(sh[2]); CAPTURE(v);
+          body(t, sh[0], sh[1], sh[2], v, rng);
         }
   }
   set_isa_limit(kTopIsa);
 }
 
+int64_t differing_floats(const std::vector<float>& x, const std::vector<float>& y) {
+  int64_t differ = 0;
+  for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], 4) != 0;
+  return differ;
+}
+
+}  // namespace
+
+TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the bit") {
+  // The CPU backend fuses add(matmul, broadcast_to(b)) into the GEMM
+  // (runtime/src/cpu_fusion.h): the bias after the whole K sum; v: beta 0.5.
+  std::uniform_real_distribution<float> u(-1, 1);
+  epilogue_cases(5, [&](DType t, int64_t M, int64_t N, int64_t K, int v, std::mt19937& rng) {
+    const float beta = v ? 0.5f : 0.0f;
+    Operand a(t, false, false, M, K, rng), b(t, true, true, N, K, rng);
+    set_scales(a, t == DType::f32 ? Scales::none : Scales::tensor, M, K, rng);
+    set_scales(b, t == DType::f32 ? Scales::none : Scales::outer, N, K, rng);
+    std::vector<float> bias(N), fused(M * N), separate(M * N);
+    for (float& x : bias) x = 3.0f * u(rng);
+    for (size_t i = 0; i < fused.size(); ++i) fused[i] = separate[i] = u(rng);
+    REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, fused.data(), N, bias.data()) == nullptr);
+    REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, separate.data(), N) == nullptr);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) separate[i * N + j] += bias[j];
+    CHECK(differing_floats(fused, separate) == 0);
+  });
+}
+
 TEST_CASE("a ReLU or a ReLU mask in the epilogue equals the product then relu / relu_grad, to the bit") {
   // The CPU backend fuses relu(matmul) and relu_grad(y, matmul) into the GEMM
-  // (runtime/src/cpu_fusion.h): after the whole K sum (K = 1601: several K
-  // blocks) and the bias, on full and edge tiles and transposed narrow products
-  // (N = 10). The mask holds negatives, zeros of both signs and NaNs, which keep
+  // (runtime/src/cpu_fusion.h): after the whole K sum and the bias (v: with a
+  // bias). The mask holds negatives, zeros of both signs and NaNs, which keep
   // nothing; the product's own NaN (a NaN in A) must become 0 under relu.
-  std::mt19937 rng(17);
   std::uniform_real_distribution<float> u(-1, 1);
-  const int64_t shapes[][3] = {{37, 45, 29}, {70, 96, 1601}, {53, 10, 300}, {1, 33, 65}, {129, 65, 7}};
-  for (Isa isa : isas()) {
-    set_isa_limit(isa);
-    for (DType t : {DType::f32, DType::e4m3})
-      for (const auto& sh : shapes)
-        for (int with_bias : {0, 1}) {
-          const int64_t M = sh[0], N = sh[1], K = sh[2];
-          CAPTURE(std::string(isa_name(isa)));
-          CAPTURE(dtype_name(t));
-          CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(with_bias);
-          Operand a(t, false, false, M, K, rng), b(t, true, true, N, K, rng);
-          if (t == DType::f32) {
-            const float nan = std::numeric_limits<float>::quiet_NaN();
-            std::memcpy(&a.m.bytes[4 * (M / 2) * a.m.ld], &nan, 4);  // row M / 2 is NaN
-          }
-          std::vector<float> bias(N), mask(M * N), plain(M * N), relu(M * N), masked(M * N);
-          for (float& x : bias) x = 3.0f * u(rng);
-          for (size_t i = 0; i < mask.size(); ++i) {
-            const float choices[] = {u(rng), -u(rng), 0.f, -0.f, std::numeric_limits<float>::quiet_NaN()};
-            mask[i] = choices[rng() % 5];
-          }
-          const float* bp = with_bias ? bias.data() : nullptr;
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, plain.data(), N, bp) == nullptr);
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, relu.data(), N, bp, Triangle::none, Activation{true, nullptr}) == nullptr);
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, masked.data(), N, bp, Triangle::none, Activation{false, mask.data()}) ==
-                  nullptr);
-          int64_t differ = 0;
-          for (size_t i = 0; i < plain.size(); ++i) {
-            const float r = plain[i] > 0.f ? plain[i] : 0.f, m = mask[i] > 0.f ? plain[i] : 0.f;
-            differ += std::memcmp(&relu[i], &r, 4) != 0;
-            differ += std::memcmp(&masked[i], &m, 4) != 0;
-          }
-          CHECK(differ == 0);
-        }
-  }
-  set_isa_limit(kTopIsa);
+  epilogue_cases(17, [&](DType t, int64_t M, int64_t N, int64_t K, int v, std::mt19937& rng) {
+    Operand a(t, false, false, M, K, rng), b(t, true, true, N, K, rng);
+    if (t == DType::f32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(&a.m.bytes[4 * (M / 2) * a.m.ld], &nan, 4);  // row M / 2 is NaN
+    }
+    std::vector<float> bias(N), mask(M * N), plain(M * N), relu(M * N), masked(M * N);
+    for (float& x : bias) x = 3.0f * u(rng);
+    for (float& x : mask) {
+      const float choices[] = {u(rng), -u(rng), 0.f, -0.f, std::numeric_limits<float>::quiet_NaN()};
+      x = choices[rng() % 5];
+    }
+    const float* bp = v ? bias.data() : nullptr;
+    REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, plain.data(), N, bp) == nullptr);
+    REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, relu.data(), N, bp, Triangle::none, Activation{true, nullptr}) == nullptr);
+    REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.f, masked.data(), N, bp, Triangle::none, Activation{false, mask.data()}) ==
+            nullptr);
+    std::vector<float> want_relu(M * N), want_masked(M * N);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      want_relu[i] = plain[i] > 0.f ? plain[i] : 0.f;
+      want_masked[i] = mask[i] > 0.f ? plain[i] : 0.f;
+    }
+    CHECK(differing_floats(relu, want_relu) == 0);
+    CHECK(differing_floats(masked, want_masked) == 0);
+  });
 }
 
 TEST_CASE("a triangular A or C: the product skips tiles and terms, never bits") {
