@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ONNX Runtime training, the MLP peer of bench/train.cpp, from PyPI into a venv
+# ONNX Runtime training, a peer of bench/train.cpp (MLP and GPT), from PyPI into a venv
 # in the cache (outside git): ${SGRT_CACHE:-$HOME/.cache/sgrt}/ort-venv. Its last
 # release, onnxruntime-training 1.19.2, ships a CPU wheel for CPython 3.11 (Debian
 # 12's python3); onnx 1.16 writes models that release reads (IR version 10). Its
