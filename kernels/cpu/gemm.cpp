@@ -129,14 +129,15 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   if (const char* e = check(a, false, M, K)) return e;
   if (const char* e = check(b, true, N, K)) return e;
   if (M == 0 || N == 0) return nullptr;
-  if (K == 0) {  // empty sum: C = beta * C (+ bias)
-    for (int64_t i = 0; i < M; ++i)
+  if (K == 0) {  // empty sum: C = beta * C (+ bias), then act
+    for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         float& c = C[i * ldc + j];
         c = beta == 0.0f ? 0.0f : beta * c;
         if (bias) c += bias[j];
-        c = activate(act, c, i * ldc + j);
       }
+      activate_run(C + i * ldc, N, act, i * ldc);
+    }
     return nullptr;
   }
   std::vector<float> rs(M), cs(N), ka, kb;
@@ -179,8 +180,7 @@ void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias) {
 void activate_rows(float* C, int64_t m, int64_t n, int64_t ldc, const Activation& act) {
   if (!act.any()) return;
   parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = activate(act, C[r * ldc + j], r * ldc + j);
+    for (int64_t r = r0; r < r1; ++r) activate_run(C + r * ldc, n, act, r * ldc);
   });
 }
 

@@ -46,13 +46,15 @@ struct Activation {
   bool any() const { return relu || mask; }
 };
 
-// v after `act` (element `at` of C, for the mask). Internal linkage: the per-ISA
-// GEMM drivers inline their own copies (as gemm_driver.h's functions).
+// The run c[0, n) of C after `act`, in place; `at`: c[0]'s index in C (the
+// mask's too). A loop per kind, so each vectorizes. Internal linkage: the
+// per-ISA GEMM drivers inline their own copies (as gemm_driver.h's functions).
 namespace {
-inline float activate(const Activation& act, float v, int64_t at) {
-  if (act.relu) v = v > 0.f ? v : 0.f;
-  if (act.mask) v = act.mask[at] > 0.f ? v : 0.f;
-  return v;
+inline void activate_run(float* c, int64_t n, const Activation& act, int64_t at) {
+  if (act.relu)
+    for (int64_t i = 0; i < n; ++i) c[i] = c[i] > 0.f ? c[i] : 0.f;
+  if (act.mask)
+    for (int64_t i = 0; i < n; ++i) c[i] = act.mask[at + i] > 0.f ? c[i] : 0.f;
 }
 }  // namespace
 

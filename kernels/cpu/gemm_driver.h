@@ -321,15 +321,6 @@ void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b
     for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
 }
 
-// The stored run c[0, n) after `act`, whose mask starts at mask (the run's own
-// elements): a loop per kind, so each vectorizes.
-inline void activate_run(float* c, int64_t n, bool relu, const float* mask) {
-  if (relu)
-    for (int64_t i = 0; i < n; ++i) c[i] = c[i] > 0.f ? c[i] : 0.f;
-  if (mask)
-    for (int64_t i = 0; i < n; ++i) c[i] = mask[i] > 0.f ? c[i] : 0.f;
-}
-
 // The packed K steps [lo, hi) of the block starting at K index pc (kp steps) that
 // rows [m0, m0 + mr) need: all, or those a triangular A leaves non-zero.
 template <class V>
@@ -394,7 +385,7 @@ void run(const Problem& p) {
             const int64_t rows = p.c_trans ? n_hi - n_lo : mrows, len = p.c_trans ? mrows : n_hi - n_lo;
             for (int64_t r = 0; r < rows; ++r) {
               const int64_t at = p.c_trans ? (n_lo + r) * p.ldc + i0 : (i0 + r) * p.ldc + n_lo;
-              activate_run(p.C + at, len, p.act.relu, p.act.mask ? p.act.mask + at : nullptr);
+              activate_run(p.C + at, len, p.act, at);
             }
           }
         }
