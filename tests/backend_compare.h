@@ -250,16 +250,18 @@ inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
   for (size_t k = 0; k < p.ops.size(); ++k)
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
-  for (const BiasFusion& f : find_bias_fusions(m, p))
+  const std::vector<BiasFusion> bias = find_bias_fusions(m, p);
+  const std::vector<AddendFusion> addend = find_addend_fusions(m, p, bias);
+  for (const BiasFusion& f : bias)
     for (int op : {f.matmul, f.broadcast}) written[p.ops[op].out[0]] = -1;
-  for (const AddendFusion& f : find_addend_fusions(m, p)) {
+  for (const AddendFusion& f : addend) {
     written[p.ops[f.matmul].out[0]] = -1;
     if (f.bias_add >= 0)
       for (int op : {f.add, f.broadcast}) written[p.ops[op].out[0]] = -1;
   }
   // A fused activation: its input is never written, or (in place) holds the
   // activation, whose own output is never written.
-  for (const ActivationFusion& f : find_activation_fusions(m, p)) {
+  for (const ActivationFusion& f : find_activation_fusions(m, p, bias, addend)) {
     written[p.ops[f.op].in.back()] = -1;
     if (f.in_place) written[p.ops[f.op].out[0]] = -1;
   }

@@ -183,7 +183,8 @@ TEST_CASE("a product added to a tensor, and a bias after it, equal separate adds
       std::shared_ptr<const Model> m;
       Status st = test::compile_lua(addend_model(bias), &m);
       REQUIRE_MESSAGE(st.ok(), st.message());
-      std::vector<AddendFusion> f = find_addend_fusions(*m, program_of(*m, "infer"));
+      const ProgramInfo& infer = program_of(*m, "infer");
+      std::vector<AddendFusion> f = find_addend_fusions(*m, infer, find_bias_fusions(*m, infer));
       REQUIRE(f.size() == 1);
       CHECK((f[0].bias_add >= 0) == bias);
       // Sparse: 8 of 200 non-zero, under the sparse product's 1/16.
@@ -227,7 +228,8 @@ TEST_CASE("under fp4 every compensation is fused with its bias, and the GPT trai
   for (const char* level : {"fp32", "O2"}) {
     CAPTURE(level);
     auto m = test::compile_model_file("models/gpt.lua", kSmallGpt, false, "fp4", level);
-    std::vector<AddendFusion> f = find_addend_fusions(*m, program_of(*m, "train_step"));
+    const ProgramInfo& train = program_of(*m, "train_step");
+    std::vector<AddendFusion> f = find_addend_fusions(*m, train, find_bias_fusions(*m, train));
     CHECK(f.size() == 6 * 2);
     CHECK(std::all_of(f.begin(), f.end(), [](const AddendFusion& x) { return x.bias_add >= 0; }));
     trains_the_same(m);
@@ -251,7 +253,8 @@ TEST_CASE("the MLP's ReLU and its relu_grad are fused into their products, and i
     auto m = test::compile_model_file("models/fashion_mlp.lua", {{"batch", std::to_string(b)}, {"hidden", "40"}});
     for (const ProgramInfo& p : m->programs()) {
       CAPTURE(p.name);
-      std::vector<ActivationFusion> f = find_activation_fusions(*m, p);
+      const std::vector<BiasFusion> bias = find_bias_fusions(*m, p);
+      std::vector<ActivationFusion> f = find_activation_fusions(*m, p, bias, find_addend_fusions(*m, p, bias));
       CHECK(f.size() == (p.name == "train_step" ? 2u : 1u));
       for (const ActivationFusion& x : f) CHECK(x.in_place == (x.mask >= 0 && b == 1000));
       CHECK(std::count_if(f.begin(), f.end(), [](const ActivationFusion& x) { return x.mask < 0; }) == 1);

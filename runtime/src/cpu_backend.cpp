@@ -87,14 +87,16 @@ class CpuBackend final : public Backend {
         mm.args.bias = mm.staged_bias.data();  // a vector's storage stays put when the op is moved
       }
     };
-    for (const BiasFusion& f : find_bias_fusions(model, p)) {
+    const std::vector<BiasFusion> bias = find_bias_fusions(model, p);
+    const std::vector<AddendFusion> addend = find_addend_fusions(model, p, bias);
+    for (const BiasFusion& f : bias) {
       BoundOp& mm = (*ops)[f.matmul];
       mm.args.out = (*ops)[f.add].args.out;
       set_bias(mm, f.bias, f.stage_bias);
       gone[f.broadcast] = gone[f.add] = true;
       product[f.add] = f.matmul;
     }
-    for (const AddendFusion& f : find_addend_fusions(model, p)) {
+    for (const AddendFusion& f : addend) {
       BoundOp& mm = (*ops)[f.matmul];
       mm.args.addend = at(f.addend);
       mm.args.out = (*ops)[f.add].args.out;
@@ -106,7 +108,7 @@ class CpuBackend final : public Backend {
       gone[f.broadcast] = gone[f.bias_add] = true;
       product[f.bias_add] = f.matmul;
     }
-    for (const ActivationFusion& f : find_activation_fusions(model, p)) {
+    for (const ActivationFusion& f : find_activation_fusions(model, p, bias, addend)) {
       BoundOp& mm = (*ops)[product[f.product]];
       mm.args.act = cpu::Activation{f.mask < 0, f.mask < 0 ? nullptr : at(f.mask)};
       gone[f.op] = true;

@@ -77,11 +77,11 @@ std::vector<BiasFusion> find_bias_fusions(const Model& m, const ProgramInfo& p) 
   return found;
 }
 
-std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p) {
+std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias) {
   const std::vector<TensorInfo>& ts = m.tensors();
   const Uses u(m, p);
   std::vector<bool> taken(p.ops.size(), false);
-  for (const BiasFusion& f : find_bias_fusions(m, p)) taken[f.matmul] = taken[f.add] = true;
+  for (const BiasFusion& f : bias) taken[f.matmul] = taken[f.add] = true;
   std::vector<AddendFusion> found;
   for (int d = 1; d < static_cast<int>(p.ops.size()); ++d) {
     const OpInfoLoaded &add = p.ops[d], &mul = p.ops[d - 1];
@@ -107,7 +107,9 @@ std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo&
   return found;
 }
 
-std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p) {
+std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p,
+                                                      const std::vector<BiasFusion>& bias,
+                                                      const std::vector<AddendFusion>& addend) {
   const std::vector<TensorInfo>& ts = m.tensors();
   const Uses u(m, p);
   // Each op that ends a product's work once fused, and what that work reads.
@@ -115,11 +117,11 @@ std::vector<ActivationFusion> find_activation_fusions(const Model& m, const Prog
   std::vector<std::vector<int>> reads(p.ops.size());
   for (int i = 0; i < static_cast<int>(p.ops.size()); ++i)
     if (p.ops[i].code == OpCode::MatMul || p.ops[i].code == OpCode::QMatMul) ends[i] = i, reads[i] = p.ops[i].in;
-  for (const BiasFusion& f : find_bias_fusions(m, p)) {
+  for (const BiasFusion& f : bias) {
     ends[f.add] = f.matmul, reads[f.add] = p.ops[f.matmul].in;
     reads[f.add].push_back(f.bias);
   }
-  for (const AddendFusion& f : find_addend_fusions(m, p)) {
+  for (const AddendFusion& f : addend) {
     const int last = f.bias_add >= 0 ? f.bias_add : f.add;
     ends[last] = f.matmul, reads[last] = p.ops[f.matmul].in;
     reads[last].push_back(f.addend);

@@ -45,11 +45,11 @@ struct AddendFusion {
 };
 
 // The fusable pairs (or, with a bias, fives) of a program that no bias fusion
-// takes. The product (and a sum and a broadcast copy followed by a bias) must be
+// (`bias`: find_bias_fusions') takes. The product (and a sum and a broadcast copy followed by a bias) must be
 // transient and read by the next add alone, the ops adjacent; the final output
 // must not overlap the product's inputs, and either is the addend's bytes exactly
 // (in place: each element read before it is written) or misses them.
-std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p);
+std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias);
 
 struct ActivationFusion {
   // The op whose output the activation reads: a matmul or qmatmul, or the last
@@ -69,6 +69,9 @@ struct ActivationFusion {
 // bytes or write y's. Failing that, the product's output takes the activation
 // on the same terms, kept until the activation's last reader (which must not be
 // the caller, nor a fused product's bias or addend).
-std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p);
+// `bias`, `addend`: the program's other fusions, found first.
+std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p,
+                                                      const std::vector<BiasFusion>& bias,
+                                                      const std::vector<AddendFusion>& addend);
 
 }  // namespace sgrt
