@@ -54,6 +54,26 @@ Status Backend::arena_size(const Model& model, uint64_t* bytes) const {
   return Status::Ok();
 }
 
+Status Backend::request_profile() {
+  if (prepared_) return Status::Runtime(std::string(name()) + " backend: profiling is asked for before prepare()");
+  profiling_ = true;
+  return Status::Ok();
+}
+
+void Backend::prepared(const Model& model) {
+  prepared_ = true;
+  if (!profiling_) return;
+  for (const ProgramInfo& p : model.programs()) profile_.push_back(ProgramProfile{0, std::vector<double>(p.ops.size(), 0.0)});
+  warmed_up_.assign(profile_.size(), false);
+}
+
+ProgramProfile& Backend::profile_of(int program) {
+  if (warmed_up_[program]) return profile_[program];
+  warmed_up_[program] = true;
+  first_run_.op_seconds.assign(profile_[program].op_seconds.size(), 0.0);
+  return first_run_;
+}
+
 Status make_backend(const std::string& name, std::unique_ptr<Backend>* out) {
   if (name == "cpu") return make_cpu_backend(out);
 #ifdef SGRT_WITH_VULKAN

@@ -1,6 +1,7 @@
 // The CPU backend: host memory arena and the kernels of kernels/cpu.
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -16,6 +17,7 @@ struct BoundOp {
   cpu::CpuKernel fn;
   cpu::OpArgs args;
   const OpInfoLoaded* op;
+  size_t index;  // op's place in its program (ops fused into it are gone from the list)
   // A fused bias the product's output overlaps: copied from bias_source into
   // staged_bias (where args.bias points) before the op runs.
   const float* bias_source = nullptr;
@@ -45,7 +47,7 @@ class CpuBackend final : public Backend {
     for (const ProgramInfo& p : model.programs()) {
       std::vector<BoundOp> ops;
       for (const OpInfoLoaded& op : p.ops) {
-        BoundOp b{nullptr, cpu::OpArgs{op.code, &op.attrs, {}, {}, op.quant}, &op};
+        BoundOp b{nullptr, cpu::OpArgs{op.code, &op.attrs, {}, {}, op.quant}, &op, ops.size()};
         std::vector<DType> in, out;
         for (int id : op.in) {
           b.args.in.push_back(cpu::TensorArg{arena_ + ts[id].offset, &ts[id].type, numel(ts[id].type.shape)});
@@ -67,6 +69,7 @@ class CpuBackend final : public Backend {
       if (fuse_) fuse_adds(model, p, &ops);
       programs_.push_back(std::move(ops));
     }
+    prepared(model);
     return Status::Ok();
   }
 
@@ -141,17 +144,31 @@ class CpuBackend final : public Backend {
 
   Status run(int program) override {
     if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cpu backend: no such program");
-    for (BoundOp& b : programs_[program]) {
-      if (b.bias_source) std::memcpy(b.staged_bias.data(), b.bias_source, sizeof(float) * b.staged_bias.size());
-      Status st = b.fn(b.args);
-      if (!st.ok()) return st.with_context(b.op->loc);
-    }
+    if (profiling()) return run_timed(program);
+    for (BoundOp& b : programs_[program]) SG_TRY(run_op(b));
     return Status::Ok();
   }
 
   Status sync() override { return Status::Ok(); }
 
  private:
+  static Status run_op(BoundOp& b) {
+    if (b.bias_source) std::memcpy(b.staged_bias.data(), b.bias_source, sizeof(float) * b.staged_bias.size());
+    return b.fn(b.args).with_context(b.op->loc);
+  }
+
+  Status run_timed(int program) {
+    ProgramProfile& prof = profile_of(program);
+    using Clock = std::chrono::steady_clock;
+    for (BoundOp& b : programs_[program]) {
+      Clock::time_point start = Clock::now();
+      SG_TRY(run_op(b));
+      prof.op_seconds[b.index] += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    ++prof.runs;
+    return Status::Ok();
+  }
+
   const bool fuse_;
   uint8_t* arena_ = nullptr;
   size_t size_ = 0;

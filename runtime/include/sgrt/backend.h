@@ -12,6 +12,15 @@
 
 namespace sgrt {
 
+// One program's op times over its runs but the first (sgrt train --profile),
+// which pays one-time costs (a driver compiling shaders at first use, cold
+// caches). op_seconds is indexed like ProgramInfo::ops; an op a fusion folded
+// into another reads 0 and its time counts as its product's.
+struct ProgramProfile {
+  int64_t runs = 0;
+  std::vector<double> op_seconds;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -27,6 +36,14 @@ class Backend {
   // the driver's own context): run() allocates none, so it is also the peak.
   // 0 for the CPU, whose arena is host memory.
   virtual uint64_t device_bytes() const { return 0; }
+  // Per-op timing, asked for before prepare(): the GPU backends then build
+  // their programs with a timestamp after each op and wait for each run to
+  // read them, the CPU reads a clock around each op. Off unless asked for.
+  // GPU times are device times between the ends of consecutive ops: ops that
+  // run side by side (no barrier between them) share their time unevenly.
+  Status request_profile();
+  // One entry per program of the prepared model; empty unless requested.
+  const std::vector<ProgramProfile>& profile() const { return profile_; }
   // Whether this backend's kernel table has (op, dtypes); asked before anything runs.
   bool supports_op(OpCode code, const std::vector<DType>& in, const std::vector<DType>& out) const;
 
@@ -38,9 +55,21 @@ class Backend {
   // The arena size prepare() allocates: the model's arena_alloc_bytes(), proven
   // at load, within limit_arena(). Every backend sizes its arena by this alone.
   Status arena_size(const Model& model, uint64_t* bytes) const;
+  // Every prepare() calls it once its programs are built: from here on
+  // request_profile() is refused, and profile() has a zeroed entry per
+  // program when profiling was requested.
+  void prepared(const Model& model);
+  bool profiling() const { return profiling_; }
+  // Where a run of `program` adds its count and op times: asked once a run,
+  // it hands the first run a discarded entry.
+  ProgramProfile& profile_of(int program);
 
  private:
   uint64_t arena_limit_ = UINT64_MAX;
+  bool profiling_ = false, prepared_ = false;
+  std::vector<ProgramProfile> profile_;
+  std::vector<bool> warmed_up_;   // per program: its first run is done
+  ProgramProfile first_run_;
 };
 
 // "cpu" (always), "cuda", "vulkan" when built in; an error lists what is available.

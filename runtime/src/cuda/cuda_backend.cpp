@@ -63,6 +63,9 @@ class CudaBackend final : public Backend {
  public:
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    for (auto& program : events_)
+      for (cudaEvent_t e : program)
+        if (e) cudaEventDestroy(e);
     programs_.clear();  // cuBLASLt plans go before their handle
     if (lt_) cublasLtDestroy(lt_);
     cudaFree(workspace_);
@@ -130,6 +133,12 @@ class CudaBackend final : public Backend {
     size_t again = 0;
     SG_TRY(bind_all(resolved, ts, reinterpret_cast<uintptr_t>(arena_), reinterpret_cast<uintptr_t>(workspace_), &again));
     if (again > scratch_bytes) return Status::Runtime("cuda backend: binding reserved more scratch than its dry run");
+    prepared(model);
+    if (profiling())
+      for (const ProgramInfo& p : model.programs()) {
+        events_.emplace_back(p.ops.size() + 1);
+        for (cudaEvent_t& e : events_.back()) SG_CUDA(cudaEventCreate(&e));
+      }
     return Status::Ok();
   }
 
@@ -148,10 +157,8 @@ class CudaBackend final : public Backend {
 
   Status run(int program) override {
     if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cuda backend: no such program");
-    for (const BoundOp& b : programs_[program]) {
-      Status st = b.launch(stream_);
-      if (!st.ok()) return st.with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
-    }
+    if (profiling()) return run_timed(program);
+    for (const BoundOp& b : programs_[program]) SG_TRY(launch(b));
     return Status::Ok();
   }
 
@@ -163,6 +170,30 @@ class CudaBackend final : public Backend {
   uint64_t device_bytes() const override { return size_ + workspace_bytes_; }
 
  private:
+  Status launch(const BoundOp& b) {
+    return b.launch(stream_).with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
+  }
+
+  // An event before the first op and after each; the run waits for the last to
+  // read the spans (bound ops are the program's ops, in order: nothing is dropped).
+  Status run_timed(int program) {
+    std::vector<cudaEvent_t>& ev = events_[program];
+    SG_CUDA(cudaEventRecord(ev[0], stream_));
+    for (size_t i = 0; i < programs_[program].size(); ++i) {
+      SG_TRY(launch(programs_[program][i]));
+      SG_CUDA(cudaEventRecord(ev[i + 1], stream_));
+    }
+    SG_CUDA(cudaEventSynchronize(ev.back()));
+    ProgramProfile& prof = profile_of(program);
+    for (size_t i = 0; i + 1 < ev.size(); ++i) {
+      float ms = 0;
+      SG_CUDA(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+      prof.op_seconds[i] += ms * 1e-3;
+    }
+    ++prof.runs;
+    return Status::Ok();
+  }
+
   // Binds every op against an arena at `arena` and a workspace at `work` (0 in the
   // dry run: pointers are then offsets, which is all the binders' checks look at).
   Status bind_all(const std::vector<std::vector<std::pair<Binder, const OpInfoLoaded*>>>& resolved,
@@ -238,6 +269,7 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   std::vector<std::vector<BoundOp>> programs_;
   std::vector<const OpInfoLoaded*> tags_;  // ErrorRecord::tag -> op
+  std::vector<std::vector<cudaEvent_t>> events_;  // when profiling: per program, ops + 1
   bool autotune_ = true;            // SGRT_CUDA_AUTOTUNE=0: cuBLASLt's first heuristic choice
   bool fuse_norm_quantize_ = true;  // SGRT_CUDA_FUSE=0: every op runs its own kernels
   bool verbose_ = false;            // SGRT_CUDA_VERBOSE=1: a line per tuned GEMM

@@ -25,12 +25,17 @@ int type_rank(VkPhysicalDeviceType t) {
   }
 }
 
-bool compute_family(VkPhysicalDevice pd, uint32_t* family) {
+std::vector<VkQueueFamilyProperties> queue_families(VkPhysicalDevice pd) {
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
-  for (uint32_t i = 0; i < n; ++i)
+  return fams;
+}
+
+bool compute_family(VkPhysicalDevice pd, uint32_t* family) {
+  std::vector<VkQueueFamilyProperties> fams = queue_families(pd);
+  for (uint32_t i = 0; i < fams.size(); ++i)
     if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) { *family = i; return true; }
   return false;
 }
@@ -116,6 +121,7 @@ Status Context::pick_device() {
   props_ = props[pick];
   name_ = props_.deviceName;
   queue_family_ = family;
+  timestamp_bits_ = queue_families(phys_)[family].timestampValidBits;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_);
   return Status::Ok();
 }

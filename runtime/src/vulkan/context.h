@@ -42,6 +42,8 @@ class Context {
   const std::string& device_name() const { return name_; }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   const CoopSupport& coop() const { return coop_; }
+  // Valid bits of the compute queue's timestamps (0: it has none).
+  uint32_t timestamp_bits() const { return timestamp_bits_; }
 
   // Where a buffer lives: device-local only; mapped and coherent (device-local too
   // where the device has such memory: staging); or mapped and device-local, which
@@ -80,6 +82,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_{};
   std::string name_;
   uint32_t queue_family_ = 0;
+  uint32_t timestamp_bits_ = 0;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;

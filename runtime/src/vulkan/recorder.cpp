@@ -23,7 +23,8 @@ void HazardTracker::add(const Dispatch& d) {
   writes_.insert(writes_.end(), d.writes.begin(), d.writes.end());
 }
 
-Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatches, Pipelines* pipelines) {
+Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatches, Pipelines* pipelines,
+                      const OpTimer* timer) {
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VK_TRY(vkBeginCommandBuffer(cmd, &bi));
@@ -32,9 +33,11 @@ Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatch
                  VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines->layout(), 0, 1,
                           std::array<VkDescriptorSet, 1>{pipelines->set()}.data(), 0, nullptr);
+  if (timer) timer->record_start(cmd);
   HazardTracker hazards;
   VkPipeline bound = VK_NULL_HANDLE;
-  for (const Dispatch& d : dispatches) {
+  for (size_t k = 0; k < dispatches.size(); ++k) {
+    const Dispatch& d = dispatches[k];
     VkPipeline pl = VK_NULL_HANDLE;
     SG_TRY(pipelines->get(d.shader, d.op, d.size, &pl));
     if (hazards.needs_barrier(d)) {
@@ -47,6 +50,7 @@ Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatch
     bound = pl;
     vkCmdPushConstants(cmd, pipelines->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(Push), &d.push);
     vkCmdDispatch(cmd, d.groups[0], d.groups[1], d.groups[2]);
+    if (timer) timer->record_after(cmd, k + 1);
   }
   memory_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,

@@ -5,12 +5,15 @@
 #pragma once
 #include <vector>
 
-#include "vulkan/table.h"
+#include "op_timer.h"
 #include "pipelines.h"
+#include "vulkan/table.h"
 
 namespace sgrt::vk {
 
-Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatches, Pipelines* pipelines);
+// With a timer, its stamps go in too: one at the start, one after each op.
+Status record_program(VkCommandBuffer cmd, const std::vector<Dispatch>& dispatches, Pipelines* pipelines,
+                      const OpTimer* timer = nullptr);
 
 // The hazards between dispatches (exposed for tests): true when `d` must wait
 // for the dispatches recorded since the last barrier.

@@ -11,6 +11,7 @@
 #include "../backends.h"
 #include "context.h"
 #include "vulkan/table.h"
+#include "op_timer.h"
 #include "pipelines.h"
 #include "recorder.h"
 
@@ -27,6 +28,7 @@ bool env_on(const char* name) {
 struct Program {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   const ProgramInfo* info = nullptr;
+  std::unique_ptr<vk::OpTimer> timer;  // when profiling
 };
 
 class VulkanBackend final : public Backend {
@@ -57,11 +59,15 @@ class VulkanBackend final : public Backend {
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
+    std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
     vk::Scratch scratch;
     for (const ProgramInfo& p : model.programs()) {
       std::vector<vk::Dispatch> ds;
-      for (size_t i = 0; i < p.ops.size(); ++i)
+      op_end.emplace_back();
+      for (size_t i = 0; i < p.ops.size(); ++i) {
         SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds));
+        op_end.back().push_back(ds.size());
+      }
       lowered.push_back(std::move(ds));
     }
     bool direct = !env_on("SGRT_VULKAN_STAGING");
@@ -78,11 +84,13 @@ class VulkanBackend final : public Backend {
     }));
     SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, scratch_, &pipelines_));
     for (size_t p = 0; p < lowered.size(); ++p) {
-      Program prog{VK_NULL_HANDLE, &model.programs()[p]};
+      Program prog{VK_NULL_HANDLE, &model.programs()[p], nullptr};
       SG_TRY(ctx_->allocate_command_buffer(&prog.cmd));
-      SG_TRY(vk::record_program(prog.cmd, lowered[p], pipelines_.get()).with_context("program " + prog.info->name));
-      programs_.push_back(prog);
+      if (profiling()) SG_TRY(vk::OpTimer::create(*ctx_, std::move(op_end[p]), &prog.timer));
+      SG_TRY(vk::record_program(prog.cmd, lowered[p], pipelines_.get(), prog.timer.get()).with_context("program " + prog.info->name));
+      programs_.push_back(std::move(prog));
     }
+    prepared(model);
     return Status::Ok();
   }
 
@@ -124,6 +132,11 @@ class VulkanBackend final : public Backend {
     uint32_t* tag = static_cast<uint32_t*>(errors_.mapped);
     *tag = 0;
     SG_TRY(ctx_->submit_and_wait(p.cmd).with_context("program " + p.info->name));
+    if (p.timer) {
+      ProgramProfile& prof = profile_of(program);
+      SG_TRY(p.timer->read(&prof.op_seconds));
+      ++prof.runs;
+    }
     if (*tag == 0) return Status::Ok();
     const OpInfoLoaded& op = p.info->ops.at(*tag - 1);
     bool ids = op.code == OpCode::Embedding || op.code == OpCode::EmbeddingGrad;
