@@ -14,6 +14,7 @@
 #include "gguf_config.h"
 #include "model_source.h"
 #include "own_data_tool.h"
+#include "profile_report.h"
 #include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
@@ -72,6 +73,7 @@ Status data_tokenizer(const Args& a, const Model& m, std::unique_ptr<Tokenizer>*
 Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
+  if (a.has("--profile")) SG_TRY(be->request_profile());
   return Session::create(std::move(m), std::move(be), s);
 }
 
@@ -333,6 +335,9 @@ Status train_ranks(Args& a, Communicator& comm) {
     result.samples_per_s = overall_rate(first, result);
   }
   if (!lead) return Status::Ok();
+  if (a.has("--profile"))
+    for (Session* part : {s.get(), final_session.get()})
+      if (part) print_profile(part->model(), part->backend().name(), part->backend().profile(), stderr);
   if (result.interrupted) {
     std::fprintf(stderr, "%sinterrupted by %s after step %lld; %s\n", tty && !quiet ? "\n" : "", stop_signal_name(),
                  static_cast<long long>(result.end_step),

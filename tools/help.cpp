@@ -67,6 +67,7 @@ const std::vector<CommandHelp>& commands() {
            kMaxMemory,
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
+           {"--profile", nullptr, "time every op and print, at the end, where each program's time went (docs/profiling.md)"},
            {"--grad-comm", "M", "under mpirun -np N: how gradients travel between ranks: fp32 (default), bf16, or fp8 "
                                 "(one shared scale per tensor; E4M3 where the recipe's gradients are E4M3, as fp8-row and "
                                 "fp8-block, else E5M2; docs/distributed.md)"},

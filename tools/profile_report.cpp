@@ -1,0 +1,93 @@
+#include "profile_report.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "sgrt/shape.h"
+
+namespace sgrt::tool {
+namespace {
+
+constexpr size_t kSlowestOps = 15;
+
+struct Kind {
+  double seconds = 0;
+  int ops = 0;
+};
+
+// The parameters and gradients an op reads or writes (the first three): which
+// layer it is, where the script line is that of the call that built the block.
+std::string weights_of(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts) {
+  auto is_param = [&](const std::string& name) {
+    for (const TensorInfo& t : ts)
+      if (t.role == Role::param && t.name == name) return true;
+    return false;
+  };
+  const std::string grad = ".grad";
+  std::string s;
+  int shown = 0, more = 0;
+  for (const std::vector<int>* ids : {&op.in, &op.out})
+    for (int id : *ids) {
+      const std::string& n = ts[id].name;
+      bool weight_grad = ts[id].role == Role::grad && n.size() > grad.size() &&
+                         n.compare(n.size() - grad.size(), grad.size(), grad) == 0 && is_param(n.substr(0, n.size() - grad.size()));
+      if (ts[id].role != Role::param && !weight_grad) continue;
+      if (shown == 3) ++more;
+      else s += (shown++ ? " " : "") + n;
+    }
+  return more ? s + " (+" + std::to_string(more) + " more)" : s;
+}
+
+void print_program(const ProgramInfo& p, const std::vector<TensorInfo>& ts, const char* backend, const ProgramProfile& prof,
+                   std::FILE* out) {
+  const double runs = static_cast<double>(prof.runs);
+  const double total = std::accumulate(prof.op_seconds.begin(), prof.op_seconds.end(), 0.0);
+  auto ms = [&](double s) { return 1e3 * s / runs; };
+  auto share = [&](double s) { return total > 0 ? 100 * s / total : 0.0; };
+  std::fprintf(out, "profile of %s on %s: %lld runs after the first, %.3f ms of ops a run\n", p.name.c_str(), backend,
+               static_cast<long long>(prof.runs), ms(total));
+  std::map<std::string, Kind> kinds;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    Kind& k = kinds[std::string(op_info(p.ops[i].code).name)];
+    k.seconds += prof.op_seconds[i];
+    ++k.ops;
+  }
+  std::vector<std::pair<std::string, Kind>> by_kind(kinds.begin(), kinds.end());
+  std::stable_sort(by_kind.begin(), by_kind.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::fprintf(out, "  by op:\n  %10s %7s %5s  %s\n", "ms/run", "share", "ops", "op");
+  for (const auto& [name, k] : by_kind)
+    std::fprintf(out, "  %10.3f %6.1f%% %5d  %s\n", ms(k.seconds), share(k.seconds), k.ops, name.c_str());
+  std::vector<size_t> order(p.ops.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return prof.op_seconds[a] > prof.op_seconds[b]; });
+  order.resize(std::min(order.size(), kSlowestOps));
+  std::vector<std::string> names, outputs;
+  int name_w = 2, output_w = 6;  // "op", "output"
+  for (size_t i : order) {
+    const OpInfoLoaded& op = p.ops[i];
+    names.emplace_back(op_info(op.code).name);
+    outputs.push_back(op.out.empty() ? "-" : type_str(ts[op.out[0]].type));
+    name_w = std::max(name_w, static_cast<int>(names.back().size()));
+    output_w = std::max(output_w, static_cast<int>(outputs.back().size()));
+  }
+  std::fprintf(out, "  slowest ops:\n  %10s %7s  %-*s  %-*s  %s\n", "ms/run", "share", name_w, "op", output_w, "output",
+               "at, weights");
+  for (size_t r = 0; r < order.size(); ++r) {
+    const OpInfoLoaded& op = p.ops[order[r]];
+    const double s = prof.op_seconds[order[r]];
+    const std::string weights = weights_of(op, ts);
+    const std::string where = weights.empty() ? op.loc : op.loc + " " + weights;
+    std::fprintf(out, "  %10.3f %6.1f%%  %-*s  %-*s  %s\n", ms(s), share(s), name_w, names[r].c_str(), output_w,
+                 outputs[r].c_str(), where.c_str());
+  }
+}
+
+}  // namespace
+
+void print_profile(const Model& m, const char* backend, const std::vector<ProgramProfile>& profile, std::FILE* out) {
+  for (size_t p = 0; p < profile.size(); ++p)
+    if (profile[p].runs > 0) print_program(m.programs()[p], m.tensors(), backend, profile[p], out);
+}
+
+}  // namespace sgrt::tool
