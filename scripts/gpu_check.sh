@@ -6,7 +6,8 @@
 # driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a compiled
 # graph's matmul and dequant_matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
-# backends, `sgrt train` on each backend, and compute-sanitizer's memcheck over
+# backends, `sgrt train` on each backend, a per-op profile of the GPT's step
+# on each backend (`sgrt train --profile`), and compute-sanitizer's memcheck over
 # the CUDA op tests and the CUDA dequant_matmul test. Figures go to $OUT (one
 # file per part) for bench/RESULTS.md.
 # Exit status: 1 when any test or bench failed (the rest still runs).
@@ -36,7 +37,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.s
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu \
+  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu test_profile \
     bench_gemm_cuda bench_gemm_graph bench_dequant_matmul bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp \
     test_vulkan_transformer \
     test_vulkan_gemm || exit 1
@@ -47,7 +48,7 @@ fi
 vulkan=0
 "$build/bench/bench_gemm_graph" --backend vulkan --sizes 64 --recipes fp32 --reps 1 >>"$out/gpu.txt" 2>&1 && vulkan=1
 
-for t in test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu; do step "$t" tests.txt 150 "$build/tests/$t"; done
+for t in test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu test_profile; do step "$t" tests.txt 150 "$build/tests/$t"; done
 if [ "$vulkan" = 1 ]; then
   for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
     [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
@@ -72,6 +73,11 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300
+  # Where the GPT step's time goes, op by op (bench_train's GPT; README.md as the corpus).
+  for r in fp32 fp8; do
+    step "sgrt train --profile $b $r" profile.txt 90 "$build/tools/sgrt" train models/gpt.lua --backend "$b" \
+      --recipe "$r" --steps 20 --data README.md --quiet --profile
+  done
 done
 
 if command -v compute-sanitizer >/dev/null; then
