@@ -5,12 +5,15 @@
 //    op has a time (>= 0) in its program's order;
 //  - the op times fit inside the host's wall clock around the same runs (on
 //    the CPU they are most of it), and the products, which do nearly all of
-//    this model's arithmetic, take most of the time;
+//    this model's arithmetic, take the largest share (the CPU runs on one
+//    thread: a busy machine then delays ops in proportion to their length,
+//    not to how often the thread pool waits for a descheduled worker);
 //  - on the CPU an add fused into its product reads exactly 0.
 // And `sgrt train --profile` prints each program's tables.
 #include <chrono>
 #include <numeric>
 
+#include "cpu/parallel.h"
 #include "harness.h"
 #include "test_cuda_support.h"
 #include "test_vulkan_support.h"
@@ -78,7 +81,7 @@ double check_profile(const Timed& t) {
   CHECK(total > 0);
   // Device clocks may tick a little off the host's: 2% and 100 us of slack.
   CHECK(total <= t.wall * 1.02 + 1e-4);
-  CHECK(products > 0.5 * total);
+  CHECK(products > 0.4 * total);  // a profile that put times on the wrong ops: ~10% (2 of ~20 ops)
   MESSAGE(std::string(t.session->backend().name()) << ": ops " << total * 1e3 << " ms of " << t.wall * 1e3 << " ms wall, products "
                                       << 100 * products / total << "%");
   return total;
@@ -105,8 +108,10 @@ TEST_CASE("profiling is asked for before prepare, and there is none unless asked
 }
 
 TEST_CASE("cpu: op times fill the steps, products lead, fused adds read zero") {
+  cpu::set_num_threads(1);
   Timed t;
   run_profiled("cpu", {}, &t);
+  cpu::set_num_threads(0);
   double total = check_profile(t);
   CHECK(total >= 0.5 * t.wall);  // nothing but the ops runs between the clock reads
   const ProgramInfo& info = t.model->programs()[t.train];
