@@ -10,14 +10,21 @@
 // SK_BLOCK2D: FP32 scales per 128-chunk of K, per outer index or per 128 of
 // them) promotes the FP32 sum every 128 elements of K as cpu/gemm_k_chunked.cpp:
 // each chunk's sum times (scale_a * scale_b) is added to the result in chunk
-// order. A 64x64 tile of C per workgroup, a 4x4 block
-// per invocation (4 rows, 4 adjacent columns: vec4 reads of the tiles); every C
-// element sums k in order (deterministic).
-#version 450
+// order. The includer defines R, the vec4 blocks per invocation along rows and
+// columns: a 64R x 64R tile of C per workgroup of 16x16 invocations, a 4R x 4R
+// block per invocation (vec4 reads of the tiles); gemm_tiled.comp has R = 2,
+// gemm_tiled64.comp R = 1 (4x the workgroups, for products too small to fill
+// a GPU with 128x128 tiles). Every C element sums k in order whatever the tile
+// (deterministic, and the same bits from both).
+// The loops over the per-invocation arrays are unrolled ([[unroll]]) so the
+// arrays stay in registers: indexed in a loop that is not, a driver may put
+// them in memory.
+#ifndef SGRT_GEMM_TILED_GLSL
+#define SGRT_GEMM_TILED_GLSL
+#extension GL_EXT_control_flow_attributes : require
 #include "quant.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
-const uint R = 2u;  // vec4 blocks per invocation along rows and columns
 const uint BM = 64u * R, BN = 64u * R, BK = 16u;
 const bool TA = (OP & 1u) != 0u;
 const bool TB = (OP & 2u) != 0u;
@@ -56,9 +63,9 @@ void main() {
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3
   vec4 acc[4u * R][R];
-  for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) acc[i][v] = vec4(0.0);
+  [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) acc[i][v] = vec4(0.0);
   vec4 sum[4u * R][R];  // blockwise FP8: the promoted result; acc holds the chunk's sum
-  for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) sum[i][v] = vec4(0.0);
+  [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) sum[i][v] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     // Loads walk each operand along its contiguous dimension.
@@ -73,22 +80,22 @@ void main() {
       Bs[k][n / 4u][n % 4u] = gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
     }
     barrier();
-    for (uint k = 0u; k < BK; ++k) {
+    [[unroll]] for (uint k = 0u; k < BK; ++k) {
       vec4 a[R], b[R];
-      for (uint u = 0u; u < R; ++u) { a[u] = As[k][ty + 16u * u]; b[u] = Bs[k][tx + 16u * u]; }
-      for (uint u = 0u; u < R; ++u)
-        for (uint i = 0u; i < 4u; ++i)
-          for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
+      [[unroll]] for (uint u = 0u; u < R; ++u) { a[u] = As[k][ty + 16u * u]; b[u] = Bs[k][tx + 16u * u]; }
+      [[unroll]] for (uint u = 0u; u < R; ++u)
+        [[unroll]] for (uint i = 0u; i < 4u; ++i)
+          [[unroll]] for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
     }
     barrier();
     if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= K)) {
       uint c = k0 / CHUNK;
-      for (uint i = 0u; i < 4u * R; ++i) {
+      [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
         uint r = min(row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u, M - 1u);
         float sa = chunk_scale(ASK, pc.off[3], pc.dim[2], r, c);
-        for (uint v = 0u; v < R; ++v) {
+        [[unroll]] for (uint v = 0u; v < R; ++v) {
           vec4 sb;
-          for (uint j = 0u; j < 4u; ++j)
+          [[unroll]] for (uint j = 0u; j < 4u; ++j)
             sb[j] = chunk_scale(BSK, pc.off[4], pc.dim[3], min(col0 + 4u * (tx + 16u * v) + j, N - 1u), c);
           precise vec4 add = acc[i][v] * (sa * sb);
           sum[i][v] = sum[i][v] + add;
@@ -98,14 +105,16 @@ void main() {
     }
   }
   if (CHUNKED)
-    for (uint i = 0u; i < 4u * R; ++i) for (uint v = 0u; v < R; ++v) acc[i][v] = sum[i][v];
-  for (uint i = 0u; i < 4u * R; ++i) {
+    [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) acc[i][v] = sum[i][v];
+  [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
     uint r = row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u;
     if (r >= M) continue;
     float rs = outer(ASK, pc.off[3], pc.off[5], r);
-    for (uint j = 0u; j < 4u * R; ++j) {
+    [[unroll]] for (uint j = 0u; j < 4u * R; ++j) {
       uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
       if (c < N) F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
     }
   }
 }
+
+#endif

@@ -263,6 +263,8 @@ std::string signature(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts)
   return s + ")";
 }
 
+int64_t tiles(int64_t m, int64_t n, int64_t tile) { return ((m + tile - 1) / tile) * ((n + tile - 1) / tile); }
+
 }  // namespace
 
 uint32_t Scratch::take(uint32_t n, Dispatch* d) {
@@ -278,8 +280,9 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
   int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
   bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
   int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
-  uint32_t tile = coop ? 32 : 128;  // gemm_tiled.comp: BM = BN = 128
-  d->shader = coop ? "gemm_coop" : "gemm_tiled";
+  const bool small = !coop && tiles(m, n, 128) < static_cast<int64_t>(c.opts.gemm_small_grid);
+  uint32_t tile = coop ? 32 : small ? 64 : 128;  // gemm_coop.comp, gemm_tiled64.comp, gemm_tiled.comp
+  d->shader = coop ? "gemm_coop" : small ? "gemm_tiled64" : "gemm_tiled";
   d->size = coop ? c.opts.coop_threads : 0;
   d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
   d->push.p[0] = static_cast<uint32_t>(m);

@@ -39,6 +39,10 @@ struct KernelOptions {
   uint32_t coop_threads = 0;   // its workgroup size: 4 subgroups
   uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
   uint32_t max_shared = 16384; // maxComputeSharedMemorySize (bytes)
+  // Products whose 128x128 tiles make fewer workgroups than this run on 64x64
+  // tiles (gemm_tiled64.comp): 0 keeps 128x128 everywhere, UINT32_MAX makes
+  // every product 64x64 (tests, benchmarks).
+  uint32_t gemm_small_grid = 0;
 };
 
 struct Ctx;

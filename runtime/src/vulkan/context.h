@@ -40,6 +40,7 @@ class Context {
 
   VkDevice device() const { return device_; }
   const std::string& device_name() const { return name_; }
+  VkPhysicalDeviceType device_type() const { return props_.deviceType; }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   const CoopSupport& coop() const { return coop_; }
   // Valid bits of the compute queue's timestamps (0: it has none).

@@ -3,7 +3,8 @@
 // replayed by run(). Writes and reads go through the arena's mapping where its
 // memory is host-visible, else through a staging buffer in chunks.
 // SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 lets f32
-// matmuls use cooperative matrices (FP16 operands) where the device has them.
+// matmuls use cooperative matrices (FP16 operands) where the device has them;
+// SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,13 @@ bool env_on(const char* name) {
   const char* v = std::getenv(name);
   return v && *v && std::strcmp(v, "0") != 0;
 }
+
+// Fewer workgroups than this leave a GPU's compute units idle (up to ~150 on
+// today's largest): a product whose 128x128 tiles would make fewer runs on
+// 64x64 ones (the GPT's [2048, 256] products: 32 groups, then 128). Not on a
+// CPU device (lavapipe): its compute units are the cores, and its SIMD runs
+// the larger register tile faster.
+constexpr uint32_t kGpuFullGrid = 256;
 
 struct Program {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
@@ -57,6 +65,7 @@ class VulkanBackend final : public Backend {
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
+    SG_TRY(gemm_small_grid(&opts.gemm_small_grid));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
@@ -91,6 +100,19 @@ class VulkanBackend final : public Backend {
       programs_.push_back(std::move(prog));
     }
     prepared(model);
+    return Status::Ok();
+  }
+
+  // kGpuFullGrid on a GPU, 0 on a CPU device; SGRT_VULKAN_GEMM_TILE=64 or 128 forces one tile.
+  Status gemm_small_grid(uint32_t* out) const {
+    const char* tile = std::getenv("SGRT_VULKAN_GEMM_TILE");
+    if (!tile || !*tile) {
+      *out = ctx_->device_type() == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kGpuFullGrid;
+      return Status::Ok();
+    }
+    if (std::strcmp(tile, "64") && std::strcmp(tile, "128"))
+      return Status::Invalid(std::string("vulkan backend: SGRT_VULKAN_GEMM_TILE is 64 or 128, not '") + tile + "'");
+    *out = std::strcmp(tile, "64") == 0 ? UINT32_MAX : 0;
     return Status::Ok();
   }
 
