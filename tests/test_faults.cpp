@@ -1,5 +1,5 @@
 // Faults during training: a NaN in an activation and an inf in a gradient are
-// skipped and training converges; a run of them stops cleanly with the last
+// skipped and training converges (on the cpu and on vulkan); a run of them stops cleanly with the last
 // checkpoint intact; SIGKILL during a checkpoint write and a full disk leave
 // the previous checkpoint whole; data files that vanish after open do not
 // matter, and before open they give a clear error.
@@ -20,6 +20,7 @@
 #include "sgrt/file_io.h"
 #include "sgrt/quant.h"
 #include "sgrt/trainer.h"
+#include "test_vulkan_support.h"
 
 using namespace sgrt;
 
@@ -88,11 +89,11 @@ class Blobs final : public Dataset {
   mutable int64_t steps_ = 0;  // train batches served so far = the step being loaded
 };
 
-std::unique_ptr<Session> session_of(const char* lua) {
+std::unique_ptr<Session> session_of(const char* lua, const std::string& backend = "cpu") {
   std::shared_ptr<const Model> m;
   Status st = test::compile_lua(lua, &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  return test::open_session(m);
+  return test::open_session(m, backend);
 }
 
 int32_t nonfinite_total(const Session& s) {
@@ -130,8 +131,8 @@ std::vector<float> train_with_one_fault(Fault f, Session& s, TrainResult* res) {
 
 }  // namespace
 
-TEST_CASE("a NaN in an activation mid training: the step is skipped and training converges") {
-  auto s = session_of(kBlobModel);
+void nan_activation_is_skipped(const std::string& backend) {
+  auto s = session_of(kBlobModel, backend);
   TrainResult res;
   std::vector<float> losses = train_with_one_fault(Fault::nan_once, *s, &res);
   CHECK(std::isnan(losses[50]));  // the NaN reached the forward pass
@@ -142,8 +143,8 @@ TEST_CASE("a NaN in an activation mid training: the step is skipped and training
   CHECK(metric(res.final_eval, "accuracy") > 0.95f);
 }
 
-TEST_CASE("an inf in a gradient only (finite loss) mid training: the step is skipped and training converges") {
-  auto s = session_of(kBlobModel);
+void inf_gradient_is_skipped(const std::string& backend) {
+  auto s = session_of(kBlobModel, backend);
   TrainResult res;
   std::vector<float> losses = train_with_one_fault(Fault::denormal_once, *s, &res);
   CHECK(std::isfinite(losses[50]));  // the forward pass stayed finite
@@ -151,6 +152,21 @@ TEST_CASE("an inf in a gradient only (finite loss) mid training: the step is ski
   CHECK(all_finite(test::read_f32(*s, "p")));
   CHECK(all_finite(test::read_f32(*s, "fc.w")));
   CHECK(metric(res.final_eval, "accuracy") > 0.95f);
+}
+
+TEST_CASE("a NaN in an activation mid training: the step is skipped and training converges") {
+  nan_activation_is_skipped("cpu");
+}
+
+TEST_CASE("an inf in a gradient only (finite loss) mid training: the step is skipped and training converges") {
+  inf_gradient_is_skipped("cpu");
+}
+
+// check_finite's gradient workgroups run side by side there and their flags meet in one count.
+TEST_CASE("vulkan: a NaN activation and an inf gradient skip their steps as on the cpu") {
+  if (!test::vulkan_device_present()) return;
+  nan_activation_is_skipped("vulkan");
+  inf_gradient_is_skipped("vulkan");
 }
 
 TEST_CASE("a run of NaN steps stops training with a clear error; the last checkpoint is intact and current") {

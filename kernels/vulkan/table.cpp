@@ -184,24 +184,31 @@ Status optimizer(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {  // lr_sch
   return Status::Ok();
 }
 
-// check_finite: clear, one workgroup per gradient, then count (check_finite.comp).
-// With attr norms the inputs are optimizer scales holding each gradient's norm.
+// check_finite (check_finite.comp): one workgroup per gradient, side by side
+// (each writes only its own two scratch words: no barrier between them), then
+// one dispatch that adds their sums in gradient order and counts. With attr
+// norms the inputs are optimizer scales holding each gradient's norm.
 Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   bool norms = c.op.attrs.i("norms", 0) != 0;
+  const uint32_t grads = static_cast<uint32_t>(c.op.in.size() - 1);
   d->shader = "check_finite";
+  d->op = 1;
   d->push.off[4] = c.word(c.in(0));
   d->push.off[5] = c.word(c.out(1));
   d->push.f[0] = static_cast<float>(c.op.attrs.f("clip", 0.0));
-  Dispatch phase = *d;
-  phase.op = 0;
-  out->push_back(phase);
-  for (size_t i = 1; i < c.op.in.size(); ++i) {
-    phase.op = 1;
-    phase.push.off[0] = c.word(c.in(i)) + (norms ? kOptGradNorm : 0);
-    phase.push.n = norms ? 1 : static_cast<uint32_t>(numel(c.in(i).type.shape));
-    out->push_back(phase);
+  d->push.n = grads;
+  d->push.p[0] = c.scratch->take(2 * grads, d);
+  for (uint32_t k = 0; k < grads; ++k) {
+    const TensorInfo& g = c.in(k + 1);
+    Dispatch one;
+    one.shader = "check_finite";
+    one.push.off[0] = c.word(g) + (norms ? kOptGradNorm : 0);
+    one.push.n = norms ? 1 : static_cast<uint32_t>(numel(g.type.shape));
+    one.push.p[0] = d->push.p[0] + 2 * k;
+    one.reads = {{g.offset, g.offset + g.bytes}};
+    one.writes = {{kScratchBase + 4ull * one.push.p[0], kScratchBase + 4ull * (one.push.p[0] + 2)}};
+    out->push_back(std::move(one));
   }
-  d->op = 2;
   return Status::Ok();
 }
 
