@@ -9,6 +9,9 @@
 // is off by about K * 2^-24 relative for a K-term sum (K <= 130 here: ~1e-6),
 // a little more after the chain of a training step; 1e-5 leaves headroom while
 // still catching any indexing or semantic error, which shows up as O(1).
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <set>
 
 #include "vulkan/table.h"
@@ -97,6 +100,42 @@ TEST_CASE("vulkan rope_at and kv_attention agree with the cpu: chunks and single
   cross_check(test::kKvCacheModel);  // GQA: 4 query heads on 2 kv heads
   // t = 18: two query tiles; a cache of 40 rows (three key tiles), one kv head.
   cross_check(test::kKvCacheModel, {{"interleaved", "true"}, {"t", "18"}, {"tmax", "40"}, {"kv", "1"}, {"dh", "64"}});
+}
+
+// Sums over a leading axis add their terms in order on both backends (the
+// CPU's sum_to and strided reduce_sum are serial; reduce_axes.comp loads eight
+// at a time and adds them in order), so they agree to the bit; terms of mixed
+// magnitude make any other order round differently. 301 rows: a partial batch.
+TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bit") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local x = sg.input("x", {3, 301, 37})
+    local b = sg.param("b", {37}, "zeros")
+    sg.output("sum", sg.sum(x, 1))
+    sg.output("max", sg.max(x, 1))
+    sg.output("mean", sg.mean(x, 0))
+    sg.loss(sg.mean(sg.mean(sg.mean(x + b))))
+    sg.optimizer.sgd{ lr = 0.1 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::vector<float> x(3 * 301 * 37);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = std::ldexp(normal(rng), static_cast<int>(rng() % 21) - 10);
+  auto cpu = test::open_session(m, "cpu"), gpu = test::open_session(m, "vulkan");
+  for (auto* s : {cpu.get(), gpu.get()}) {
+    test::write_vec(*s, "x", x);
+    test::run(*s, "train_step");  // b's gradient: sum_to of 903 equal terms (its indexing)
+    test::run(*s, "infer");
+  }
+  for (const char* name : {"sum", "max", "mean"}) {
+    CAPTURE(name);
+    std::vector<float> want = test::read_output(*cpu, name), got = test::read_output(*gpu, name);
+    CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  }
+  CHECK(test::read_f32(*cpu, "b") == test::read_f32(*gpu, "b"));
 }
 
 TEST_CASE("the cross-check covers every op the vulkan backend has") {

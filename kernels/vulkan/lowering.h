@@ -19,7 +19,8 @@ struct Ctx {
   uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
 };
 
-uint32_t groups_for(uint64_t n, const KernelOptions& o);
+// Workgroups of `local` invocations for n items, within the device's grid.
+uint32_t groups_for(uint64_t n, const KernelOptions& o, uint32_t local = kLocal);
 
 // gemm_tiled / gemm_coop: sizes, transposes and the grid of C = op(A) op(B) for
 // A and B of these shapes (matmul and qmatmul).

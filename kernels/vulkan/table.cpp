@@ -8,8 +8,8 @@
 
 namespace sgrt::vk {
 
-uint32_t groups_for(uint64_t n, const KernelOptions& o) {
-  return static_cast<uint32_t>(std::clamp<uint64_t>((n + kLocal - 1) / kLocal, 1, o.max_groups));
+uint32_t groups_for(uint64_t n, const KernelOptions& o, uint32_t local) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>((n + local - 1) / local, 1, o.max_groups));
 }
 
 namespace {
@@ -119,7 +119,7 @@ Status reduce_axes(const Ctx& c, const Axes& kept, const Axes& red, float diviso
   d->push.p[0] = static_cast<uint32_t>(kept.dim.size());
   d->push.p[1] = static_cast<uint32_t>(red.dim.size());
   d->push.f[0] = divisor;
-  d->groups[0] = groups_for(d->push.n, c.opts);
+  d->groups[0] = groups_for(d->push.n, c.opts, 64);  // reduce_axes.comp's local size
   return Status::Ok();
 }
 
