@@ -71,6 +71,9 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
+  # Vulkan's products as the first two leases ran them: 128x128 tiles everywhere, no split-K.
+  [ "$b" = vulkan ] && SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan, 128x128 tiles, no split-K" \
+    train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300
   # Where the GPT step's time goes, op by op (bench_train's GPT; README.md as the corpus).

@@ -10,11 +10,15 @@
 //   (barriers, replay); losses track the CPU's.
 // - Fashion-MNIST: sgrt train models/fashion_mlp.lua --recipe fp8 --set
 //   hidden=128 --steps 300 reaches the CPU's accuracy on Vulkan.
+// - split-K (gemm_tiled.glsl's SPLIT and REDUCE, forced on): the same checks
+//   on products whose K spans two pieces, under fp32, fp8, fp8-block, nvfp4.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
+#include "vulkan/lowering.h"
 #include "vulkan/table.h"
 #include "backend_compare.h"
 #include "fashion.h"
@@ -202,6 +206,48 @@ TEST_CASE("vulkan low-precision training steps track the cpu, every recipe") {
   for (const char* r : kRecipes) whole_programs(r, kLarge);
   whole_programs("fp8", kLarge, "adamw{ lr = 1e-2, state = \"O3\", clip = 1.0 }");
   whole_programs("fp8", kLarge, "sgd{ lr = 0.05, state = \"O2\" }");
+}
+
+namespace {
+
+// 600 rows: the weight gradients' K (600) spans two split-K pieces.
+const std::map<std::string, std::string> kLongK = {{"n", "600"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
+
+// SGRT_VULKAN_SPLIT_K=1 while it lives (split-K is on by default on GPUs only).
+struct SplitKOn {
+  SplitKOn() { setenv("SGRT_VULKAN_SPLIT_K", "1", 1); }
+  ~SplitKOn() { unsetenv("SGRT_VULKAN_SPLIT_K"); }
+};
+
+// The products of the recipe's training step that a GPU's lowering splits.
+int split_products(const std::string& recipe) {
+  compiler::Graph g;
+  REQUIRE(test::compile_graph(model(recipe), &g, kLongK).ok());
+  std::shared_ptr<const Model> m = test::load_graph(g);
+  vk::KernelOptions opts;
+  opts.split_k_grid = 256;
+  vk::Scratch scratch;
+  int n = 0;
+  for (const ProgramInfo& p : m->programs()) {
+    std::vector<vk::Dispatch> ds;
+    for (size_t i = 0; i < p.ops.size(); ++i)
+      REQUIRE(vk::lower_op(p.ops[i], m->tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds).ok());
+    for (const vk::Dispatch& d : ds) n += (d.op & vk::kSplitSums) != 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan split-K products agree with the cpu op by op and as whole steps") {
+  if (!test::vulkan_device_present()) return;
+  SplitKOn on;
+  for (const char* r : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // matmul; qmatmul's codes, chunks, block scales
+    CAPTURE(r);
+    CHECK(split_products(r) >= 2);  // the two weight gradients with a long K
+    op_by_op(r, kLongK, 0);
+  }
+  whole_programs("fp8-block", kLongK);
 }
 
 TEST_CASE("the low-precision checks cover every low-precision op") {

@@ -19,6 +19,12 @@
 // The loops over the per-invocation arrays are unrolled ([[unroll]]) so the
 // arrays stay in registers: indexed in a loop that is not, a driver may put
 // them in memory.
+// Split-K (OP bit 14, SPLIT): workgroup z sums k in [z Ks, (z + 1) Ks) (Ks =
+// dim[7], a multiple of 128, so blockwise FP8's chunks stay whole) and writes
+// the raw sums, no epilogue, to the partial buffer at scratch word dim[5]
+// ([dim[6] splits][M][N]); then OP bit 15 (REDUCE), one invocation per C
+// element, adds the splits' sums in split order and applies the epilogue.
+// Deterministic; the association differs from the unsplit sum's.
 #ifndef SGRT_GEMM_TILED_GLSL
 #define SGRT_GEMM_TILED_GLSL
 #extension GL_EXT_control_flow_attributes : require
@@ -33,6 +39,8 @@ const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 
 const bool CHUNKED = ASK >= SK_TILE;  // the lowering pairs chunked operands only with each other
 const uint CHUNK = 128u;
 const uint kStateTensorScale = 3u;
+const bool SPLIT = (OP & (1u << 14)) != 0u;
+const bool REDUCE = (OP & (1u << 15)) != 0u;
 
 shared vec4 As[BK][BM / 4u];  // op(A)[m][k] at As[k][m / 4][m % 4]: 16 KiB with Bs
 shared vec4 Bs[BK][BN / 4u];
@@ -57,8 +65,24 @@ float outer(uint sk, uint so, uint state, uint o) {
 // Blockwise FP8: the scale of outer index o in K chunk c.
 float chunk_scale(uint sk, uint so, uint sld, uint o, uint c) { return F[so + (sk == SK_BLOCK2D ? o / CHUNK : o) * sld + c]; }
 
+// Split-K's second dispatch: C = (the splits' sums in order) * the epilogue.
+void reduce_splits(uint M, uint N) {
+  uint splits = pc.dim[6], partial = pc.dim[5];
+  for (uint e = gl_WorkGroupID.x * 256u + gl_LocalInvocationIndex; e < M * N; e += gl_NumWorkGroups.x * 256u) {
+    uint r = e / N, c = e % N;
+    float acc = 0.0;
+    for (uint z = 0u; z < splits; ++z) acc += uintBitsToFloat(scratch[partial + z * M * N + e]);
+    F[pc.off[2] + e] = acc * outer(BSK, pc.off[4], pc.dim[4], c) * outer(ASK, pc.off[3], pc.off[5], r);
+  }
+}
+
 void main() {
   uint M = pc.p[0], N = pc.p[1], K = pc.p[2], lda = pc.dim[0], ldb = pc.dim[1];
+  if (REDUCE) {
+    reduce_splits(M, N);
+    return;
+  }
+  uint k_begin = SPLIT ? gl_WorkGroupID.z * pc.dim[7] : 0u, k_end = SPLIT ? min(K, k_begin + pc.dim[7]) : K;
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3
@@ -67,17 +91,17 @@ void main() {
   vec4 sum[4u * R][R];  // blockwise FP8: the promoted result; acc holds the chunk's sum
   [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) sum[i][v] = vec4(0.0);
 
-  for (uint k0 = 0u; k0 < K; k0 += BK) {
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     // Loads walk each operand along its contiguous dimension.
     for (uint e = tid; e < BM * BK; e += 256u) {
       uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK;
       uint gm = row0 + m, gk = k0 + k;
-      As[k][m / 4u][m % 4u] = gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
+      As[k][m / 4u][m % 4u] = gm < M && gk < k_end ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
     }
     for (uint e = tid; e < BN * BK; e += 256u) {
       uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN;
       uint gn = col0 + n, gk = k0 + k;
-      Bs[k][n / 4u][n % 4u] = gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
+      Bs[k][n / 4u][n % 4u] = gn < N && gk < k_end ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
     }
     barrier();
     [[unroll]] for (uint k = 0u; k < BK; ++k) {
@@ -88,7 +112,7 @@ void main() {
           [[unroll]] for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
     }
     barrier();
-    if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= K)) {
+    if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= k_end)) {
       uint c = k0 / CHUNK;
       [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
         uint r = min(row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u, M - 1u);
@@ -109,10 +133,12 @@ void main() {
   [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
     uint r = row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u;
     if (r >= M) continue;
-    float rs = outer(ASK, pc.off[3], pc.off[5], r);
+    float rs = SPLIT ? 1.0 : outer(ASK, pc.off[3], pc.off[5], r);
     [[unroll]] for (uint j = 0u; j < 4u * R; ++j) {
       uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
-      if (c < N) F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
+      if (c >= N) continue;
+      if (SPLIT) scratch[pc.dim[5] + (gl_WorkGroupID.z * M + r) * N + c] = floatBitsToUint(acc[i][j / 4u][j % 4u]);
+      else F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
     }
   }
 }

@@ -109,7 +109,7 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
-Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   uint32_t kind[2] = {}, ld[2] = {};
   for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
   if ((kind[0] >= kTileScale) != (kind[1] >= kTileScale))
@@ -124,7 +124,7 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   d->push.dim[2] = ld[0];
   d->push.dim[3] = ld[1];
   d->push.dim[4] = c.word(c.in(5));
-  return Status::Ok();
+  return split_k(c, d, out);
 }
 
 Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {

@@ -25,6 +25,14 @@ uint32_t groups_for(uint64_t n, const KernelOptions& o, uint32_t local = kLocal)
 // gemm_tiled / gemm_coop: sizes, transposes and the grid of C = op(A) op(B) for
 // A and B of these shapes (matmul and qmatmul).
 Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Dispatch* d);
+// Split-K (gemm_tiled.glsl) for the tiled product *d once its push constants
+// are complete: where its grid is under opts.split_k_grid and K is at least two
+// pieces, K is summed in pieces of whole 128-chunks, at least kSplitPiece long,
+// on a dispatch of its own that writes the partial sums to the scratch region
+// (appended to *out); *d then adds them in order and applies the epilogue.
+constexpr int64_t kSplitPiece = 256, kChunk = 128;
+constexpr uint32_t kSplitSums = 1u << 14, kSplitReduce = 1u << 15;  // gemm_tiled.glsl's SPLIT, REDUCE
+Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 
 // kernels_lowp.cpp: the low-precision ops.
 Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);

@@ -1,6 +1,7 @@
 #include "table.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "lowering.h"
 #include "sgrt/kernel_table.h"
@@ -212,9 +213,10 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
-Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.off[1] = c.word(c.in(1));
-  return gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d);
+  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d));
+  return split_k(c, d, out);
 }
 
 }  // namespace
@@ -274,6 +276,11 @@ int64_t tiles(int64_t m, int64_t n, int64_t tile) { return ((m + tile - 1) / til
 
 }  // namespace
 
+uint32_t Scratch::take_region(uint32_t n) {
+  region_need = std::max(region_need, n);
+  return 0;
+}
+
 uint32_t Scratch::take(uint32_t n, Dispatch* d) {
   uint32_t first = words;
   words += n;
@@ -303,6 +310,32 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
     return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
   d->push.off[0] = c.word(c.in(0));
   d->push.off[2] = c.word(c.out(0));
+  return Status::Ok();
+}
+
+Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+  const int64_t m = d->push.p[0], n = d->push.p[1], k = d->push.p[2];
+  const int64_t groups = int64_t{d->groups[0]} * d->groups[1];
+  if (d->shader == "gemm_coop" || groups >= int64_t{c.opts.split_k_grid} || k < 2 * kSplitPiece) return Status::Ok();
+  int64_t splits = std::min((int64_t{c.opts.split_k_grid} + groups - 1) / groups, k / kSplitPiece);
+  const int64_t piece = ((k + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
+  splits = (k + piece - 1) / piece;
+  const int64_t words = splits * m * n;
+  if (splits < 2 || words > INT32_MAX) return Status::Ok();
+  const uint32_t partial = c.scratch->take_region(static_cast<uint32_t>(words));
+  const Range partials{kScratchBase + 4ull * partial, kScratchBase + 4ull * (partial + words)};
+  d->push.dim[5] = partial;
+  d->push.dim[6] = static_cast<uint32_t>(splits);
+  d->push.dim[7] = static_cast<uint32_t>(piece);
+  Dispatch sums = *d;
+  sums.op |= kSplitSums;
+  sums.groups[2] = static_cast<uint32_t>(splits);
+  sums.writes = {partials};
+  out->push_back(std::move(sums));
+  d->op |= kSplitReduce;
+  d->groups[0] = groups_for(static_cast<uint64_t>(m * n), c.opts);
+  d->groups[1] = 1;
+  d->reads.push_back(partials);
   return Status::Ok();
 }
 

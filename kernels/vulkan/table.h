@@ -27,11 +27,20 @@ struct Dispatch {
 // 2), so the barriers order its users as they order arena bytes.
 constexpr uint64_t kScratchBase = 1ull << 62;
 
-// The scratch words handed out so far: each op that needs some gets its own.
+// The scratch words handed out so far: each op that needs some gets its own,
+// after a region at the front that every op may use (split-K's partial sums),
+// ordered by the barriers like arena bytes and not zero between ops. The
+// region's size is the largest asked for: the backend lowers once to learn it
+// (region 0), then again with `words` and `region` both set to it.
 struct Scratch {
   uint32_t words = 0;
+  uint32_t region = 0;
+  uint32_t region_need = 0;  // the largest take_region so far
   // The first of n new words; their range is added to d's reads and writes.
   uint32_t take(uint32_t n, Dispatch* d);
+  // The shared region's first word (0) for a use of n words; the caller lists
+  // the range in its dispatches.
+  uint32_t take_region(uint32_t n);
 };
 
 struct KernelOptions {
@@ -43,6 +52,9 @@ struct KernelOptions {
   // tiles (gemm_tiled64.comp): 0 keeps 128x128 everywhere, UINT32_MAX makes
   // every product 64x64 (tests, benchmarks).
   uint32_t gemm_small_grid = 0;
+  // Products whose grid is smaller than this, with a long K, sum K in pieces
+  // on more workgroups and add the pieces after (split-K); 0: never.
+  uint32_t split_k_grid = 0;
 };
 
 struct Ctx;

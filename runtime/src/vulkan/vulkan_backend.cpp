@@ -4,7 +4,8 @@
 // memory is host-visible, else through a staging buffer in chunks.
 // SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 lets f32
 // matmuls use cooperative matrices (FP16 operands) where the device has them;
-// SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product.
+// SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
+// SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -28,9 +29,10 @@ bool env_on(const char* name) {
 
 // Fewer workgroups than this leave a GPU's compute units idle (up to ~150 on
 // today's largest): a product whose 128x128 tiles would make fewer runs on
-// 64x64 ones (the GPT's [2048, 256] products: 32 groups, then 128). Not on a
-// CPU device (lavapipe): its compute units are the cores, and its SIMD runs
-// the larger register tile faster.
+// 64x64 ones (the GPT's [2048, 256] products: 32 groups, then 128), and one
+// still under it with a long K splits K (the GPT's weight gradients, K = 2048:
+// 16 groups, then 128). Neither on a CPU device (lavapipe): its compute units
+// are the cores, and its SIMD runs the larger register tile faster.
 constexpr uint32_t kGpuFullGrid = 256;
 
 struct Program {
@@ -66,19 +68,29 @@ class VulkanBackend final : public Backend {
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
     SG_TRY(gemm_small_grid(&opts.gemm_small_grid));
+    SG_TRY(split_k_grid(&opts.split_k_grid));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
     vk::Scratch scratch;
-    for (const ProgramInfo& p : model.programs()) {
-      std::vector<vk::Dispatch> ds;
-      op_end.emplace_back();
-      for (size_t i = 0; i < p.ops.size(); ++i) {
-        SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds));
-        op_end.back().push_back(ds.size());
+    auto lower_all = [&]() -> Status {
+      lowered.clear();
+      op_end.clear();
+      for (const ProgramInfo& p : model.programs()) {
+        std::vector<vk::Dispatch> ds;
+        op_end.emplace_back();
+        for (size_t i = 0; i < p.ops.size(); ++i) {
+          SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds));
+          op_end.back().push_back(ds.size());
+        }
+        lowered.push_back(std::move(ds));
       }
-      lowered.push_back(std::move(ds));
-    }
+      return Status::Ok();
+    };
+    // Once to learn the shared scratch region's size, once with it in front.
+    SG_TRY(lower_all());
+    scratch = vk::Scratch{scratch.region_need, scratch.region_need, 0};
+    SG_TRY(lower_all());
     bool direct = !env_on("SGRT_VULKAN_STAGING");
     if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_).ok()) {
       direct = false;
@@ -100,6 +112,16 @@ class VulkanBackend final : public Backend {
       programs_.push_back(std::move(prog));
     }
     prepared(model);
+    return Status::Ok();
+  }
+
+  // kGpuFullGrid on a GPU, 0 on a CPU device; SGRT_VULKAN_SPLIT_K=0 or 1 turns it off or on.
+  Status split_k_grid(uint32_t* out) const {
+    const char* on = std::getenv("SGRT_VULKAN_SPLIT_K");
+    if (on && *on && std::strcmp(on, "0") && std::strcmp(on, "1"))
+      return Status::Invalid(std::string("vulkan backend: SGRT_VULKAN_SPLIT_K is 0 or 1, not '") + on + "'");
+    bool split = on && *on ? std::strcmp(on, "1") == 0 : ctx_->device_type() != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    *out = split ? kGpuFullGrid : 0;
     return Status::Ok();
   }
 
