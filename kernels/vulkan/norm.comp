@@ -8,6 +8,7 @@
 // backward: off = {x, gain, mean, rstd, dy, dx}, p[0] = dgain, p[1] = dbias
 // n = rows, p[2] = d, f[0] = eps.
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 128) in;
 
@@ -77,10 +78,25 @@ void backward_row(uint r, uint d) {
     F[dx + c] = rs * (F[dy + c] * F[pc.off[1] + c] - mean_dh - xhat(r, c, d) * mean_dot);
 }
 
-// dgain[c] = sum_rows dy * xhat, dbias[c] = sum_rows dy.
+// dgain[c] = sum_rows dy * xhat, dbias[c] = sum_rows dy. Eight rows' terms
+// load before they are added, in row order: a column waits on memory once per
+// eight rows, not once per row.
+const uint kBatch = 8u;
 void backward_column(uint c, uint d) {
   float g = 0.0, b = 0.0;
-  for (uint r = 0u; r < pc.n; ++r) {
+  uint r = 0u;
+  for (; r + kBatch <= pc.n; r += kBatch) {
+    float dy[kBatch], h[kBatch];
+    [[unroll]] for (uint u = 0u; u < kBatch; ++u) {
+      dy[u] = F[pc.off[4] + (r + u) * d + c];
+      h[u] = xhat(r + u, c, d);
+    }
+    [[unroll]] for (uint u = 0u; u < kBatch; ++u) {
+      g += dy[u] * h[u];
+      b += dy[u];
+    }
+  }
+  for (; r < pc.n; ++r) {
     float dy = F[pc.off[4] + r * d + c];
     g += dy * xhat(r, c, d);
     b += dy;
