@@ -30,11 +30,10 @@ constexpr uint64_t kScratchBase = 1ull << 62;
 // The scratch words handed out so far: each op that needs some gets its own,
 // after a region at the front that every op may use (split-K's partial sums),
 // ordered by the barriers like arena bytes and not zero between ops. The
-// region's size is the largest asked for: the backend lowers once to learn it
-// (region 0), then again with `words` and `region` both set to it.
+// region's size is the largest asked for: the backend lowers once to learn it,
+// then again with `words` starting past it.
 struct Scratch {
   uint32_t words = 0;
-  uint32_t region = 0;
   uint32_t region_need = 0;  // the largest take_region so far
   // The first of n new words; their range is added to d's reads and writes.
   uint32_t take(uint32_t n, Dispatch* d);

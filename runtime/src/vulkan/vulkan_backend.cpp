@@ -89,7 +89,7 @@ class VulkanBackend final : public Backend {
     };
     // Once to learn the shared scratch region's size, once with it in front.
     SG_TRY(lower_all());
-    scratch = vk::Scratch{scratch.region_need, scratch.region_need, 0};
+    scratch = vk::Scratch{scratch.region_need, 0};
     SG_TRY(lower_all());
     bool direct = !env_on("SGRT_VULKAN_STAGING");
     if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_).ok()) {
