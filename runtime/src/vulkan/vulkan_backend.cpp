@@ -27,6 +27,14 @@ bool env_on(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+// Environment switch `name`: "" when unset, else `a` or `b` (anything else is refused).
+Status env_pick(const char* name, const char* a, const char* b, std::string* out) {
+  const char* v = std::getenv(name);
+  *out = v ? v : "";
+  if (out->empty() || *out == a || *out == b) return Status::Ok();
+  return Status::Invalid(std::string("vulkan backend: ") + name + " is " + a + " or " + b + ", not '" + *out + "'");
+}
+
 // Fewer workgroups than this leave a GPU's compute units idle (up to ~150 on
 // today's largest): a product whose 128x128 tiles would make fewer runs on
 // 64x64 ones (the GPT's [2048, 256] products: 32 groups, then 128), and one
@@ -67,8 +75,7 @@ class VulkanBackend final : public Backend {
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
-    SG_TRY(gemm_small_grid(&opts.gemm_small_grid));
-    SG_TRY(split_k_grid(&opts.split_k_grid));
+    SG_TRY(grid_options(&opts));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
@@ -115,26 +122,15 @@ class VulkanBackend final : public Backend {
     return Status::Ok();
   }
 
-  // kGpuFullGrid on a GPU, 0 on a CPU device; SGRT_VULKAN_SPLIT_K=0 or 1 turns it off or on.
-  Status split_k_grid(uint32_t* out) const {
-    const char* on = std::getenv("SGRT_VULKAN_SPLIT_K");
-    if (on && *on && std::strcmp(on, "0") && std::strcmp(on, "1"))
-      return Status::Invalid(std::string("vulkan backend: SGRT_VULKAN_SPLIT_K is 0 or 1, not '") + on + "'");
-    bool split = on && *on ? std::strcmp(on, "1") == 0 : ctx_->device_type() != VK_PHYSICAL_DEVICE_TYPE_CPU;
-    *out = split ? kGpuFullGrid : 0;
-    return Status::Ok();
-  }
-
-  // kGpuFullGrid on a GPU, 0 on a CPU device; SGRT_VULKAN_GEMM_TILE=64 or 128 forces one tile.
-  Status gemm_small_grid(uint32_t* out) const {
-    const char* tile = std::getenv("SGRT_VULKAN_GEMM_TILE");
-    if (!tile || !*tile) {
-      *out = ctx_->device_type() == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kGpuFullGrid;
-      return Status::Ok();
-    }
-    if (std::strcmp(tile, "64") && std::strcmp(tile, "128"))
-      return Status::Invalid(std::string("vulkan backend: SGRT_VULKAN_GEMM_TILE is 64 or 128, not '") + tile + "'");
-    *out = std::strcmp(tile, "64") == 0 ? UINT32_MAX : 0;
+  // Where products move to 64x64 tiles and to split-K: kGpuFullGrid on a GPU, 0
+  // on a CPU device; SGRT_VULKAN_GEMM_TILE=64|128 and SGRT_VULKAN_SPLIT_K=0|1 override.
+  Status grid_options(vk::KernelOptions* opts) const {
+    const uint32_t gpu = ctx_->device_type() == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kGpuFullGrid;
+    std::string tile, split;
+    SG_TRY(env_pick("SGRT_VULKAN_GEMM_TILE", "64", "128", &tile));
+    SG_TRY(env_pick("SGRT_VULKAN_SPLIT_K", "0", "1", &split));
+    opts->gemm_small_grid = tile.empty() ? gpu : tile == "64" ? UINT32_MAX : 0;
+    opts->split_k_grid = split.empty() ? gpu : split == "1" ? kGpuFullGrid : 0;
     return Status::Ok();
   }
 
