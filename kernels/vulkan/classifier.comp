@@ -1,8 +1,11 @@
 // Softmax cross-entropy (mean over rows), its gradient, and accuracy
 // (kernels/cpu/classifier.cpp). logits [N, C] f32, labels [N] i32.
-// off = {logits, labels, y, dloss}; p = {N, C}. The loss and accuracy run as one
-// workgroup summing per-invocation partials in a fixed tree (deterministic); the
-// gradient runs one invocation per row. A label outside [0, C) is reported.
+// off = {logits, labels, y, dloss}; p = {N, C, first scratch word}. The loss and
+// accuracy run in two dispatches: OP | 1 << 8, one invocation per row, writes
+// each row's term to its scratch word (0 for a bad label); then one workgroup
+// sums the terms, invocation t rows t, t + 256, ... in order, in a fixed tree
+// (deterministic), and clears the words. The gradient runs one invocation per
+// row. A label outside [0, C) is reported.
 #version 450
 #include "common.glsl"
 layout(local_size_x = 256) in;
@@ -26,9 +29,24 @@ int label(uint r, uint c) {
   return lab;
 }
 
+const uint kOp = OP & 0xFFu;
+const bool kRows = (OP >> 8) == 1u;
+
+// Row r's term of the loss (its cross-entropy) or of accuracy (1 when the
+// first index of its maximum is the label); 0 for a bad label.
+float row_term(uint r, uint c) {
+  uint z = pc.off[0] + r * c;
+  int lab = label(r, c);
+  if (lab < 0) return 0.0;
+  if (kOp == OP_SoftmaxXent) return row_lse(z, c) - F[z + uint(lab)];
+  uint best = 0u;
+  for (uint j = 1u; j < c; ++j) if (F[z + j] > F[z + best]) best = j;
+  return best == uint(lab) ? 1.0 : 0.0;
+}
+
 void main() {
-  uint n = pc.p[0], c = pc.p[1];
-  if (OP == OP_SoftmaxXentGrad) {
+  uint n = pc.p[0], c = pc.p[1], words = pc.p[2];
+  if (kOp == OP_SoftmaxXentGrad) {
     float g = F[pc.off[3]] / float(n);
     FOR_EACH_INDEX(r, n) {
       uint z = pc.off[0] + r * c, y = pc.off[2] + r * c;
@@ -38,19 +56,15 @@ void main() {
     }
     return;
   }
+  if (kRows) {
+    FOR_EACH_INDEX(r, n) scratch[words + r] = floatBitsToUint(row_term(r, c));
+    return;
+  }
   uint t = gl_LocalInvocationID.x;
   float acc = 0.0;
   for (uint r = t; r < n; r += 256u) {
-    uint z = pc.off[0] + r * c;
-    int lab = label(r, c);
-    if (lab < 0) continue;
-    if (OP == OP_SoftmaxXent) {
-      acc += row_lse(z, c) - F[z + uint(lab)];
-    } else {  // OP_Accuracy: first index of the row's maximum
-      uint best = 0u;
-      for (uint j = 1u; j < c; ++j) if (F[z + j] > F[z + best]) best = j;
-      acc += best == uint(lab) ? 1.0 : 0.0;
-    }
+    acc += uintBitsToFloat(scratch[words + r]);
+    scratch[words + r] = 0u;
   }
   partial[t] = acc;
   barrier();

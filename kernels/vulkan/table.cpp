@@ -159,7 +159,7 @@ Status lanes(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return Status::Ok();
 }
 
-Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
+Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const Shape& zs = c.in(0).type.shape;
   d->shader = "classifier";
   d->push.off[0] = c.word(c.in(0));
@@ -168,8 +168,14 @@ Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   d->push.off[2] = c.word(c.out(0));
   d->push.p[0] = static_cast<uint32_t>(zs[0]);
   d->push.p[1] = static_cast<uint32_t>(zs[1]);
-  // The loss and accuracy sum in one workgroup; the gradient spreads rows.
-  d->groups[0] = c.op.code == OpCode::SoftmaxXentGrad ? groups_for(zs[0], c.opts) : 1;
+  d->groups[0] = groups_for(zs[0], c.opts);  // a row per invocation
+  if (c.op.code == OpCode::SoftmaxXentGrad) return Status::Ok();
+  // The loss and accuracy: the rows' terms side by side, then one workgroup sums them.
+  d->push.p[2] = c.scratch->take(static_cast<uint32_t>(zs[0]), d);
+  Dispatch rows = *d;
+  rows.op |= 1u << 8;
+  out->push_back(std::move(rows));
+  d->groups[0] = 1;
   return Status::Ok();
 }
 
