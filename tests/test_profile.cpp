@@ -141,7 +141,9 @@ TEST_CASE("cuda: op times from events fit the steps, products lead") {
 }
 
 TEST_CASE("sgrt train --profile prints each program's ops by kind and the slowest") {
-  test::TempFile corpus(".txt", std::string(4000, 'a') + "the quick brown fox");
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  test::TempFile corpus(".txt", text);
   test::ToolResult r = test::run_tool({"train", "models/gpt.lua", "--set", "n_layer=1", "--set", "n_embd=16", "--set",
                                        "n_head=2", "--set", "block=8", "--set", "batch=4", "--steps", "3", "--data",
                                        corpus.path, "--quiet", "--profile"});
