@@ -68,6 +68,7 @@ double check_profile(const Timed& t) {
   for (size_t p = 0; p < prof.size(); ++p) {
     CAPTURE(t.model->programs()[p].name);
     CHECK(prof[p].runs == (static_cast<int>(p) == t.train ? 3 : 0));
+    CHECK(prof[p].ran == (static_cast<int>(p) == t.train));
     REQUIRE(prof[p].op_seconds.size() == t.model->programs()[p].ops.size());
   }
   const ProgramProfile& train = prof[t.train];
@@ -155,4 +156,9 @@ TEST_CASE("sgrt train --profile prints each program's ops by kind and the slowes
   CHECK(r.err.find(" attention_grad ") != std::string::npos);
   CHECK(r.err.find("models/gpt.lua:") != std::string::npos);
   CHECK(r.out.find("test loss") != std::string::npos);
+
+  r = test::run_tool({"train", "models/gpt.lua", "--set", "n_layer=1", "--set", "n_embd=16", "--set", "n_head=2", "--set",
+                      "block=8", "--set", "batch=4", "--steps", "1", "--data", corpus.path, "--quiet", "--profile"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.err.find("profile of train_step on cpu: it ran once, and the first run is left out") != std::string::npos);
 }

@@ -16,8 +16,9 @@ struct Kind {
   int ops = 0;
 };
 
-// The parameters and gradients an op reads or writes (the first three): which
-// layer it is, where the script line is that of the call that built the block.
+// The first three parameters or parameter gradients an op reads or writes:
+// they name its layer where the script line is that of a call that built a
+// whole block.
 std::string weights_of(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts) {
   auto is_param = [&](const std::string& name) {
     for (const TensorInfo& t : ts)
@@ -86,8 +87,12 @@ void print_program(const ProgramInfo& p, const std::vector<TensorInfo>& ts, cons
 }  // namespace
 
 void print_profile(const Model& m, const char* backend, const std::vector<ProgramProfile>& profile, std::FILE* out) {
-  for (size_t p = 0; p < profile.size(); ++p)
+  for (size_t p = 0; p < profile.size(); ++p) {
     if (profile[p].runs > 0) print_program(m.programs()[p], m.tensors(), backend, profile[p], out);
+    else if (profile[p].ran)
+      std::fprintf(out, "profile of %s on %s: it ran once, and the first run is left out (run more steps)\n",
+                   m.programs()[p].name.c_str(), backend);
+  }
 }
 
 }  // namespace sgrt::tool

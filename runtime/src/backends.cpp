@@ -64,12 +64,11 @@ void Backend::prepared(const Model& model) {
   prepared_ = true;
   if (!profiling_) return;
   for (const ProgramInfo& p : model.programs()) profile_.push_back(ProgramProfile{0, std::vector<double>(p.ops.size(), 0.0)});
-  warmed_up_.assign(profile_.size(), false);
 }
 
 ProgramProfile& Backend::profile_of(int program) {
-  if (warmed_up_[program]) return profile_[program];
-  warmed_up_[program] = true;
+  if (profile_[program].ran) return profile_[program];
+  profile_[program].ran = true;
   first_run_.op_seconds.assign(profile_[program].op_seconds.size(), 0.0);
   return first_run_;
 }

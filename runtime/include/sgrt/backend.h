@@ -19,6 +19,7 @@ namespace sgrt {
 struct ProgramProfile {
   int64_t runs = 0;
   std::vector<double> op_seconds;
+  bool ran = false;  // at least once (runs is 0 after a single run)
 };
 
 class Backend {
@@ -68,7 +69,6 @@ class Backend {
   uint64_t arena_limit_ = UINT64_MAX;
   bool profiling_ = false, prepared_ = false;
   std::vector<ProgramProfile> profile_;
-  std::vector<bool> warmed_up_;   // per program: its first run is done
   ProgramProfile first_run_;
 };
 
