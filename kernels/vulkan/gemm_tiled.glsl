@@ -42,8 +42,12 @@ const uint kStateTensorScale = 3u;
 const bool SPLIT = (OP & (1u << 14)) != 0u;
 const bool REDUCE = (OP & (1u << 15)) != 0u;
 
-shared vec4 As[BK][BM / 4u];  // op(A)[m][k] at As[k][m / 4][m % 4]: 16 KiB with Bs
+// op(A)[m][k] at As[k][swz(m / 4, k)][m % 4] (16 KiB with Bs at R = 2). The
+// swizzle spreads a column of k over the banks: a load that walks k (A stored
+// row-major, B transposed) stored 16 k of one m into one bank, 16-way; now 2-way.
+shared vec4 As[BK][BM / 4u];
 shared vec4 Bs[BK][BN / 4u];
+uint swz(uint q, uint k) { return q ^ (k & 7u); }
 
 // op(X)[o][k], stored at element idx of the tensor at word `off`, decoded and
 // times its inner or block scale (scale tensor at word `so`, `sld` per row).
@@ -96,17 +100,17 @@ void main() {
     for (uint e = tid; e < BM * BK; e += 256u) {
       uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK;
       uint gm = row0 + m, gk = k0 + k;
-      As[k][m / 4u][m % 4u] = gm < M && gk < k_end ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
+      As[k][swz(m / 4u, k)][m % 4u] = gm < M && gk < k_end ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
     }
     for (uint e = tid; e < BN * BK; e += 256u) {
       uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN;
       uint gn = col0 + n, gk = k0 + k;
-      Bs[k][n / 4u][n % 4u] = gn < N && gk < k_end ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
+      Bs[k][swz(n / 4u, k)][n % 4u] = gn < N && gk < k_end ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
     }
     barrier();
     [[unroll]] for (uint k = 0u; k < BK; ++k) {
       vec4 a[R], b[R];
-      [[unroll]] for (uint u = 0u; u < R; ++u) { a[u] = As[k][ty + 16u * u]; b[u] = Bs[k][tx + 16u * u]; }
+      [[unroll]] for (uint u = 0u; u < R; ++u) { a[u] = As[k][swz(ty + 16u * u, k)]; b[u] = Bs[k][swz(tx + 16u * u, k)]; }
       [[unroll]] for (uint u = 0u; u < R; ++u)
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
           [[unroll]] for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
