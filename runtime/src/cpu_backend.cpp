@@ -154,7 +154,9 @@ class CpuBackend final : public Backend {
  private:
   static Status run_op(BoundOp& b) {
     if (b.bias_source) std::memcpy(b.staged_bias.data(), b.bias_source, sizeof(float) * b.staged_bias.size());
-    return b.fn(b.args).with_context(b.op->loc);
+    Status st = b.fn(b.args);
+    if (!st.ok()) return st.with_context(b.op->loc);
+    return st;
   }
 
   Status run_timed(int program) {

@@ -170,8 +170,11 @@ class CudaBackend final : public Backend {
   uint64_t device_bytes() const override { return size_ + workspace_bytes_; }
 
  private:
+  // The op's line and name go on an error only: run() builds no string per launch.
   Status launch(const BoundOp& b) {
-    return b.launch(stream_).with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
+    Status st = b.launch(stream_);
+    if (!st.ok()) return st.with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
+    return st;
   }
 
   // An event before the first op and after each; the run waits for the last to
