@@ -30,7 +30,7 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
 // pieces, K is summed in pieces of whole 128-chunks, at least kSplitPiece long,
 // on a dispatch of its own that writes the partial sums to the scratch region
 // (appended to *out); *d then adds them in order and applies the epilogue.
-constexpr int64_t kSplitPiece = 256, kChunk = 128;
+constexpr int64_t kSplitPiece = 256;  // pieces are whole kFp8Tile chunks (sgrt/scale_spec.h)
 constexpr uint32_t kSplitSums = 1u << 14, kSplitReduce = 1u << 15;  // gemm_tiled.glsl's SPLIT, REDUCE
 Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
 

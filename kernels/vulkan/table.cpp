@@ -6,6 +6,7 @@
 #include "lowering.h"
 #include "sgrt/kernel_table.h"
 #include "sgrt/quant.h"
+#include "sgrt/scale_spec.h"
 
 namespace sgrt::vk {
 
@@ -324,7 +325,7 @@ Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const int64_t groups = int64_t{d->groups[0]} * d->groups[1];
   if (d->shader == "gemm_coop" || groups >= int64_t{c.opts.split_k_grid} || k < 2 * kSplitPiece) return Status::Ok();
   int64_t splits = std::min((int64_t{c.opts.split_k_grid} + groups - 1) / groups, k / kSplitPiece);
-  const int64_t piece = ((k + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
+  const int64_t piece = ((k + splits - 1) / splits + kFp8Tile - 1) / kFp8Tile * kFp8Tile;
   splits = (k + piece - 1) / piece;
   const int64_t words = splits * m * n;
   if (splits < 2 || words > INT32_MAX) return Status::Ok();

@@ -31,7 +31,7 @@ constexpr uint64_t kScratchBase = 1ull << 62;
 // after a region at the front that every op may use (split-K's partial sums),
 // ordered by the barriers like arena bytes and not zero between ops. The
 // region's size is the largest asked for: the backend lowers once to learn it,
-// then again with `words` starting past it.
+// then, when it is not empty, again with `words` starting past it.
 struct Scratch {
   uint32_t words = 0;
   uint32_t region_need = 0;  // the largest take_region so far

@@ -94,10 +94,13 @@ class VulkanBackend final : public Backend {
       }
       return Status::Ok();
     };
-    // Once to learn the shared scratch region's size, once with it in front.
+    // Once to learn the shared scratch region's size; again with it in front
+    // only where an op asked for one (split-K).
     SG_TRY(lower_all());
-    scratch = vk::Scratch{scratch.region_need, 0};
-    SG_TRY(lower_all());
+    if (scratch.region_need > 0) {
+      scratch = vk::Scratch{scratch.region_need, 0};
+      SG_TRY(lower_all());
+    }
     bool direct = !env_on("SGRT_VULKAN_STAGING");
     if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_).ok()) {
       direct = false;
