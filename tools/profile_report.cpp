@@ -19,29 +19,29 @@ struct Kind {
 // The first three parameters or parameter gradients an op reads or writes:
 // they name its layer where the script line is that of a call that built a
 // whole block.
-std::string weights_of(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts) {
-  auto is_param = [&](const std::string& name) {
-    for (const TensorInfo& t : ts)
-      if (t.role == Role::param && t.name == name) return true;
-    return false;
-  };
+std::string weights_of(const OpInfoLoaded& op, const Model& m) {
+  const std::vector<TensorInfo>& ts = m.tensors();
   const std::string grad = ".grad";
+  auto is_weight = [&](const TensorInfo& t) {
+    if (t.role == Role::param) return true;
+    if (t.role != Role::grad || t.name.size() <= grad.size() || t.name.compare(t.name.size() - grad.size(), grad.size(), grad))
+      return false;
+    int p = m.find_tensor(t.name.substr(0, t.name.size() - grad.size()));
+    return p >= 0 && ts[p].role == Role::param;
+  };
   std::string s;
   int shown = 0, more = 0;
   for (const std::vector<int>* ids : {&op.in, &op.out})
     for (int id : *ids) {
-      const std::string& n = ts[id].name;
-      bool weight_grad = ts[id].role == Role::grad && n.size() > grad.size() &&
-                         n.compare(n.size() - grad.size(), grad.size(), grad) == 0 && is_param(n.substr(0, n.size() - grad.size()));
-      if (ts[id].role != Role::param && !weight_grad) continue;
+      if (!is_weight(ts[id])) continue;
       if (shown == 3) ++more;
-      else s += (shown++ ? " " : "") + n;
+      else s += (shown++ ? " " : "") + ts[id].name;
     }
   return more ? s + " (+" + std::to_string(more) + " more)" : s;
 }
 
-void print_program(const ProgramInfo& p, const std::vector<TensorInfo>& ts, const char* backend, const ProgramProfile& prof,
-                   std::FILE* out) {
+void print_program(const ProgramInfo& p, const Model& m, const char* backend, const ProgramProfile& prof, std::FILE* out) {
+  const std::vector<TensorInfo>& ts = m.tensors();
   const double runs = static_cast<double>(prof.runs);
   const double total = std::accumulate(prof.op_seconds.begin(), prof.op_seconds.end(), 0.0);
   auto ms = [&](double s) { return 1e3 * s / runs; };
@@ -77,7 +77,7 @@ void print_program(const ProgramInfo& p, const std::vector<TensorInfo>& ts, cons
   for (size_t r = 0; r < order.size(); ++r) {
     const OpInfoLoaded& op = p.ops[order[r]];
     const double s = prof.op_seconds[order[r]];
-    const std::string weights = weights_of(op, ts);
+    const std::string weights = weights_of(op, m);
     const std::string where = weights.empty() ? op.loc : op.loc + " " + weights;
     std::fprintf(out, "  %10.3f %6.1f%%  %-*s  %-*s  %s\n", ms(s), share(s), name_w, names[r].c_str(), output_w,
                  outputs[r].c_str(), where.c_str());
@@ -88,7 +88,7 @@ void print_program(const ProgramInfo& p, const std::vector<TensorInfo>& ts, cons
 
 void print_profile(const Model& m, const char* backend, const std::vector<ProgramProfile>& profile, std::FILE* out) {
   for (size_t p = 0; p < profile.size(); ++p) {
-    if (profile[p].runs > 0) print_program(m.programs()[p], m.tensors(), backend, profile[p], out);
+    if (profile[p].runs > 0) print_program(m.programs()[p], m, backend, profile[p], out);
     else if (profile[p].ran)
       std::fprintf(out, "profile of %s on %s: it ran once, and the first run is left out (run more steps)\n",
                    m.programs()[p].name.c_str(), backend);
