@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend_compare.h"
+#include "scoped_env.h"
 #include "test_cuda_support.h"
 
 using namespace sgrt;
@@ -59,13 +60,6 @@ int fusable_pairs(const Model& m) {
   return pairs;
 }
 
-// Sets an environment switch for this scope (the backend reads it when opened).
-struct EnvSwitch {
-  const char* name;
-  EnvSwitch(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~EnvSwitch() { unsetenv(name); }
-};
-
 // The same inputs to both sessions, then each program twice on both.
 void run_all(const std::shared_ptr<const Model>& m, Session& a, Session& b) {
   test::write_inputs(a, b, 42);
@@ -99,7 +93,7 @@ TEST_CASE("cuda norm fused with its quantize: every arena byte as unfused, and t
     REQUIRE_MESSAGE(st.ok(), st.message());
     std::unique_ptr<Session> unfused;
     {
-      EnvSwitch off("SGRT_CUDA_FUSE", "0");
+      test::ScopedEnv off("SGRT_CUDA_FUSE", "0");
       unfused = test::open_session(m, "cuda", 3);
     }
     auto fused = test::open_session(m, "cuda", 3);

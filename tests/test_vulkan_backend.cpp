@@ -4,19 +4,13 @@
 #include <cstdlib>
 
 #include "backend_compare.h"
+#include "scoped_env.h"
 #include "fashion.h"
 #include "test_vulkan_support.h"
 
 using namespace sgrt;
 
 namespace {
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 const char* kClassifier = R"(
   local sg = require "sg"
@@ -34,19 +28,19 @@ TEST_CASE("SGRT_VULKAN_DEVICE: by name, and a clear error when nothing matches")
   if (!test::vulkan_device_present()) return;
   std::unique_ptr<Backend> be;
   {
-    ScopedEnv e("SGRT_VULKAN_DEVICE", "no-such-gpu");
+    test::ScopedEnv e("SGRT_VULKAN_DEVICE", "no-such-gpu");
     Status st = make_backend("vulkan", &be);
     REQUIRE_FALSE(st.ok());
     CHECK(st.message().find("SGRT_VULKAN_DEVICE=no-such-gpu") != std::string::npos);
     CHECK(st.message().find("devices: 0: ") != std::string::npos);
   }
   {
-    ScopedEnv e("SGRT_VULKAN_DEVICE", "99");
+    test::ScopedEnv e("SGRT_VULKAN_DEVICE", "99");
     CHECK_FALSE(make_backend("vulkan", &be).ok());
   }
   {
     // CI runs on lavapipe ("llvmpipe (LLVM ...)"); the tests must not silently skip there.
-    ScopedEnv e("SGRT_VULKAN_DEVICE", "LLVMPIPE");
+    test::ScopedEnv e("SGRT_VULKAN_DEVICE", "LLVMPIPE");
     Status st = make_backend("vulkan", &be);
     if (std::getenv("CI")) CHECK_MESSAGE(st.ok(), "CI must have lavapipe: " << st.message());
     else if (!st.ok()) MESSAGE("no lavapipe here: " << st.message());
@@ -54,8 +48,8 @@ TEST_CASE("SGRT_VULKAN_DEVICE: by name, and a clear error when nothing matches")
 }
 
 TEST_CASE("no Vulkan driver at all: make_backend fails with one clear line") {
-  ScopedEnv e("VK_ICD_FILENAMES", "/nonexistent/icd.json");
-  ScopedEnv d("VK_DRIVER_FILES", "/nonexistent/icd.json");
+  test::ScopedEnv e("VK_ICD_FILENAMES", "/nonexistent/icd.json");
+  test::ScopedEnv d("VK_DRIVER_FILES", "/nonexistent/icd.json");
   std::unique_ptr<Backend> be;
   Status st = make_backend("vulkan", &be);
   REQUIRE_FALSE(st.ok());
@@ -86,7 +80,7 @@ TEST_CASE("the staging path (device-local arena) moves the same bytes") {
   std::shared_ptr<const Model> m;
   Status st = test::compile_lua(kClassifier, &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  ScopedEnv e("SGRT_VULKAN_STAGING", "1");
+  test::ScopedEnv e("SGRT_VULKAN_STAGING", "1");
   auto staged = test::open_session(m, "vulkan", 9);
   unsetenv("SGRT_VULKAN_STAGING");
   auto mapped = test::open_session(m, "vulkan", 9);

@@ -5,11 +5,10 @@
 // edges in both tilings, transposes, and blockwise FP8's 128-element chunks.
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 
 #include "harness.h"
+#include "scoped_env.h"
 #include "test_vulkan_support.h"
 
 using namespace sgrt;
@@ -77,9 +76,11 @@ std::string tiles_model(const std::string& recipe) {
 // Two training steps on Vulkan with every product on `tile`; the bytes of
 // every parameter and optimizer state afterwards, and of the logits.
 std::vector<std::vector<uint8_t>> train_with_tile(const std::shared_ptr<const Model>& m, const char* tile) {
-  setenv("SGRT_VULKAN_GEMM_TILE", tile, 1);
-  auto s = test::open_session(m, "vulkan", 3);
-  unsetenv("SGRT_VULKAN_GEMM_TILE");
+  std::unique_ptr<Session> s;
+  {
+    test::ScopedEnv forced("SGRT_VULKAN_GEMM_TILE", tile);
+    s = test::open_session(m, "vulkan", 3);
+  }
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   std::vector<float> x(130 * 150);
@@ -104,14 +105,16 @@ std::vector<std::vector<uint8_t>> train_with_tile(const std::shared_ptr<const Mo
 
 TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and quantized products") {
   if (!test::vulkan_device_present()) return;
-  setenv("SGRT_VULKAN_GEMM_TILE", "32", 1);
   std::shared_ptr<const Model> m;
   REQUIRE(test::compile_lua(tiles_model("fp32"), &m).ok());
   std::unique_ptr<Backend> be;
   REQUIRE(make_backend("vulkan", &be).ok());
   std::unique_ptr<Session> s;
-  Status st = Session::create(m, std::move(be), &s);
-  unsetenv("SGRT_VULKAN_GEMM_TILE");
+  Status st;
+  {
+    test::ScopedEnv bad("SGRT_VULKAN_GEMM_TILE", "32");
+    st = Session::create(m, std::move(be), &s);
+  }
   CHECK(st.message().find("SGRT_VULKAN_GEMM_TILE is 64 or 128, not '32'") != std::string::npos);
 
   for (const char* recipe : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // f32, E4M3/E5M2 codes, K chunks, block scales

@@ -14,13 +14,13 @@
 //   on products whose K spans two pieces, under fp32, fp8, fp8-block, nvfp4.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <set>
 
 #include "vulkan/lowering.h"
 #include "vulkan/table.h"
 #include "backend_compare.h"
+#include "scoped_env.h"
 #include "fashion.h"
 #include "test_vulkan_support.h"
 
@@ -213,12 +213,6 @@ namespace {
 // 600 rows: the weight gradients' K (600) spans two split-K pieces.
 const std::map<std::string, std::string> kLongK = {{"n", "600"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
 
-// SGRT_VULKAN_SPLIT_K=1 while it lives (split-K is on by default on GPUs only).
-struct SplitKOn {
-  SplitKOn() { setenv("SGRT_VULKAN_SPLIT_K", "1", 1); }
-  ~SplitKOn() { unsetenv("SGRT_VULKAN_SPLIT_K"); }
-};
-
 // The products of the recipe's training step that a GPU's lowering splits.
 int split_products(const std::string& recipe) {
   compiler::Graph g;
@@ -241,7 +235,7 @@ int split_products(const std::string& recipe) {
 
 TEST_CASE("vulkan split-K products agree with the cpu op by op and as whole steps") {
   if (!test::vulkan_device_present()) return;
-  SplitKOn on;
+  test::ScopedEnv on("SGRT_VULKAN_SPLIT_K", "1");  // on by default on GPUs only
   for (const char* r : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // matmul; qmatmul's codes, chunks, block scales
     CAPTURE(r);
     CHECK(split_products(r) >= 2);  // the two weight gradients with a long K
