@@ -4,13 +4,14 @@
 // context; an embedding id out of range reported with the op's Lua line;
 // models/gpt.lua complete on Vulkan, 20 training steps tracking the CPU's
 // losses (and a tiny models/llama.lua's; its KV-cache generation the CPU's logits),
-// losses, attention's gradients repeating bit for bit, and the head size the
-// attention kernels refuse.
+// losses, attention's gradients repeating bit for bit, every attention tile pair
+// against the CPU, and the head size the attention kernels refuse.
 #include <cstring>
 #include <fstream>
 
 #include "backend_compare.h"
 #include "sgrt/quant.h"
+#include "scoped_env.h"
 #include "sgrt/rng.h"
 #include "test_vulkan_support.h"
 
@@ -208,6 +209,34 @@ TEST_CASE("vulkan attention repeats bit for bit: no atomics, fixed sums") {
     INFO(w);
     std::vector<float> a = test::read_f32(*s[0], w), b = test::read_f32(*s[1], w);
     CHECK(std::memcmp(a.data(), b.data(), 4 * a.size()) == 0);
+  }
+}
+
+TEST_CASE("every attention tile pair agrees with the cpu, and SGRT_VULKAN_ATTENTION_TILES refuses what cannot run") {
+  if (!test::vulkan_device_present()) return;
+  // The lowering picks the largest pair that fits workgroup memory, so a GPU
+  // runs pairs lavapipe's 32 KiB cannot at Dh = 64; at Dh = 16 they all fit.
+  // T = 70: several tiles of every size, the last partial; Dh = 30: a row's
+  // outputs split unevenly over its invocations.
+  for (const char* tiles : {"32,32", "32,16", "16,16", "16,8", "8,8", "8,4"}) {
+    CAPTURE(tiles);
+    test::ScopedEnv forced("SGRT_VULKAN_ATTENTION_TILES", tiles);
+    std::set<OpCode> covered;
+    test::cross_check("vulkan", test::kAttentionModel, {{"t", "70"}, {"dh", "16"}}, &covered);
+    test::cross_check("vulkan", test::kAttentionModel, {{"b", "1"}, {"t", "19"}, {"dh", "30"}, {"kv", "1"}}, &covered);
+    CHECK(covered.count(OpCode::AttentionGrad) == 1);
+  }
+  std::shared_ptr<const Model> m = compile_model("gpt.lua", {{"n_layer", "1"}, {"n_embd", "256"}, {"n_head", "2"}, {"block", "4"},
+                                                {"batch", "1"}});
+  for (auto [tiles, message] : {std::pair{"32,64", "SGRT_VULKAN_ATTENTION_TILES is R,S with R 8, 16 or 32 and S 4, 8, 16 or 32, not '32,64'"},
+                                {"32,32", "attention tiles 32,32 need "}}) {
+    CAPTURE(tiles);
+    test::ScopedEnv forced("SGRT_VULKAN_ATTENTION_TILES", tiles);
+    std::unique_ptr<Backend> be;
+    REQUIRE(make_backend("vulkan", &be).ok());
+    std::unique_ptr<Session> s;
+    Status st = Session::create(m, std::move(be), &s);
+    CHECK(st.message().find(message) != std::string::npos);
   }
 }
 

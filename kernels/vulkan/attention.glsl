@@ -1,27 +1,31 @@
 // Shared by attention.comp (forward) and attention_grad.comp (dq; dk and dv):
-// fused causal attention over tiles of TQ query rows and TK key rows
-// (kernels/cpu/attention.cpp gives the semantics). q, y, dy, dq are
-// [B, T, H*Dh], k, v, dk, dv [B, T, Hkv*Dh], lse [B, H, T]; query head h reads
-// kv head h / (H / Hkv). The T x T scores never leave a TQ x TK tile in
-// shared memory. Every sum runs in a fixed order (no atomics): runs repeat bit
-// for bit.
+// fused causal attention (kernels/cpu/attention.cpp gives the semantics). q, y,
+// dy, dq are [B, T, H*Dh], k, v, dk, dv [B, T, Hkv*Dh], lse [B, H, T]; query
+// head h reads kv head h / (H / Hkv).
+// A workgroup owns R rows (query rows: the forward and dq; key rows: dk, dv)
+// and streams tiles of S rows of the other side through workgroup memory. The
+// G = 128 / R invocations of an owned row split the work without talking: each
+// scores every G-th streamed row (into a shared [rows, S] tile), then reads the
+// whole tile and accumulates every G-th of the row's Dh outputs in registers.
+// So a tile costs three barriers, and the T x T scores never leave a tile. Every
+// sum runs in a fixed order (no atomics): runs repeat bit for bit.
 // off = {q, k, v, y, lse, dy}; dim = {dq, dk, dv} (gradients); n = B;
-// p = {T, H, Hkv}; f[0] = 1 / sqrt(Dh); constant_id 1 = Dh (at most 128).
-// Shared tiles hold rows of LD = Dh + 1 words (the pad spreads a column's reads
-// over the banks); lower_attention.cpp sizes them the same way.
+// p = {T, H, Hkv}; f[0] = 1 / sqrt(Dh); constant_id 1 = Dh | R << 8 | S << 16
+// (Dh at most 128; lower_attention.cpp picks R and S to fit workgroup memory).
+// Tiles hold rows of LD = Dh + 1 words: the rows an instruction reads at one
+// column fall in different banks.
 #ifndef SGRT_ATTENTION_GLSL
 #define SGRT_ATTENTION_GLSL
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-// The includer defines TQ and TK: the query and key rows of a tile pair; one
-// invocation per (query row, key row) of it.
-const uint THREADS = TQ * TK;
+const uint THREADS = 128u;
 layout(local_size_x = THREADS) in;
-layout(constant_id = 1) const uint DH = 64u;
+layout(constant_id = 1) const uint SHAPE = 64u | 32u << 8 | 32u << 16;
+const uint DH = SHAPE & 0xFFu, R = (SHAPE >> 8) & 0xFFu, S = SHAPE >> 16;
+const uint G = THREADS / R;              // invocations per owned row
+const uint DIMS = (DH + G - 1u) / G;     // outputs g, g + G, ... of a row: one invocation's
 const uint LD = DH + 1u;
-// A [rows, Dh] accumulator spread over the invocations: entry e = tid + THREADS k
-// is row e / Dh, column e % Dh; Dh <= 128 needs this many entries each.
-#define ACC_PER_THREAD(rows) ((rows) * 128u / THREADS)
 
 uint T_ = pc.p[0], H_ = pc.p[1], HKV_ = pc.p[2];
 uint C_ = H_ * DH, CKV_ = HKV_ * DH;
@@ -39,11 +43,18 @@ uint kv_head(uint b, uint hk) { return b * T_ * CKV_ + hk * DH; }
   }
 #define LOAD_TILE(tile, rows, base, stride, row0) LOAD_TILE_UPTO(tile, rows, base, stride, row0, T_)
 
-// The dot product of row ra of tile a with row rb of tile b, in order of d.
-#define ROW_DOT(out, a, ra, b, rb)                                          \
+// out[t] (t < SPT) = row `own` of tile a . row first + G t of the streamed tile
+// b (clamped to its last row), each summed in order of d: a row of a loads once
+// for SPT products.
+const uint SPT = (S + G - 1u) / G;
+#define DOTS(out, a, own, b, first)                                          \
   {                                                                         \
-    out = 0.0;                                                              \
-    for (uint d_ = 0u; d_ < DH; ++d_) out += a[(ra) * LD + d_] * b[(rb) * LD + d_]; \
+    [[unroll]] for (uint t_ = 0u; t_ < SPT; ++t_) out[t_] = 0.0;            \
+    for (uint d_ = 0u; d_ < DH; ++d_) {                                     \
+      float x_ = a[(own) * LD + d_];                                        \
+      [[unroll]] for (uint t_ = 0u; t_ < SPT; ++t_)                         \
+        out[t_] += x_ * b[min((first) + G * t_, S - 1u) * LD + d_];         \
+    }                                                                       \
   }
 
 #endif

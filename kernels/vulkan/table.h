@@ -54,6 +54,9 @@ struct KernelOptions {
   // Products whose grid is smaller than this, with a long K, sum K in pieces
   // on more workgroups and add the pieces after (split-K); 0: never.
   uint32_t split_k_grid = 0;
+  // Attention's tile pair (attention.glsl: R owned rows, S streamed rows) for
+  // every attention dispatch; 0, 0: the largest that fits workgroup memory.
+  uint32_t attention_rows = 0, attention_streamed = 0;
 };
 
 struct Ctx;

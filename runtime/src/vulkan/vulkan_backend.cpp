@@ -5,8 +5,10 @@
 // SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 lets f32
 // matmuls use cooperative matrices (FP16 operands) where the device has them;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
-// SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs).
+// SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
+// SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,6 +35,22 @@ Status env_pick(const char* name, const char* a, const char* b, std::string* out
   *out = v ? v : "";
   if (out->empty() || *out == a || *out == b) return Status::Ok();
   return Status::Invalid(std::string("vulkan backend: ") + name + " is " + a + " or " + b + ", not '" + *out + "'");
+}
+
+// SGRT_VULKAN_ATTENTION_TILES=R,S: attention's tile pair (R owned rows of 8, 16
+// or 32; S streamed rows of 4, 8, 16 or 32) for every attention dispatch.
+Status attention_tiles_from_env(vk::KernelOptions* opts) {
+  const char* v = std::getenv("SGRT_VULKAN_ATTENTION_TILES");
+  if (!v || !*v) return Status::Ok();
+  unsigned r = 0, s = 0;
+  char end = 0;
+  auto one_of = [](unsigned x, std::initializer_list<unsigned> set) { return std::find(set.begin(), set.end(), x) != set.end(); };
+  if (std::sscanf(v, "%u,%u%c", &r, &s, &end) != 2 || !one_of(r, {8, 16, 32}) || !one_of(s, {4, 8, 16, 32}))
+    return Status::Invalid(std::string("vulkan backend: SGRT_VULKAN_ATTENTION_TILES is R,S with R 8, 16 or 32 and S 4, "
+                                       "8, 16 or 32, not '") + v + "'");
+  opts->attention_rows = r;
+  opts->attention_streamed = s;
+  return Status::Ok();
 }
 
 // Fewer workgroups than this leave a GPU's compute units idle (up to ~150 on
@@ -76,6 +94,7 @@ class VulkanBackend final : public Backend {
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
     opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
     SG_TRY(grid_options(&opts));
+    SG_TRY(attention_tiles_from_env(&opts));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
