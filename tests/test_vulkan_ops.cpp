@@ -83,6 +83,8 @@ TEST_CASE("vulkan agrees with the cpu across several GEMM tiles and workgroups")
   if (!test::vulkan_device_present()) return;
   cross_check(kModelA, {{"n", "130"}, {"d", "70"}, {"h", "67"}, {"c", "9"}});
   cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "5"}, {"dh", "30"}, {"v", "7"}});
+  // 1056 columns: the norms' rows on 128 invocations each (32 up to 1024).
+  cross_check(test::kTransformerModel, {{"b", "2"}, {"t", "5"}, {"h", "4"}, {"dh", "264"}, {"v", "7"}});
   cross_check(test::kConvModel, {{"n", "16"}, {"h", "28"}, {"w", "28"}, {"c", "3"}});  // im2col: several workgroups
 }
 

@@ -10,7 +10,10 @@
 namespace sgrt::vk {
 namespace {
 
-constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup: one per row
+constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup
+// norm.comp's invocations per row: 32 up to this many columns (4 rows a
+// workgroup), else 128 (one row).
+constexpr int64_t kNormNarrowRow = 1024;
 // Specialization OP | kPhase1: a shader's second variant (norm.comp: the column
 // sums; embedding.comp: the zero fill before the scatter; rope.comp: interleaved pairs).
 constexpr uint32_t kPhase1 = 1u << 8;
@@ -47,8 +50,8 @@ Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
-// layer_norm / rms_norm and their gradients: one workgroup per row; the
-// gradients add a column pass for dgain (and dbias).
+// layer_norm / rms_norm and their gradients: rows over 32 or 128 invocations
+// each; the gradients add a column pass for dgain (and dbias).
 Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   OpCode op = c.op.code;
   bool layer = op == OpCode::LayerNorm || op == OpCode::LayerNormGrad;
@@ -61,7 +64,10 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   p.f[0] = static_cast<float>(c.op.attrs.f("eps"));
   p.off[0] = c.word(c.in(0));
   p.off[1] = c.word(c.in(1));
-  d->groups[0] = static_cast<uint32_t>(std::min<int64_t>(rows, c.opts.max_groups));
+  uint32_t row_threads = cols <= kNormNarrowRow ? 32 : kNormLocal;
+  d->size = row_threads;
+  int64_t rows_per_group = kNormLocal / row_threads;
+  d->groups[0] = static_cast<uint32_t>(std::min<int64_t>((rows + rows_per_group - 1) / rows_per_group, c.opts.max_groups));
   if (op == OpCode::LayerNorm || op == OpCode::RmsNorm) {  // (x, g[, b]) -> (y, [mean,] rstd)
     if (layer) p.off[2] = c.word(c.in(2));
     p.off[3] = c.word(c.out(0));

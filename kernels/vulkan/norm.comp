@@ -1,9 +1,11 @@
 // Layer norm and RMS norm over the last axis, and their gradients
-// (kernels/cpu/norm.cpp): x is [rows, d]. Rows: one workgroup per row, each
-// invocation summing columns lid, lid + 128, ... in order, then a fixed tree over
-// shared memory, so every run adds in the same order. Columns (the gradients'
-// dgain, dbias): one invocation per column walking the rows in order, as the CPU.
-// Specialization: OP | phase << 8 (phase 0: rows, 1: columns).
+// (kernels/cpu/norm.cpp): x is [rows, d]. Rows: ROW_THREADS invocations per row
+// (32, or 128 past d = 1024; 128 / ROW_THREADS rows a workgroup), each summing
+// columns lane, lane + ROW_THREADS, ... in order; then every invocation of the
+// row adds the row's partials in lane order: one barrier a sum, the same bits
+// every run. Columns (the gradients' dgain, dbias): one invocation per column
+// walking the rows in order, as the CPU.
+// Specialization: OP | phase << 8 (phase 0: rows, 1: columns); constant_id 1 = ROW_THREADS.
 // forward:  off = {x, gain, bias, y, mean, rstd}
 // backward: off = {x, gain, mean, rstd, dy, dx}, p[0] = dgain, p[1] = dbias
 // n = rows, p[2] = d, f[0] = eps.
@@ -11,46 +13,46 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 128) in;
+layout(constant_id = 1) const uint ROW_THREADS = 128u;
+const uint ROWS = 128u / ROW_THREADS;  // rows a workgroup works on at once
 
 const uint kOp = OP & 0xFFu;
 const bool kColumns = (OP >> 8) == 1u;
 const bool kLayer = kOp == OP_LayerNorm || kOp == OP_LayerNormGrad;
 const bool kForward = kOp == OP_LayerNorm || kOp == OP_RmsNorm;
 
-shared float red[2][128];
+shared vec2 red[128];
+uint lane = gl_LocalInvocationID.x % ROW_THREADS;
 
-// The workgroup's sums of a and b (each invocation's partials), by a fixed tree.
-vec2 workgroup_sum(float a, float b) {
-  uint l = gl_LocalInvocationID.x;
-  red[0][l] = a;
-  red[1][l] = b;
+// The sums of a and b over the invocations of this row (each one's partials),
+// in lane order, in every invocation of the row.
+vec2 row_sum(float a, float b) {
+  uint first = gl_LocalInvocationID.x - lane;
+  red[gl_LocalInvocationID.x] = vec2(a, b);
   barrier();
-  for (uint s = 64u; s > 0u; s >>= 1) {
-    if (l < s) {
-      red[0][l] += red[0][l + s];
-      red[1][l] += red[1][l + s];
-    }
-    barrier();
-  }
-  vec2 r = vec2(red[0][0], red[1][0]);
+  vec2 s = vec2(0.0);
+  for (uint t = 0u; t < ROW_THREADS; ++t) s += red[first + t];
   barrier();  // red is reused by the next call
-  return r;
+  return s;
 }
 
+// Row r (r >= rows: an invocation that only takes part in the barriers).
 void forward_row(uint r, uint d) {
+  bool live = r < pc.n;
   uint x = pc.off[0] + r * d, y = pc.off[3] + r * d;
   float m = 0.0;
   if (kLayer) {
     float s = 0.0;
-    for (uint c = gl_LocalInvocationID.x; c < d; c += 128u) s += F[x + c];
-    m = workgroup_sum(s, 0.0).x / float(d);
+    if (live) for (uint c = lane; c < d; c += ROW_THREADS) s += F[x + c];
+    m = row_sum(s, 0.0).x / float(d);
   }
   float v = 0.0;
-  for (uint c = gl_LocalInvocationID.x; c < d; c += 128u) v += (F[x + c] - m) * (F[x + c] - m);
-  float rs = 1.0 / sqrt(workgroup_sum(v, 0.0).x / float(d) + pc.f[0]);
-  for (uint c = gl_LocalInvocationID.x; c < d; c += 128u)
+  if (live) for (uint c = lane; c < d; c += ROW_THREADS) v += (F[x + c] - m) * (F[x + c] - m);
+  float rs = 1.0 / sqrt(row_sum(v, 0.0).x / float(d) + pc.f[0]);
+  if (!live) return;
+  for (uint c = lane; c < d; c += ROW_THREADS)
     F[y + c] = (F[x + c] - m) * rs * F[pc.off[1] + c] + (kLayer ? F[pc.off[2] + c] : 0.0);
-  if (gl_LocalInvocationID.x == 0u) {
+  if (lane == 0u) {
     if (kLayer) F[pc.off[4] + r] = m;
     F[pc.off[5] + r] = rs;
   }
@@ -63,18 +65,22 @@ float xhat(uint r, uint c, uint d) {
 // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy * gain
 // (RMS norm drops the mean(dxhat) term).
 void backward_row(uint r, uint d) {
+  bool live = r < pc.n;
   uint dy = pc.off[4] + r * d, dx = pc.off[5] + r * d;
   float sum = 0.0, dot = 0.0;
-  for (uint c = gl_LocalInvocationID.x; c < d; c += 128u) {
-    float dh = F[dy + c] * F[pc.off[1] + c];
-    sum += dh;
-    dot += dh * xhat(r, c, d);
+  if (live) {
+    for (uint c = lane; c < d; c += ROW_THREADS) {
+      float dh = F[dy + c] * F[pc.off[1] + c];
+      sum += dh;
+      dot += dh * xhat(r, c, d);
+    }
   }
-  vec2 s = workgroup_sum(sum, dot);
+  vec2 s = row_sum(sum, dot);
+  if (!live) return;
   float inv_d = 1.0 / float(d);
   float mean_dh = kLayer ? s.x * inv_d : 0.0, mean_dot = s.y * inv_d;
   float rs = F[pc.off[3] + r];
-  for (uint c = gl_LocalInvocationID.x; c < d; c += 128u)
+  for (uint c = lane; c < d; c += ROW_THREADS)
     F[dx + c] = rs * (F[dy + c] * F[pc.off[1] + c] - mean_dh - xhat(r, c, d) * mean_dot);
 }
 
@@ -111,7 +117,9 @@ void main() {
     FOR_EACH_INDEX(c, d) backward_column(c, d);
     return;
   }
-  for (uint r = gl_WorkGroupID.x; r < pc.n; r += gl_NumWorkGroups.x) {
+  // Every invocation runs the same passes (the barriers), live row or not.
+  for (uint r0 = gl_WorkGroupID.x * ROWS; r0 < pc.n; r0 += gl_NumWorkGroups.x * ROWS) {
+    uint r = r0 + gl_LocalInvocationID.x / ROW_THREADS;
     if (kForward) forward_row(r, d);
     else backward_row(r, d);
   }
