@@ -34,8 +34,8 @@ Status update(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   p.off[5] = c.word(c.in(4 + k));
   p.p[0] = c.word(c.in(6 + k));
   p.p[1] = c.word(c.in(5 + k));
-  p.p[2] = static_cast<uint32_t>(w) | static_cast<uint32_t>(s1) << 4 | static_cast<uint32_t>(s2) << 8 |
-           static_cast<uint32_t>(g) << 12;
+  d->size = static_cast<uint32_t>(w) | static_cast<uint32_t>(s1) << 4 | static_cast<uint32_t>(s2) << 8 |
+            static_cast<uint32_t>(g) << 12;  // update.comp's constant_id 1
   p.n = static_cast<uint32_t>(numel(c.in(0).type.shape));
   p.dim[1] = at.i("scale_w", 0) != 0;
   if (adam) {

@@ -4,7 +4,8 @@
 // decode(code) / scale. One invocation per 4 elements (a word of E4M3, two of
 // F16). Skipped when check_finite flagged the step.
 // off = {param, grad, s1 (momentum or m), s2 (v), lr, train_state};
-// p = {grad_coef word, scales word, dtypes: param | s1 << 4 | s2 << 8 | grad << 12};
+// p = {grad_coef word, scales word}; constant_id 1 = the dtypes, param | s1 << 4 |
+// s2 << 8 | grad << 12 (specialized: an all-f32 update compiles no decode);
 // dim = {scratch word, scale_w}; f = {momentum, weight_decay} (SGD) or
 // {beta1, beta2, eps, weight_decay} (AdamW). OP = op code | phase << 8.
 // Low-precision state takes the CPU's two passes (scratch: 3 amaxes, 3 scales):
@@ -23,7 +24,8 @@ const uint kOptScaleM = 0u, kOptScaleV = 1u, kOptScaleW = 2u, kOptScaleG = 3u;  
 
 #define SC pc.p[1]
 #define SCR pc.dim[0]
-uint dtype(uint k) { return (pc.p[2] >> (4u * k)) & 15u; }  // 0 param, 1 s1, 2 s2, 3 grad
+layout(constant_id = 1) const uint DTYPES = 0u;
+uint dtype(uint k) { return (DTYPES >> (4u * k)) & 15u; }  // 0 param, 1 s1, 2 s2, 3 grad
 uint nstate() { return CODE == OP_AdamwUpdate ? 2u : 1u; }
 
 struct Vals { float w, s1, s2, g; };
