@@ -1,11 +1,16 @@
 // Training-step throughput of every recipe against fp32 and against PyTorch, in one
 // run: the GPT of models/gpt.lua (n_layer 4, n_head 4, n_embd 256, block 128, batch
 // 16) and the Fashion-MNIST MLP of models/fashion_mlp.lua (784-500-10, batch 1000,
-// AdamW), each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4,
+// AdamW) by default; on request (--models) the main job's step, a LoRA fine-tune of
+// SmolLM2-135M's shape (models/llama.lua, random base weights: rank 8 on the seven
+// projections, batch 4 x block 64, as models/smollm2_lora.lua) with an f32 base
+// (`lora`) and a QLoRA base (`qlora`: q4_1 projections, q8_0 tied embedding);
+// each under fp32, fp8, fp8-static, fp8-row, fp8-block, mxfp8, fp4, nvfp4,
 // nvfp4-train, fp32 with each optimizer state level O1-O3, and fp8 with each level
 // (MS-AMP's O1-O3 proper: FP8 GEMMs with the state levels), next to the same model
-// in PyTorch (scripts/make_gpt_reference.py --bench,
-// Debian's python3-torch; skipped with a note when missing). PyTorch runs at its
+// in PyTorch (scripts/make_gpt_reference.py --bench, scripts/llama_lora_torch.py for
+// `lora`; Debian's python3-torch; skipped with a note when missing; `qlora` has
+// no peer: PyTorch has no 4-bit GGUF blocks). PyTorch runs at its
 // best on the CPU: OMP_WAIT_POLICY=passive, and OPENBLAS_CORETYPE=SkylakeX where
 // the CPU has AVX-512 (Debian's OpenBLAS otherwise picks its 256-bit Haswell
 // kernel), and on as many threads as sgrt: OPENBLAS_NUM_THREADS too, since
@@ -22,13 +27,20 @@
 // count, model and recipe: step_s, throughput, vs_fp32 (this step's time over
 // fp32's: <= 1 means the recipe pays for itself), vs_pytorch and vs_onnxruntime
 // (the peer's step time over this one: > 1 means sgrt is faster); the load average is printed
-// before and after. A model whose ops the backend lacks gets a line naming them.
+// before and after. A model whose ops the backend lacks gets a line naming them;
+// one the backend cannot prepare (e.g. an arena past a Vulkan device's
+// maxStorageBufferRange) a line with the reason.
+//
+// --profile: after the timed repetitions, one more session of each recipe times
+// every op (as `sgrt train --profile`, docs/profiling.md; not in the figures) and
+// prints where its train_step went, on stderr.
 //
 // Defaults: --threads 1,2 --reps 3 --steps 3 on the CPU (the MLP times 10x the
 // steps); --threads 2 --reps 1 on a GPU backend.
 //
 //   bench_train [--backend cpu|vulkan|cuda] [--threads 1,2] [--reps R] [--steps N]
-//               [--models gpt,mlp] [--recipes fp32,fp8,...,O2,fp8+O2] [--no-pytorch] [--no-onnxruntime]
+//               [--models gpt,mlp,lora,qlora] [--recipes fp32,fp8,...,O2,fp8+O2] [--no-pytorch] [--no-onnxruntime]
+//               [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +55,8 @@
 #include "compile_script.h"
 #include "cpu/cpu_features.h"
 #include "cpu/parallel.h"
+#include "json.h"
+#include "profile_report.h"
 #include "sgrt/session.h"
 
 using namespace sgrt;
@@ -56,7 +70,7 @@ struct Workload {
   int64_t items_per_step;                           // tokens or samples
   const char* unit;
   int steps;               // timed steps per repetition (after one untimed)
-  std::string torch_args;  // make_gpt_reference.py's, less --threads/--steps/--device
+  std::string torch_args;  // a script in scripts/ and its arguments, less --threads/--steps/--device; empty: no peer
   std::string ort_args;    // ort_train_bench.py's, less --threads/--steps; empty: no such peer
 };
 
@@ -103,14 +117,17 @@ std::string load_average() {
 }
 
 // Median seconds per train_step (read to completion) of a fresh session, after one
-// untimed step. *device_bytes: what the backend holds on its device (arena and
-// kernel workspace, allocated once at prepare, so also its peak; 0 on the CPU).
-double time_steps(const Workload& w, const std::shared_ptr<const Model>& model, const std::string& backend,
-                  uint64_t* device_bytes) {
+// untimed step, in *seconds. *device_bytes: what the backend holds on its device
+// (arena and kernel workspace, allocated once at prepare, so also its peak; 0 on
+// the CPU). A session the backend cannot prepare is the returned error; with
+// `profile`, where the steps' time went goes to stderr.
+Status time_steps(const Workload& w, const std::shared_ptr<const Model>& model, const std::string& backend,
+                  bool profile, double* seconds, uint64_t* device_bytes) {
   std::unique_ptr<Backend> be;
   check(make_backend(backend, &be));
+  if (profile) check(be->request_profile());
   std::unique_ptr<Session> s;
-  check(Session::create(model, std::move(be), &s));
+  SG_TRY(Session::create(model, std::move(be), &s));
   check(s->init(1, 1000));
   std::mt19937 rng(7);
   for (auto& [name, range] : w.inputs) {
@@ -139,7 +156,9 @@ double time_steps(const Workload& w, const std::shared_ptr<const Model>& model, 
     if (i > 0) t.push_back(dt);
   }
   *device_bytes = s->backend().device_bytes();
-  return median(t);
+  *seconds = median(t);
+  if (profile) tool::print_profile(*model, backend.c_str(), s->backend().profile(), stderr);
+  return Status::Ok();
 }
 
 // A peer's median step in seconds from the last JSON line `cmd` prints (0 when it
@@ -166,7 +185,7 @@ double pytorch(const std::string& args, int threads, bool cpu, std::string* line
 #endif
   // The python3 on PATH (a venv with PyTorch, as on a GPU box), else Debian's
   // interpreter, where python3-torch installs (a pyenv python3 here lacks it).
-  const std::string script = " " SGRT_SOURCE_DIR "/scripts/make_gpt_reference.py " + args + " 2>/dev/null";
+  const std::string script = " " SGRT_SOURCE_DIR "/scripts/" + args + " 2>/dev/null";
   return run_peer("{ " + env + "python3" + script + " || " + env + "/usr/bin/python3" + script + "; }", line);
 }
 
@@ -186,7 +205,7 @@ double onnxruntime(const std::string& args, std::string* line) {
 
 int main(int argc, char** argv) {
   int steps = 3, reps = 0;
-  bool torch = true, ort = true;
+  bool torch = true, ort = true, profile = false;
   std::string backend = "cpu", threads_arg, models_arg = "gpt,mlp", recipes_arg = "fp32,fp8,fp8-static,fp8-row,fp8-block,mxfp8,fp4,nvfp4,nvfp4-train,O1,O2,O3,fp8+O1,fp8+O2,fp8+O3";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
@@ -197,9 +216,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--recipes") && i + 1 < argc) recipes_arg = argv[++i];
     else if (!std::strcmp(argv[i], "--no-pytorch")) torch = false;
     else if (!std::strcmp(argv[i], "--no-onnxruntime")) ort = false;
+    else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else die(std::string("unknown argument ") + argv[i] +
-             " (--backend B, --threads T[,T], --reps R, --steps N, --models gpt,mlp, --recipes R[,R], --no-pytorch,"
-             " --no-onnxruntime)");
+             " (--backend B, --threads T[,T], --reps R, --steps N, --models gpt,mlp,lora,qlora, --recipes R[,R],"
+             " --no-pytorch, --no-onnxruntime, --profile)");
   }
   // The CPU figures are medians of 3 interleaved repetitions on 1 and 2 threads; a
   // GPU backend has no thread count and a steadier clock: one repetition.
@@ -209,19 +229,26 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants;
   for (const std::string& r : split(recipes_arg)) variants.push_back({r});
   if (variants.empty() || variants[0].name != "fp32") variants.insert(variants.begin(), {"fp32"});  // the ratios' base
+  // models/smollm2_lora.lua's settings on models/llama.lua's SmolLM2-135M defaults.
+  const std::map<std::string, std::string> lora = {{"lora_rank", "8"}, {"block", "64"}, {"batch", "4"}, {"lr", "2e-3"}};
+  std::map<std::string, std::string> qlora = lora;
+  qlora.insert({{"lora_base", "q4_1"}, {"lora_base_embd", "q8_0"}});
   const std::vector<Workload> all = {
       {"gpt", "models/gpt.lua", {{"n_layer", "4"}, {"n_head", "4"}, {"n_embd", "256"}, {"block", "128"}, {"batch", "16"}},
        {{"tokens", 256}, {"targets", 256}}, 16 * 128, "tokens_per_s", steps,
-       "--bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16",
+       "make_gpt_reference.py --bench gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16",
        "--model gpt --n_layer 4 --n_head 4 --n_embd 256 --block 128 --batch 16"},
       {"mlp", "models/fashion_mlp.lua", {{"batch", "1000"}, {"hidden", "500"}}, {{"image", 0}, {"label", 10}}, 1000,
-       "samples_per_s", steps * 10, "--bench mlp --batch 1000 --hidden 500", "--batch 1000 --hidden 500"},
+       "samples_per_s", steps * 10, "make_gpt_reference.py --bench mlp --batch 1000 --hidden 500", "--batch 1000 --hidden 500"},
+      {"lora", "models/llama.lua", lora, {{"tokens", 49152}, {"targets", 49152}}, 4 * 64, "tokens_per_s", steps,
+       "llama_lora_torch.py", ""},
+      {"qlora", "models/llama.lua", qlora, {{"tokens", 49152}, {"targets", 49152}}, 4 * 64, "tokens_per_s", steps, "", ""},
   };
   std::printf("{\"load_average_before\":\"%s\"}\n", load_average().c_str());
   const std::string dev = backend == "cpu" ? "cpu" : "cuda";
   for (const std::string& mname : split(models_arg)) {
     auto w = std::find_if(all.begin(), all.end(), [&](const Workload& x) { return x.name == mname; });
-    if (w == all.end()) die("unknown model " + mname + " (gpt, mlp)");
+    if (w == all.end()) die("unknown model " + mname + " (gpt, mlp, lora, qlora)");
     std::vector<std::shared_ptr<const Model>> models;
     for (const Variant& v : variants) {
       models.emplace_back();
@@ -245,7 +272,7 @@ int main(int argc, char** argv) {
       // ONNX Runtime training: on the CPU, where scripts/setup_ort.sh installed it.
       const bool with_ort = ort && backend == "cpu" && !w->ort_args.empty();
       for (int r = 0; r < reps; ++r) {
-        if (torch) {
+        if (torch && !w->torch_args.empty()) {
           const double s = pytorch(w->torch_args + " --threads " + targ + " --steps " + std::to_string(w->steps) +
                                        " --device " + dev,
                                    threads, backend == "cpu", &torch_line);
@@ -255,16 +282,36 @@ int main(int argc, char** argv) {
           const double s = onnxruntime(w->ort_args + " --threads " + targ + " --steps " + std::to_string(w->steps), &ort_line);
           if (s > 0) ort_t.push_back(s);
         }
-        for (size_t v = 0; v < variants.size(); ++v)
-          if (models[v]) t[v].push_back(time_steps(*w, models[v], backend, &device[v]));
+        for (size_t v = 0; v < variants.size(); ++v) {
+          if (!models[v]) continue;
+          double s = 0;
+          const Status st = time_steps(*w, models[v], backend, false, &s, &device[v]);
+          if (st.ok()) {
+            t[v].push_back(s);
+            continue;
+          }
+          std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"workload\":\"%s\",\"recipe\":\"%s\",\"note\":%s}\n",
+                      backend.c_str(), w->model.c_str(), w->name.c_str(), variants[v].name.c_str(), tool::json_str(st.message()).c_str());
+          models[v] = nullptr;
+        }
+      }
+      // Profiling waits on every op: its session comes after the timed ones, untimed.
+      for (size_t v = 0; profile && v < variants.size(); ++v) {
+        if (!models[v]) continue;
+        double s;
+        uint64_t bytes;
+        std::fprintf(stderr, "bench_train --profile: %s, recipe %s\n", w->name.c_str(), variants[v].name.c_str());
+        check(time_steps(*w, models[v], backend, true, &s, &bytes));
       }
       const double ref = median(torch_t), ort_ref = median(ort_t), base = median(t[0]);
       if (ref > 0) std::printf("%s\n", torch_line.c_str());
-      else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"note\":\"%s\"}\n", w->model.c_str(),
-                       torch ? "PyTorch unavailable (apt-get install python3-torch)" : "skipped (--no-pytorch)");
+      else std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"workload\":\"%s\",\"note\":\"%s\"}\n", w->model.c_str(), w->name.c_str(),
+                       w->torch_args.empty() ? "no PyTorch peer (it has no 4-bit GGUF blocks)"
+                       : torch               ? "PyTorch unavailable (apt-get install python3-torch)"
+                                             : "skipped (--no-pytorch)");
       if (ref > 0)
-        std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
-                    w->model.c_str(), threads, ref, w->unit, w->items_per_step / ref, torch_t.size());
+        std::printf("{\"framework\":\"pytorch\",\"model\":\"%s\",\"workload\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
+                    w->model.c_str(), w->name.c_str(), threads, ref, w->unit, w->items_per_step / ref, torch_t.size());
       if (ort_ref > 0)
         std::printf("%s\n{\"framework\":\"onnxruntime\",\"model\":\"%s\",\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%zu}\n",
                     ort_line.c_str(), w->model.c_str(), threads, ort_ref, w->unit, w->items_per_step / ort_ref, ort_t.size());
@@ -274,9 +321,9 @@ int main(int argc, char** argv) {
       for (size_t v = 0; v < variants.size(); ++v) {
         if (!models[v]) continue;
         const double s = median(t[v]);
-        std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"recipe\":\"%s\",\"threads\":%d,"
-                    "\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%d,\"steps\":%d,\"arena_bytes\":%llu,\"vs_fp32\":%.3f",
-                    backend.c_str(), w->model.c_str(), variants[v].name.c_str(), threads, s, w->unit,
+        std::printf("{\"framework\":\"sgrt\",\"backend\":\"%s\",\"model\":\"%s\",\"workload\":\"%s\",\"recipe\":\"%s\","
+                    "\"threads\":%d,\"step_s\":%.5f,\"%s\":%.1f,\"reps\":%d,\"steps\":%d,\"arena_bytes\":%llu,\"vs_fp32\":%.3f",
+                    backend.c_str(), w->model.c_str(), w->name.c_str(), variants[v].name.c_str(), threads, s, w->unit,
                     w->items_per_step / s, reps, w->steps,
                     static_cast<unsigned long long>(models[v]->arena_alloc_bytes()), base > 0 ? s / base : 0.0);
         if (ref > 0) std::printf(",\"vs_pytorch\":%.3f", ref / s);

@@ -6,10 +6,11 @@
 # driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a compiled
 # graph's matmul and dequant_matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
-# backends, `sgrt train` on each backend, a per-op profile of the GPT's step
-# on each backend (`sgrt train --profile`), and compute-sanitizer's memcheck over
-# the CUDA op tests and the CUDA dequant_matmul test. Figures go to $OUT (one
-# file per part) for bench/RESULTS.md.
+# backends, the LoRA/QLoRA step of SmolLM2-135M's shape with its per-op profile
+# (lora.txt; plain PyTorch's LoRA as the peer), `sgrt train` on each backend, a
+# per-op profile of the GPT's step on each backend (`sgrt train --profile`), and
+# compute-sanitizer's memcheck over the CUDA op tests and the CUDA
+# dequant_matmul test. Figures go to $OUT (one file per part) for bench/RESULTS.md.
 # Exit status: 1 when any test or bench failed (the rest still runs).
 #
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
@@ -71,6 +72,10 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
+  # The main job: a LoRA / QLoRA step of SmolLM2-135M's shape (random base), its
+  # figures then where each step's time went (untimed sessions after the timed ones).
+  step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 10 --models lora,qlora \
+    --recipes fp32,fp8 --profile
   # Vulkan's products as the first two leases ran them: 128x128 tiles everywhere, no split-K.
   [ "$b" = vulkan ] && SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan, 128x128 tiles, no split-K" \
     train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8

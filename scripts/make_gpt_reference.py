@@ -164,6 +164,22 @@ def blas_in_use():
     return sorted(os.path.realpath(l) for l in libs)
 
 
+def median_step_s(loss_fn, opt, sync, warmup_steps, steps):
+    """The median seconds of `steps` optimizer steps after `warmup_steps`, each
+    timed to completion (sync: the GPU's, as sgrt's step reads its loss)."""
+    times = []
+    for i in range(warmup_steps + steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+        sync()
+        if i >= warmup_steps:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def bench(cfg):
     torch.set_num_threads(cfg.threads)
     torch.set_num_interop_threads(cfg.threads)
@@ -187,18 +203,7 @@ def bench(cfg):
         y = torch.randint(0, 10, (cfg.batch,), generator=gen).to(dev)
         loss_fn = lambda: F.cross_entropy(F.linear(F.linear(x, w1, b1).relu(), w2, b2), y)
         per_step, unit = cfg.batch, "samples_per_s"
-    opt = make_optimizer(cfg, params)
-    times = []
-    for i in range(cfg.warmup_steps + cfg.steps):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss_fn().backward()
-        opt.step()
-        sync()
-        if i >= cfg.warmup_steps:
-            times.append(time.perf_counter() - t0)
-    times.sort()
-    median = times[len(times) // 2]
+    median = median_step_s(loss_fn, make_optimizer(cfg, params), sync, cfg.warmup_steps, cfg.steps)
     print(json.dumps({"framework": "pytorch", "model": cfg.bench, unit: per_step / median, "step_s": median,
                       "steps": cfg.steps, "device": str(dev), "threads": torch.get_num_threads(),
                       "interop_threads": torch.get_num_interop_threads(),
