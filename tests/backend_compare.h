@@ -5,6 +5,7 @@
 //
 // Error: max|other - cpu| / max(1, max|cpu|) per tensor (normalized_error).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -353,6 +354,73 @@ inline void cross_check(const std::string& backend, const char* lua, const std::
       run(*cpu, p.name);
       run(*other, p.name);
       compare_all(*cpu, *other, quantized, p.name + " #" + std::to_string(rep + 1), intact);
+    }
+  }
+}
+
+// The classifier's rows at each width a GPU kernel treats apart: c = 5 (one
+// invocation or thread a row), 300 (Vulkan: 32 a row) and 5000 (Vulkan: a
+// workgroup, CUDA: a block a row). Each takes the loss and its gradient
+// through cross_check (kClassifierModel on random logits); then accuracy on
+// rows built so that any other choice of the first maximum changes it: equal
+// maxima in two columns whose lanes are in the opposite order (a, then b in a
+// lower lane), a NaN in column 0 (it wins, as the CPU's scan `z[j] > z[best]`
+// from best = 0), a NaN elsewhere (never wins), all -inf, all NaN. 6 of the 8
+// rows are hits on the CPU and on `backend`. A label past the classes on the
+// widest rows fails the run.
+inline const char* kClassifierModel = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ n = 8, c = 5 }
+  local z = sg.input("z", {cfg.n, cfg.c})
+  local y = sg.input("y", {cfg.n}, "i32")
+  local b = sg.param("b", {cfg.c}, {"uniform", -0.5, 0.5})
+  sg.output("accuracy", sg.accuracy(z + b, y))
+  sg.loss(sg.softmax_cross_entropy(z * 3 + b, y))
+  sg.optimizer.sgd{ lr = 0.1 }
+)";
+
+inline void check_classifier_rows(const std::string& backend, std::set<OpCode>* covered) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (int c : {5, 300, 5000}) {
+    CAPTURE(c);
+    const std::map<std::string, std::string> set = {{"n", "8"}, {"c", std::to_string(c)}};
+    cross_check(backend, kClassifierModel, set, covered);
+    std::shared_ptr<const Model> m;
+    Status st = compile_lua(kClassifierModel, &m, set);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    const int a = c > 4096 ? 200 : c > 32 ? 30 : 1, b = c > 4096 ? 260 : c > 32 ? 33 : 3;  // lanes 200 / 4, 30 / 1
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> small(-1.f, 1.f);
+    std::vector<float> z(static_cast<size_t>(8 * c));
+    for (float& v : z) v = small(rng);
+    auto row = [&](int r) { return z.begin() + static_cast<std::ptrdiff_t>(r) * c; };
+    std::vector<int32_t> y(8);
+    row(0)[a] = row(0)[b] = 5.f, y[0] = a;            // hit: the first of equal maxima
+    row(1)[a] = row(1)[b] = 5.f, y[1] = b;            // miss
+    row(2)[0] = nan, row(2)[2] = 5.f, y[2] = 0;       // hit: NaN in column 0 wins
+    row(3)[1] = nan, row(3)[c - 1] = 5.f, y[3] = c - 1;  // hit: a NaN elsewhere never does
+    std::fill(row(4), row(5), -inf), y[4] = 0;        // hit: all -inf
+    row(5)[c - 1] = 5.f, y[5] = c - 1;                // hit
+    y[6] = static_cast<int32_t>(std::min_element(row(6), row(7)) - row(6));  // miss
+    std::fill(row(7), z.end(), nan), y[7] = 0;        // hit: all NaN
+    for (const std::string& be : {std::string("cpu"), backend}) {
+      CAPTURE(be);
+      auto s = open_session(m, be, 3);
+      write_vec(*s, "b", std::vector<float>(static_cast<size_t>(c), 0.f));
+      write_vec(*s, "z", z);
+      write_vec(*s, "y", y);
+      run(*s, "infer");
+      CHECK(read_output(*s, "accuracy") == std::vector<float>{0.75f});
+      if (c < 4096) continue;
+      y[3] = c;  // past the classes
+      write_vec(*s, "y", y);
+      int p = -1;
+      REQUIRE(s->find_program("infer", &p).ok());
+      st = s->run(p);
+      if (st.ok()) st = s->read(tensor_id(*s, "y"), y.data(), y.size() * sizeof(int32_t));  // CUDA reports at the next read
+      CHECK_FALSE(st.ok());
+      CHECK(st.message().find("label") != std::string::npos);
+      y[3] = c - 1;
     }
   }
 }

@@ -102,6 +102,11 @@ TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "70"}, {"h", "2"}, {"kv", "2"}, {"dh", "128"}});
 }
 
+TEST_CASE("cuda's classifier rows at every width: loss, gradient, first argmax, bad labels") {
+  if (!test::cuda_device_present()) return;
+  test::check_classifier_rows("cuda", &g_covered);
+}
+
 TEST_CASE("cuda rope_at and kv_attention agree with the cpu: chunks and single tokens, both rope pairings") {
   if (!test::cuda_device_present()) return;
   cross_check(test::kKvCacheModel);  // GQA: 4 query heads on 2 kv heads

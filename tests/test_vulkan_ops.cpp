@@ -140,6 +140,11 @@ TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bi
   CHECK(test::read_f32(*cpu, "b") == test::read_f32(*gpu, "b"));
 }
 
+TEST_CASE("vulkan's classifier rows at every width: loss, gradient, first argmax, bad labels") {
+  if (!test::vulkan_device_present()) return;
+  test::check_classifier_rows("vulkan", &g_covered);
+}
+
 TEST_CASE("the cross-check covers every op the vulkan backend has") {
   if (!test::vulkan_device_present()) return;
   REQUIRE_FALSE(g_covered.empty());  // runs after the cases above (doctest keeps file order)

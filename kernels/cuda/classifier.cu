@@ -1,7 +1,10 @@
 // Softmax cross-entropy (mean over the batch), its gradient, and accuracy;
 // logits [N, C] f32, labels i32[N] (kernels/cpu/classifier.cpp is the definition).
-// One thread per row; the per-row losses or hits are summed in double by one block
-// in a fixed order. A label outside [0, C) cannot fail the step mid-flight: the
+// Rows of at most kWideRow classes: one thread per row. Longer rows (a language
+// model's vocabulary) get a block each: each thread takes columns t, t + 256, ...
+// and the row's maximum, exp sum or first argmax comes from a fixed tree over the
+// threads (deterministic). The per-row losses or hits are summed in double by one
+// block in a fixed order. A label outside [0, C) cannot fail the step mid-flight: the
 // kernel records it (common.cuh) and the backend reports it at the next sync/read.
 #include "common.cuh"
 
@@ -23,6 +26,76 @@ __device__ bool label_ok(const int32_t* lab, int64_t r, int64_t c, ErrorRecord* 
 }
 
 // part[r]: the row's loss (lse - z[label]) or hit (argmax == label, first max wins).
+constexpr int64_t kWideRow = 1024;
+
+// The row's maximum (ignoring NaN, as fmaxf) or sum over the block's threads, in
+// a fixed tree; every thread of the block must call it and gets the result.
+template <bool kMax>
+__device__ float block_row_reduce(float v) {
+  __shared__ float s[kThreads];
+  __syncthreads();  // a previous call's readers are done with s
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) s[threadIdx.x] = kMax ? fmaxf(s[threadIdx.x], s[threadIdx.x + w]) : s[threadIdx.x] + s[threadIdx.x + w];
+    __syncthreads();
+  }
+  return s[0];
+}
+
+__device__ float block_row_logsumexp(const float* z, int64_t c) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < c; j += kThreads) m = fmaxf(m, z[j]);
+  m = block_row_reduce<true>(m);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < c; j += kThreads) s += expf(z[j] - m);
+  return m + logf(block_row_reduce<false>(s));
+}
+
+// The first column of the row's maximum, as row_kernel's scan `z[j] > z[best]`
+// from best = 0: NaNs never win, except a NaN in column 0 (nothing beats it).
+__device__ int64_t block_row_argmax(const float* z, int64_t c) {
+  __shared__ float sv[kThreads];
+  __shared__ int64_t si[kThreads];
+  float bv = -INFINITY;
+  int64_t bi = -1;  // -1: no column yet
+  for (int64_t j = threadIdx.x; j < c; j += kThreads)
+    if (!isnan(z[j]) && (bi < 0 || z[j] > bv)) { bv = z[j]; bi = j; }
+  __syncthreads();
+  sv[threadIdx.x] = bv;
+  si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    const int t = static_cast<int>(threadIdx.x);
+    if (t < w && si[t + w] >= 0 && (si[t] < 0 || sv[t + w] > sv[t] || (sv[t + w] == sv[t] && si[t + w] < si[t]))) {
+      sv[t] = sv[t + w];
+      si[t] = si[t + w];
+    }
+    __syncthreads();
+  }
+  return isnan(z[0]) || si[0] < 0 ? 0 : si[0];
+}
+
+// part[r] as row_kernel's, a block per row.
+template <bool kAccuracy>
+__global__ void wide_row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, float* part, ErrorRecord* err,
+                                int32_t tag) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const float* zr = z + r * c;
+    if (lab[r] < 0 || lab[r] >= c) {  // the same in every thread: no one waits at a barrier alone
+      if (threadIdx.x == 0) { record_label_error(err, tag, lab[r], r, c); part[r] = 0.f; }
+      continue;
+    }
+    if constexpr (kAccuracy) {
+      const int64_t best = block_row_argmax(zr, c);
+      if (threadIdx.x == 0) part[r] = best == lab[r] ? 1.f : 0.f;
+    } else {
+      const float lse = block_row_logsumexp(zr, c);
+      if (threadIdx.x == 0) part[r] = lse - zr[lab[r]];
+    }
+  }
+}
+
 template <bool kAccuracy>
 __global__ void row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, float* part, ErrorRecord* err,
                            int32_t tag) {
@@ -61,6 +134,20 @@ __global__ void xent_grad_kernel(int64_t n, int64_t c, const float* z, const int
   }
 }
 
+// xent_grad_kernel's dz, a block per row.
+__global__ void wide_xent_grad_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* dloss,
+                                      float* dz, ErrorRecord* err, int32_t tag) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const float* zr = z + r * c;
+    const bool ok = lab[r] >= 0 && lab[r] < c;
+    if (!ok && threadIdx.x == 0) record_label_error(err, tag, lab[r], r, c);
+    const float g = dloss[0] / static_cast<float>(n), lse = block_row_logsumexp(zr, c);
+    // Each thread rewrites only the columns it read (dz may be z).
+    for (int64_t j = threadIdx.x; j < c; j += kThreads)
+      dz[r * c + j] = g * (expf(zr[j] - lse) - (ok && j == lab[r] ? 1.f : 0.f));
+  }
+}
+
 }  // namespace
 
 Status bind_classifier(const OpArgs& a, BindCtx& ctx, Launch* out) {
@@ -70,19 +157,22 @@ Status bind_classifier(const OpArgs& a, BindCtx& ctx, Launch* out) {
   float* y = a.out[0].f();
   ErrorRecord* err = ctx.errors;
   int32_t tag = ctx.tag;
-  unsigned grid = grid_for(n, ctx.dev);
+  const bool wide = c > kWideRow;  // a block per row
+  const unsigned grid = wide ? static_cast<unsigned>(std::clamp<int64_t>(n, 1, int64_t{ctx.dev.sms} * 16)) : grid_for(n, ctx.dev);
   switch (a.code) {
     case OpCode::SoftmaxXent: case OpCode::Accuracy: {
       float* part = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * n));
       if (a.code == OpCode::Accuracy) {
         *out = [=](cudaStream_t s) {
-          row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
+          if (wide) wide_row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
+          else row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
           mean_kernel<true><<<1, kThreads, 0, s>>>(n, part, y);
           return launched("accuracy row_kernel/mean_kernel");
         };
       } else {
         *out = [=](cudaStream_t s) {
-          row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
+          if (wide) wide_row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
+          else row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
           mean_kernel<false><<<1, kThreads, 0, s>>>(n, part, y);
           return launched("softmax_cross_entropy row_kernel/mean_kernel");
         };
@@ -92,7 +182,8 @@ Status bind_classifier(const OpArgs& a, BindCtx& ctx, Launch* out) {
     case OpCode::SoftmaxXentGrad: {
       const float* dloss = a.in[2].f();
       *out = [=](cudaStream_t s) {
-        xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, dloss, y, err, tag);
+        if (wide) wide_xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, dloss, y, err, tag);
+        else xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, dloss, y, err, tag);
         return launched("xent_grad_kernel");
       };
       return Status::Ok();

@@ -1,63 +1,128 @@
 // Softmax cross-entropy (mean over rows), its gradient, and accuracy
 // (kernels/cpu/classifier.cpp). logits [N, C] f32, labels [N] i32.
-// off = {logits, labels, y, dloss}; p = {N, C, first scratch word}. The loss and
-// accuracy run in two dispatches: OP | 1 << 8, one invocation per row, writes
-// each row's term to its scratch word (0 for a bad label); then one workgroup
-// sums the terms, invocation t rows t, t + 256, ... in order, in a fixed tree
-// (deterministic), and clears the words. The gradient runs one invocation per
-// row. A label outside [0, C) is reported.
+// off = {logits, labels, y, dloss}; p = {N, C, first scratch word}.
+// Rows: ROW_THREADS invocations per row (constant_id 1: 1, 32 or 256 as C
+// grows; 256 / ROW_THREADS rows a workgroup), each taking columns lane,
+// lane + ROW_THREADS, ... in order; the row's maximum, exp sum or first argmax
+// then comes from a fixed tree over its lanes (the same bits every run). A
+// language model's head (C = 49152) thus spreads each row over a workgroup
+// instead of one invocation walking it.
+// The loss and accuracy run in two dispatches: OP | 1 << 8 writes each row's
+// term to its scratch word (0 for a bad label); then one workgroup sums the
+// terms, invocation t rows t, t + 256, ... in order, in a fixed tree, and
+// clears the words. The gradient is one dispatch over the rows. A label
+// outside [0, C) is reported.
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
-
-shared float partial[256];
-
-float fmax_(float a, float b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }
-
-float row_lse(uint z, uint c) {
-  float m = F[z];
-  for (uint j = 1u; j < c; ++j) m = fmax_(m, F[z + j]);
-  float s = 0.0;
-  for (uint j = 0u; j < c; ++j) s += exp(F[z + j] - m);
-  return m + log(s);
-}
-
-// The label of row r, or -1 (reported) when out of range.
-int label(uint r, uint c) {
-  int lab = I[pc.off[1] + r];
-  if (lab < 0 || uint(lab) >= c) { report_error(); return -1; }
-  return lab;
-}
+layout(constant_id = 1) const uint ROW_THREADS = 256u;
+const uint ROWS = 256u / ROW_THREADS;  // rows a workgroup works on at once
 
 const uint kOp = OP & 0xFFu;
 const bool kRows = (OP >> 8) == 1u;
 
-// Row r's term of the loss (its cross-entropy) or of accuracy (1 when the
-// first index of its maximum is the label); 0 for a bad label.
-float row_term(uint r, uint c) {
-  uint z = pc.off[0] + r * c;
-  int lab = label(r, c);
-  if (lab < 0) return 0.0;
-  if (kOp == OP_SoftmaxXent) return row_lse(z, c) - F[z + uint(lab)];
-  uint best = 0u;
-  for (uint j = 1u; j < c; ++j) if (F[z + j] > F[z + best]) best = j;
-  return best == uint(lab) ? 1.0 : 0.0;
+shared float red[256];
+shared uint red_index[256];
+uint lane = gl_LocalInvocationID.x % ROW_THREADS;
+uint first = gl_LocalInvocationID.x - lane;  // the row's lane 0
+
+float fmax_(float a, float b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }
+
+// The tree over the row's lanes: red[first] ends with the combined value (and
+// red_index[first] with its column, for the argmax). Every invocation of the
+// workgroup calls it (barriers); the caller reads red[first] before the next.
+void row_tree(uint kind) {  // 0: sum, 1: max, 2: first argmax
+  [[unroll]] for (uint s = ROW_THREADS / 2u; s > 0u; s >>= 1) {
+    barrier();
+    uint i = gl_LocalInvocationID.x;
+    if (lane < s) {
+      float a = red[i], b = red[i + s];
+      if (kind == 0u) red[i] = a + b;
+      else if (kind == 1u) red[i] = fmax_(a, b);
+      else if (b > a || (b == a && red_index[i + s] < red_index[i])) {  // an empty lane holds -inf, index ~0u
+        red[i] = b;
+        red_index[i] = red_index[i + s];
+      }
+    }
+  }
+  barrier();
+}
+
+float row_max(uint z, uint c, bool live) {
+  float m = -1.0 / 0.0;
+  if (live) for (uint j = lane; j < c; j += ROW_THREADS) m = fmax_(m, F[z + j]);
+  red[gl_LocalInvocationID.x] = m;
+  row_tree(1u);
+  float r = red[first];
+  barrier();  // red is reused by the next tree
+  return r;
+}
+
+// log(sum exp(z - max)) + max: the max ignores NaN, as before; a NaN still
+// reaches the sum.
+float row_lse(uint z, uint c, bool live) {
+  float m = row_max(z, c, live);
+  float s = 0.0;
+  if (live) for (uint j = lane; j < c; j += ROW_THREADS) s += exp(F[z + j] - m);
+  red[gl_LocalInvocationID.x] = s;
+  row_tree(0u);
+  float r = m + log(red[first]);
+  barrier();
+  return r;
+}
+
+// The first column of the row's maximum, as the CPU's scan `z[j] > z[best]`
+// from best = 0: NaNs never win, except a NaN in column 0 (nothing beats it).
+uint row_argmax(uint z, uint c, bool live) {
+  float bv = -1.0 / 0.0;
+  uint bi = ~0u;
+  if (live)
+    for (uint j = lane; j < c; j += ROW_THREADS)
+      if (!isnan(F[z + j]) && (bi == ~0u || F[z + j] > bv)) { bv = F[z + j]; bi = j; }
+  red[gl_LocalInvocationID.x] = bv;
+  red_index[gl_LocalInvocationID.x] = bi;
+  row_tree(2u);
+  uint r = red_index[first];
+  barrier();
+  return live && (isnan(F[z]) || r == ~0u) ? 0u : r;
+}
+
+// The label of row r, or -1 (reported) when out of range; lane 0 reports.
+int label(uint r, uint c) {
+  int lab = I[pc.off[1] + r];
+  if (lab < 0 || uint(lab) >= c) {
+    if (lane == 0u) report_error();
+    return -1;
+  }
+  return lab;
 }
 
 void main() {
   uint n = pc.p[0], c = pc.p[1], words = pc.p[2];
-  if (kOp == OP_SoftmaxXentGrad) {
-    float g = F[pc.off[3]] / float(n);
-    FOR_EACH_INDEX(r, n) {
-      uint z = pc.off[0] + r * c, y = pc.off[2] + r * c;
-      int lab = label(r, c);
-      float lse = row_lse(z, c);
-      for (uint j = 0u; j < c; ++j) F[y + j] = g * (exp(F[z + j] - lse) - (int(j) == lab ? 1.0 : 0.0));
+  if (kOp == OP_SoftmaxXentGrad || kRows) {
+    // Blocks of ROWS rows, grid-stride; r0 is the same in the whole workgroup,
+    // so every invocation meets every barrier.
+    for (uint r0 = gl_WorkGroupID.x * ROWS; r0 < n; r0 += gl_NumWorkGroups.x * ROWS) {
+      uint r = r0 + gl_LocalInvocationID.x / ROW_THREADS;
+      bool live = r < n;
+      uint z = pc.off[0] + (live ? r : 0u) * c;
+      int lab = live ? label(r, c) : -1;
+      if (kOp == OP_Accuracy) {
+        uint best = row_argmax(z, c, live);
+        if (live && lane == 0u) scratch[words + r] = floatBitsToUint(lab >= 0 && best == uint(lab) ? 1.0 : 0.0);
+        continue;
+      }
+      float lse = row_lse(z, c, live);
+      if (!live) continue;
+      if (kOp == OP_SoftmaxXent) {
+        if (lane == 0u) scratch[words + r] = floatBitsToUint(lab >= 0 ? lse - F[z + uint(lab)] : 0.0);
+        continue;
+      }
+      float g = F[pc.off[3]] / float(n);
+      uint y = pc.off[2] + r * c;
+      for (uint j = lane; j < c; j += ROW_THREADS) F[y + j] = g * (exp(F[z + j] - lse) - (int(j) == lab ? 1.0 : 0.0));
     }
-    return;
-  }
-  if (kRows) {
-    FOR_EACH_INDEX(r, n) scratch[words + r] = floatBitsToUint(row_term(r, c));
     return;
   }
   uint t = gl_LocalInvocationID.x;
@@ -66,11 +131,11 @@ void main() {
     acc += uintBitsToFloat(scratch[words + r]);
     scratch[words + r] = 0u;
   }
-  partial[t] = acc;
+  red[t] = acc;
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
-    if (t < s) partial[t] += partial[t + s];
+    if (t < s) red[t] += red[t + s];
     barrier();
   }
-  if (t == 0u) F[pc.off[2]] = partial[0] / float(n);
+  if (t == 0u) F[pc.off[2]] = red[0] / float(n);
 }

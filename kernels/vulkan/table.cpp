@@ -169,7 +169,10 @@ Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.off[2] = c.word(c.out(0));
   d->push.p[0] = static_cast<uint32_t>(zs[0]);
   d->push.p[1] = static_cast<uint32_t>(zs[1]);
-  d->groups[0] = groups_for(zs[0], c.opts);  // a row per invocation
+  // Invocations per row (classifier.comp's ROW_THREADS): a 10-class head's row
+  // is one invocation's work, a vocabulary's a workgroup's.
+  d->size = zs[1] <= 32 ? 1 : zs[1] <= 4096 ? 32 : kLocal;
+  d->groups[0] = groups_for(static_cast<uint64_t>(zs[0]) * d->size, c.opts);
   if (c.op.code == OpCode::SoftmaxXentGrad) return Status::Ok();
   // The loss and accuracy: the rows' terms side by side, then one workgroup sums them.
   d->push.p[2] = c.scratch->take(static_cast<uint32_t>(zs[0]), d);
