@@ -3,9 +3,12 @@
 // The 64x64 and 128x128 tiles of gemm_tiled.glsl (SGRT_VULKAN_GEMM_TILE) give
 // the same bits: training steps under fp32, fp8, fp8-block and nvfp4, products with ragged
 // edges in both tilings, transposes, and blockwise FP8's 128-element chunks.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <utility>
 
 #include "harness.h"
 #include "scoped_env.h"
@@ -124,4 +127,102 @@ TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and
     REQUIRE(small.size() == large.size());
     for (size_t i = 0; i < small.size(); ++i) CHECK(small[i] == large[i]);
   }
+}
+
+namespace {
+
+// The FP16 values next to x below and above (equal when x is one): a device
+// may round a conversion either way (Vulkan leaves its direction open), so a
+// product of rounded operands lies between its corners' products.
+std::pair<double, double> f16_neighbors(float x) {
+  const _Float16 r = static_cast<_Float16>(x);  // the compiler's conversion, not ours
+  const double d = static_cast<double>(r);
+  if (d == x) return {d, d};
+  uint16_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  const bool above = d > x, positive = (bits & 0x8000) == 0;
+  uint16_t other = (bits & 0x7FFF) == 0 ? (x < 0 ? 0x8001 : 0x0001) : above == positive ? bits - 1 : bits + 1;
+  _Float16 o;
+  std::memcpy(&o, &other, sizeof o);
+  return std::minmax(d, static_cast<double>(o));
+}
+
+// Whether got is sum_k x_k y_k with each operand rounded to FP16 either way
+// and the products added in f32 (at most K ulps of sum |x y|).
+bool f16_product_ok(double got, const std::vector<float>& x, const std::vector<float>& y) {
+  double lo = 0, hi = 0, abs_sum = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    auto [xl, xh] = f16_neighbors(x[k]);
+    auto [yl, yh] = f16_neighbors(y[k]);
+    const double corner[4] = {xl * yl, xl * yh, xh * yl, xh * yh};
+    lo += *std::min_element(corner, corner + 4);
+    hi += *std::max_element(corner, corner + 4);
+    abs_sum += std::max(std::fabs(corner[0]), std::max(std::fabs(corner[1]), std::max(std::fabs(corner[2]), std::fabs(corner[3]))));
+  }
+  const double tol = static_cast<double>(x.size()) * std::ldexp(abs_sum, -23);
+  return got >= lo - tol && got <= hi + tol;
+}
+
+}  // namespace
+
+// SGRT_VULKAN_COOP=1 (gemm_coop.comp): operands rounded to FP16, products
+// accumulated in f32, checked element by element against that (above) on
+// ragged shapes (100 x 70 by 70 x 90, and a transposed product of its
+// result) that end mid-tile. Row 0 of a is 1 + 2^-12 and row 0 of b is 1:
+// c[0][0] is then 70 or 70 (1 + 2^-10), never the unrounded 70 (1 + 2^-12) the
+// tiled shader gives, so the check also shows the cooperative path ran. A
+// device without cooperative matrices (lavapipe) must refuse the switch at
+// prepare, naming it.
+TEST_CASE("SGRT_VULKAN_COOP=1: FP16 operands, f32 sums where the device has cooperative matrices, an error where not") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  REQUIRE(test::compile_lua(R"(
+    local sg = require "sg"
+    local a = sg.input("a", {100, 70})
+    local b = sg.input("b", {90, 70})
+    local w = sg.param("w", {90}, "zeros")
+    local c = sg.output("c", sg.matmul(a, b, { trans_b = true }))
+    sg.output("d", sg.matmul(a, c, { trans_a = true }))
+    sg.loss(sg.sum(sg.sum(c + w)))
+    sg.optimizer.sgd{ lr = 0.1 }
+  )", &m).ok());
+  std::unique_ptr<Backend> be;
+  REQUIRE(make_backend("vulkan", &be).ok());
+  std::unique_ptr<Session> s;
+  Status st;
+  {
+    test::ScopedEnv on("SGRT_VULKAN_COOP", "1");
+    st = Session::create(m, std::move(be), &s);
+  }
+  if (!st.ok()) {
+    CHECK(st.message().find("SGRT_VULKAN_COOP=1, but") != std::string::npos);
+    CHECK(st.message().find("cooperative matrices") != std::string::npos);
+    MESSAGE("skipping the cooperative-matrix product: " << st.message());
+    return;
+  }
+  REQUIRE(s->init(1, 1).ok());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(100 * 70), b(90 * 70);
+  for (float& v : a) v = normal(rng);
+  for (float& v : b) v = normal(rng);
+  std::fill(a.begin(), a.begin() + 70, 1.f + std::ldexp(1.f, -12));
+  std::fill(b.begin(), b.begin() + 70, 1.f);
+  test::write_vec(*s, "a", a);
+  test::write_vec(*s, "b", b);
+  test::run(*s, "infer");
+  const std::vector<float> c = test::read_output(*s, "c"), d = test::read_output(*s, "d");
+  CHECK(std::fabs(c[0] - 70 * (1 + std::ldexp(1.0, -12))) > 1e-3);  // the cooperative path rounded
+  auto row = [](const std::vector<float>& v, int r, int n) { return std::vector<float>(v.begin() + r * n, v.begin() + (r + 1) * n); };
+  auto column = [](const std::vector<float>& v, int col, int rows, int n) {
+    std::vector<float> out(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) out[static_cast<size_t>(r)] = v[static_cast<size_t>(r * n + col)];
+    return out;
+  };
+  int bad = 0;
+  for (int i = 0; i < 100; ++i)  // c[i][j] = sum_k a[i][k] b[j][k]
+    for (int j = 0; j < 90; ++j) bad += !f16_product_ok(c[i * 90 + j], row(a, i, 70), row(b, j, 70));
+  for (int k = 0; k < 70; ++k)  // d[k][j] = sum_i a[i][k] c[i][j]
+    for (int j = 0; j < 90; ++j) bad += !f16_product_ok(d[k * 90 + j], column(a, k, 100, 70), column(c, j, 100, 90));
+  CHECK(bad == 0);
 }

@@ -2,8 +2,8 @@
 // lowered to dispatches and recorded into its own command buffer at prepare,
 // replayed by run(). Writes and reads go through the arena's mapping where its
 // memory is host-visible, else through a staging buffer in chunks.
-// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 lets f32
-// matmuls use cooperative matrices (FP16 operands) where the device has them;
+// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 runs f32
+// matmuls on cooperative matrices (FP16 operands; a device without them fails);
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
 // SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles.
@@ -92,7 +92,7 @@ class VulkanBackend final : public Backend {
     vk::KernelOptions opts;
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
-    opts.coop = env_on("SGRT_VULKAN_COOP") && ctx_->coop().available;
+    SG_TRY(coop_from_env(&opts.coop));
     SG_TRY(grid_options(&opts));
     SG_TRY(attention_tiles_from_env(&opts));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
@@ -141,6 +141,19 @@ class VulkanBackend final : public Backend {
       programs_.push_back(std::move(prog));
     }
     prepared(model);
+    return Status::Ok();
+  }
+
+  // SGRT_VULKAN_COOP=1: f32 matmuls on cooperative matrices; a device without
+  // them is an error, not the tiled shader in silence.
+  Status coop_from_env(bool* coop) const {
+    std::string v;
+    SG_TRY(env_pick("SGRT_VULKAN_COOP", "0", "1", &v));
+    *coop = v == "1";
+    if (*coop && !ctx_->coop().available)
+      return Status::Unsupported("vulkan backend: SGRT_VULKAN_COOP=1, but " + ctx_->device_name() +
+                                 " offers no 16x16x16 FP16 cooperative matrices at subgroup scope (" +
+                                 ctx_->coop().extension + " with shaderFloat16)");
     return Status::Ok();
   }
 
