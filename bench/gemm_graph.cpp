@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
       const double tflops = 2.0 * n * n * n / sec * 1e-12, peak = h200_peak_tflops(recipe);
       std::printf("{\"bench\":\"gemm_graph\",\"backend\":\"%s%s\",\"n\":%lld,\"recipe\":\"%s\",\"reps\":%d,\"ms_median\":%.3f,"
                   "\"tflops_median\":%.3f",
-                  backend.c_str(), backend == "vulkan" && coop && std::string(coop) == "1" ? "+coop" : "", static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, tflops);
+                  backend.c_str(), backend == "vulkan" && coop && *coop && std::string(coop) != "0" ? ("+coop=" + std::string(coop)).c_str() : "",
+                  static_cast<long long>(n), recipe.c_str(), reps, sec * 1e3, tflops);
       if (backend != "cpu" && peak > 0) std::printf(",\"pct_h200_peak\":%.1f", 100.0 * tflops / peak);
       std::printf("}\n");
       std::fflush(stdout);

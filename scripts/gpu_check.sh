@@ -69,13 +69,18 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
   step "bench_dequant_matmul $b" gemm.jsonl 90 "$build/bench/bench_dequant_matmul" --backend "$b" \
     --m 512 --n 4096 --k 4096 --reps 10
+  # Cooperative matrices (opt-in): f32 operands rounded to FP16, fp8's E4M3 forward products exact.
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
-    "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32 --reps 10
+    "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32,fp8 --reps 10
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
   # The main job: a LoRA / QLoRA step of SmolLM2-135M's shape (random base), its
   # figures then where each step's time went (untimed sessions after the timed ones).
   step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 10 --models lora,qlora \
     --recipes fp32,fp8 --profile
+  # The GPT step with cooperative matrices: every product under fp32 (=1), the
+  # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
+  [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \
+    "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8,fp4 --no-pytorch
   # Vulkan's products as the first two leases ran them: 128x128 tiles everywhere, no split-K.
   [ "$b" = vulkan ] && SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan, 128x128 tiles, no split-K" \
     train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8

@@ -244,6 +244,87 @@ TEST_CASE("vulkan split-K products agree with the cpu op by op and as whole step
   whole_programs("fp8-block", kLongK);
 }
 
+namespace {
+
+// The qmatmul dispatches of the recipe's programs as lowered with
+// SGRT_VULKAN_COOP=codes (no device needed): on gemm_coop and on the tiled
+// shader; `mismatched` counts those where that choice does not follow the
+// operands (OP bits: dtypes 2-4, 5-7; scale kinds 8-10, 11-13): cooperative
+// exactly when both are E4M3 / E2M1 codes with no scale, a tensor, an outer or
+// an NVFP4 block scale.
+struct CoopSplit {
+  int coop = 0, tiled = 0, mismatched = 0;
+};
+CoopSplit coop_products(const std::string& recipe) {
+  compiler::Graph g;
+  REQUIRE(test::compile_graph(model(recipe), &g, kLarge).ok());
+  std::shared_ptr<const Model> m = test::load_graph(g);
+  vk::KernelOptions opts;
+  opts.coop_codes = true;
+  opts.coop_threads = 128;
+  vk::Scratch scratch;
+  auto exact = [](uint32_t dt, uint32_t sk) {
+    return (dt == static_cast<uint32_t>(DType::e4m3) || dt == static_cast<uint32_t>(DType::e2m1)) &&
+           (sk == 0 || sk == 1 || sk == 2 || sk == 5);  // gemm_operands.glsl's SK_TENSOR, SK_OUTER, SK_NVFP4
+  };
+  CoopSplit split;
+  for (const ProgramInfo& p : m->programs())
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      std::vector<vk::Dispatch> ds;
+      REQUIRE(vk::lower_op(p.ops[i], m->tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds).ok());
+      for (const vk::Dispatch& d : ds) {
+        const bool coop = d.shader == "gemm_coop";
+        if (p.ops[i].code != OpCode::QMatMul) {
+          CHECK_FALSE(coop);  // f32 matmuls stay tiled under =codes
+          continue;
+        }
+        if (!coop && d.shader.rfind("gemm_tiled", 0) != 0) continue;  // split-K's sums etc.
+        (coop ? split.coop : split.tiled) += 1;
+        split.mismatched += coop != (exact((d.op >> 2) & 7u, (d.op >> 8) & 7u) && exact((d.op >> 5) & 7u, (d.op >> 11) & 7u));
+      }
+    }
+  return split;
+}
+
+}  // namespace
+
+// SGRT_VULKAN_COOP=codes sends a qmatmul to cooperative matrices exactly where
+// every operand element is an FP16 normal (products as exact as the tiled
+// shader's): fp8's E4M3 forward products, fp4's and nvfp4's E2M1 codes (with
+// E4M3 block scales); not E5M2 gradients, BF16, MX's E8M0 scales or
+// fp8-block's chunks. Where the device has cooperative matrices the recipes' ops then
+// agree with the CPU op by op as with the tiled shader; where not (lavapipe),
+// the switch is refused at prepare.
+TEST_CASE("SGRT_VULKAN_COOP=codes: which qmatmuls run on cooperative matrices, and their results where a device has them") {
+  for (const char* r : {"fp8", "nvfp4", "fp4", "bf16", "mxfp8", "fp8-block"}) {
+    CAPTURE(r);
+    const CoopSplit split = coop_products(r);
+    CHECK(split.mismatched == 0);
+    const std::string recipe = r;
+    if (recipe == "fp8" || recipe == "nvfp4" || recipe == "fp4") CHECK(split.coop > 0);
+    else CHECK(split.coop == 0);
+    if (recipe == "fp8") CHECK(split.tiled > 0);  // the backward's E5M2 gradients
+  }
+
+  if (!test::vulkan_device_present()) return;
+  test::ScopedEnv codes("SGRT_VULKAN_COOP", "codes");
+  std::shared_ptr<const Model> m;
+  REQUIRE(test::compile_lua(model("fp8"), &m).ok());
+  std::unique_ptr<Backend> be;
+  REQUIRE(make_backend("vulkan", &be).ok());
+  std::unique_ptr<Session> s;
+  Status st = Session::create(m, std::move(be), &s);
+  if (!st.ok()) {
+    CHECK(st.message().find("SGRT_VULKAN_COOP=codes, but") != std::string::npos);
+    MESSAGE("skipping the cooperative-matrix qmatmuls: " << st.message());
+    return;
+  }
+  for (const char* r : {"fp8", "nvfp4"}) {
+    CAPTURE(r);
+    op_by_op(r, kLarge, 0);
+  }
+}
+
 TEST_CASE("the low-precision checks cover every low-precision op") {
   if (!test::vulkan_device_present()) return;
   for (OpCode c : {OpCode::Quantize, OpCode::QMatMul, OpCode::DgeGrad, OpCode::ClampOutliers, OpCode::Dequantize,

@@ -1,6 +1,11 @@
 // GEMM on cooperative matrices (tensor cores): the tiled GEMM's contract (OP
-// bits, push constants), with A and B tiles rounded to FP16 in shared memory and
-// FP32 accumulation, 16x16x16 per subgroup, four subgroups per 32x32 tile of C.
+// bits, push constants; gemm_operands.glsl), with A and B tiles rounded to FP16
+// in shared memory and FP32 accumulation, 16x16x16 per subgroup, four subgroups
+// per 32x32 tile of C. f32 operands round (matmul under SGRT_VULKAN_COOP=1);
+// qmatmul's FP8/FP4 codes, times an NVFP4 block scale if any, are FP16 values
+// already, so their products are exact and only the summation order differs
+// from the tiled shader's (the lowering sends no other codes here); tensor and
+// outer scales make the same epilogue (acc * cs[j]) * rs[i].
 // Spec constant 1 = workgroup size = 4 * subgroup size. Written against
 // GL_KHR_cooperative_matrix, or GL_NV_cooperative_matrix where glslc predates it.
 #version 450
@@ -24,12 +29,10 @@
 #define MAT_STORE(m, arr, off, ld) coopMatStoreNV(m, arr, off, ld, false)
 #define MAT_MULADD coopMatMulAddNV
 #endif
-#include "common.glsl"
+#include "gemm_operands.glsl"
 layout(local_size_x_id = 1) in;
 
 const uint BM = 32u, BN = 32u, BK = 16u;
-const bool TA = (OP & 1u) != 0u;
-const bool TB = (OP & 2u) != 0u;
 
 shared float16_t As[BM * BK];  // row-major [BM][BK]
 shared float16_t Bs[BK * BN];  // row-major [BK][BN]
@@ -44,11 +47,11 @@ void main() {
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     for (uint e = tid; e < BM * BK; e += threads) {
       uint m = e / BK, k = e % BK, gm = row0 + m, gk = k0 + k;
-      As[e] = float16_t(gm < M && gk < K ? F[pc.off[0] + (TA ? gk * lda + gm : gm * lda + gk)] : 0.0);
+      As[e] = float16_t(gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0);
     }
     for (uint e = tid; e < BK * BN; e += threads) {
       uint k = e / BN, n = e % BN, gn = col0 + n, gk = k0 + k;
-      Bs[e] = float16_t(gn < N && gk < K ? F[pc.off[1] + (TB ? gn * ldb + gk : gk * ldb + gn)] : 0.0);
+      Bs[e] = float16_t(gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0);
     }
     barrier();
     MAT_A a;
@@ -62,6 +65,6 @@ void main() {
   barrier();
   for (uint e = tid; e < BM * BN; e += threads) {
     uint r = row0 + e / BN, c = col0 + e % BN;
-    if (r < M && c < N) F[pc.off[2] + r * N + c] = Cs[e];
+    if (r < M && c < N) F[pc.off[2] + r * N + c] = Cs[e] * outer(BSK, pc.off[4], pc.dim[4], c) * outer(ASK, pc.off[3], pc.off[5], r);
   }
 }

@@ -28,17 +28,12 @@
 #ifndef SGRT_GEMM_TILED_GLSL
 #define SGRT_GEMM_TILED_GLSL
 #extension GL_EXT_control_flow_attributes : require
-#include "quant.glsl"
+#include "gemm_operands.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
 const uint BM = 64u * R, BN = 64u * R, BK = 16u;
-const bool TA = (OP & 1u) != 0u;
-const bool TB = (OP & 2u) != 0u;
-const uint ADT = (OP >> 2) & 7u, BDT = (OP >> 5) & 7u, ASK = (OP >> 8) & 7u, BSK = (OP >> 11) & 7u;
-const uint SK_TENSOR = 1u, SK_OUTER = 2u, SK_INNER = 3u, SK_MX = 4u, SK_NVFP4 = 5u, SK_TILE = 6u, SK_BLOCK2D = 7u;
 const bool CHUNKED = ASK >= SK_TILE;  // the lowering pairs chunked operands only with each other
 const uint CHUNK = 128u;
-const uint kStateTensorScale = 3u;
 const bool SPLIT = (OP & (1u << 14)) != 0u;
 const bool REDUCE = (OP & (1u << 15)) != 0u;
 
@@ -48,23 +43,6 @@ const bool REDUCE = (OP & (1u << 15)) != 0u;
 shared vec4 As[BK][BM / 4u];
 shared vec4 Bs[BK][BN / 4u];
 uint swz(uint q, uint k) { return q ^ (k & 7u); }
-
-// op(X)[o][k], stored at element idx of the tensor at word `off`, decoded and
-// times its inner or block scale (scale tensor at word `so`, `sld` per row).
-float load(uint dt, uint sk, uint off, uint idx, uint so, uint sld, uint o, uint k) {
-  float v = decode(dt, load_code(off, idx, dt_bits(dt)));
-  if (sk == SK_INNER) v *= pow2(-I[so + k]);
-  else if (sk == SK_MX) v *= fmt_e8m0_decode(load_code(so, o * sld + k / 32u, 8u));
-  else if (sk == SK_NVFP4) v *= fmt_decode(FMT_E4M3, load_code(so, o * sld + k / 16u, 8u));
-  return v;
-}
-
-// The epilogue multiplier of outer index o (cpu/gemm.cpp's outer_scales, alpha 1).
-float outer(uint sk, uint so, uint state, uint o) {
-  float m = sk == SK_NVFP4 ? F[state + kStateTensorScale] : 1.0;
-  if (sk == SK_TENSOR) m *= pow2(-I[so]);
-  return sk == SK_OUTER ? m * pow2(-I[so + o]) : m;
-}
 
 // Blockwise FP8: the scale of outer index o in K chunk c.
 float chunk_scale(uint sk, uint so, uint sld, uint o, uint c) { return F[so + (sk == SK_BLOCK2D ? o / CHUNK : o) * sld + c]; }

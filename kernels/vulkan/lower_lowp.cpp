@@ -1,6 +1,7 @@
 // The low-precision ops (semantics: kernels/cpu/quant_ops.cpp, fp4_ops.cpp):
 // quantize in phases with per-op scratch counters (quantize.comp), qmatmul on
-// gemm_tiled with operands decoded as they load, the FP4 DGE and outlier clamping.
+// gemm_tiled (or gemm_coop, opted in) with operands decoded as they load, the FP4
+// DGE and outlier clamping.
 #include <algorithm>
 #include <cmath>
 
@@ -18,6 +19,15 @@ constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
 
 bool is_code_format(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1;
+}
+
+// Whether an operand's every element, decoded with its inner or block scale, is
+// an FP16 normal exactly (gemm_coop's products then equal the tiled shader's):
+// E4M3 and E2M1 codes, times an NVFP4 block scale at most. Not E5M2, whose
+// subnormals are FP16 subnormals a device may flush; not BF16, MX or per-K scales.
+bool fp16_exact(DType t, uint32_t kind) {
+  return (t == DType::e4m3 || t == DType::e2m1) &&
+         (kind == kNoScale || kind == kTensorScale || kind == kOuterScale || kind == kNvfp4Scale);
 }
 
 // qmatmul's operand `which` (0: A, 1: B) as cpu/quant_ops.cpp's operand(): the
@@ -114,7 +124,8 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
   if ((kind[0] >= kTileScale) != (kind[1] >= kTileScale))
     return Status::Unsupported("qmatmul: 1x128 / 128x128 operands go with each other only");
-  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, false, d));
+  const bool coop = c.opts.coop_codes && fp16_exact(c.in(0).type.dtype, kind[0]) && fp16_exact(c.in(3).type.dtype, kind[1]);
+  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, coop, d));
   d->op |= static_cast<uint32_t>(c.in(0).type.dtype) << 2 | static_cast<uint32_t>(c.in(3).type.dtype) << 5 |
            kind[0] << 8 | kind[1] << 11;
   d->push.off[1] = c.word(c.in(3));

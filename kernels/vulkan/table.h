@@ -44,6 +44,7 @@ struct Scratch {
 
 struct KernelOptions {
   bool coop = false;           // matmul on gemm_coop (FP16 operands, FP32 accumulation)
+  bool coop_codes = false;     // qmatmul on gemm_coop where its operands are FP16 values exactly
   uint32_t coop_threads = 0;   // its workgroup size: 4 subgroups
   uint32_t max_groups = 65535; // maxComputeWorkGroupCount, all three axes
   uint32_t max_shared = 16384; // maxComputeSharedMemorySize (bytes)

@@ -2,8 +2,9 @@
 // lowered to dispatches and recorded into its own command buffer at prepare,
 // replayed by run(). Writes and reads go through the arena's mapping where its
 // memory is host-visible, else through a staging buffer in chunks.
-// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=1 runs f32
-// matmuls on cooperative matrices (FP16 operands; a device without them fails);
+// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=codes runs
+// qmatmuls on E4M3/E2M1 codes on cooperative matrices, =1 f32 matmuls too (FP16
+// operands); a device without them fails;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
 // SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles.
@@ -92,7 +93,7 @@ class VulkanBackend final : public Backend {
     vk::KernelOptions opts;
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
     opts.max_shared = ctx_->limits().maxComputeSharedMemorySize;
-    SG_TRY(coop_from_env(&opts.coop));
+    SG_TRY(coop_from_env(&opts));
     SG_TRY(grid_options(&opts));
     SG_TRY(attention_tiles_from_env(&opts));
     opts.coop_threads = 4 * ctx_->coop().subgroup_size;
@@ -144,16 +145,21 @@ class VulkanBackend final : public Backend {
     return Status::Ok();
   }
 
-  // SGRT_VULKAN_COOP=1: f32 matmuls on cooperative matrices; a device without
-  // them is an error, not the tiled shader in silence.
-  Status coop_from_env(bool* coop) const {
-    std::string v;
-    SG_TRY(env_pick("SGRT_VULKAN_COOP", "0", "1", &v));
-    *coop = v == "1";
-    if (*coop && !ctx_->coop().available)
-      return Status::Unsupported("vulkan backend: SGRT_VULKAN_COOP=1, but " + ctx_->device_name() +
+  // SGRT_VULKAN_COOP=codes: qmatmuls whose operands are FP16 values exactly
+  // (E4M3, E2M1 codes) on cooperative matrices; =1: f32 matmuls too (rounded to
+  // FP16). A device without them is an error, not the tiled shader in silence.
+  Status coop_from_env(vk::KernelOptions* opts) const {
+    const char* env = std::getenv("SGRT_VULKAN_COOP");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "0") return Status::Ok();
+    if (v != "1" && v != "codes")
+      return Status::Invalid("vulkan backend: SGRT_VULKAN_COOP is 0, codes or 1, not '" + v + "'");
+    if (!ctx_->coop().available)
+      return Status::Unsupported("vulkan backend: SGRT_VULKAN_COOP=" + v + ", but " + ctx_->device_name() +
                                  " offers no 16x16x16 FP16 cooperative matrices at subgroup scope (" +
                                  ctx_->coop().extension + " with shaderFloat16)");
+    opts->coop = v == "1";
+    opts->coop_codes = true;
     return Status::Ok();
   }
 
