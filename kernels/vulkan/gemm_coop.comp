@@ -1,7 +1,7 @@
 // GEMM on cooperative matrices (tensor cores): the tiled GEMM's contract (OP
 // bits, push constants; gemm_operands.glsl), with A and B tiles rounded to FP16
-// in shared memory and FP32 accumulation, 16x16x16 per subgroup, four subgroups
-// per 32x32 tile of C. f32 operands round (matmul under SGRT_VULKAN_COOP=1);
+// in shared memory and FP32 accumulation, 16x16x16 products, four subgroups per
+// 64x64 tile of C. f32 operands round (matmul under SGRT_VULKAN_COOP=1);
 // qmatmul's FP8/FP4 codes, times an NVFP4 block scale if any, are FP16 values
 // already, so their products are exact and only the summation order differs
 // from the tiled shader's (the lowering sends no other codes here); tensor and
@@ -32,7 +32,9 @@
 #include "gemm_operands.glsl"
 layout(local_size_x_id = 1) in;
 
-const uint BM = 32u, BN = 32u, BK = 16u;
+// A 64x64 tile of C per workgroup of four subgroups, each a 32x32 quarter as
+// 2x2 accumulators; K in steps of 32 (two 16-deep products per barrier pair).
+const uint BM = 64u, BN = 64u, BK = 32u;
 
 shared float16_t As[BM * BK];  // row-major [BM][BK]
 shared float16_t Bs[BK * BN];  // row-major [BK][BN]
@@ -42,26 +44,37 @@ void main() {
   uint M = pc.p[0], N = pc.p[1], K = pc.p[2], lda = pc.dim[0], ldb = pc.dim[1];
   uint tid = gl_LocalInvocationID.x, threads = gl_WorkGroupSize.x;
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  uint sr = gl_SubgroupID / 2u, sc = gl_SubgroupID % 2u;
-  MAT_C acc = MAT_C(0.0);
+  uint r0 = (gl_SubgroupID / 2u) * 32u, c0 = (gl_SubgroupID % 2u) * 32u;  // this subgroup's quarter
+  MAT_C acc00 = MAT_C(0.0), acc01 = MAT_C(0.0), acc10 = MAT_C(0.0), acc11 = MAT_C(0.0);
   for (uint k0 = 0u; k0 < K; k0 += BK) {
+    // Loads walk each operand along its contiguous dimension.
     for (uint e = tid; e < BM * BK; e += threads) {
-      uint m = e / BK, k = e % BK, gm = row0 + m, gk = k0 + k;
-      As[e] = float16_t(gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0);
+      uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK, gm = row0 + m, gk = k0 + k;
+      As[m * BK + k] = float16_t(gm < M && gk < K ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0);
     }
     for (uint e = tid; e < BK * BN; e += threads) {
-      uint k = e / BN, n = e % BN, gn = col0 + n, gk = k0 + k;
-      Bs[e] = float16_t(gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0);
+      uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN, gn = col0 + n, gk = k0 + k;
+      Bs[k * BN + n] = float16_t(gn < N && gk < K ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0);
     }
     barrier();
-    MAT_A a;
-    MAT_B b;
-    MAT_LOAD(a, As, sr * 16u * BK, BK);
-    MAT_LOAD(b, Bs, sc * 16u, BN);
-    acc = MAT_MULADD(a, b, acc);
+    for (uint kk = 0u; kk < BK; kk += 16u) {
+      MAT_A a0, a1;
+      MAT_B b0, b1;
+      MAT_LOAD(a0, As, r0 * BK + kk, BK);
+      MAT_LOAD(a1, As, (r0 + 16u) * BK + kk, BK);
+      MAT_LOAD(b0, Bs, kk * BN + c0, BN);
+      MAT_LOAD(b1, Bs, kk * BN + c0 + 16u, BN);
+      acc00 = MAT_MULADD(a0, b0, acc00);
+      acc01 = MAT_MULADD(a0, b1, acc01);
+      acc10 = MAT_MULADD(a1, b0, acc10);
+      acc11 = MAT_MULADD(a1, b1, acc11);
+    }
     barrier();
   }
-  MAT_STORE(acc, Cs, sr * 16u * BN + sc * 16u, BN);
+  MAT_STORE(acc00, Cs, r0 * BN + c0, BN);
+  MAT_STORE(acc01, Cs, r0 * BN + c0 + 16u, BN);
+  MAT_STORE(acc10, Cs, (r0 + 16u) * BN + c0, BN);
+  MAT_STORE(acc11, Cs, (r0 + 16u) * BN + c0 + 16u, BN);
   barrier();
   for (uint e = tid; e < BM * BN; e += threads) {
     uint r = row0 + e / BN, c = col0 + e % BN;

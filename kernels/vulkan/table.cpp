@@ -305,7 +305,7 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
   bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
   int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
   const bool small = !coop && tiles(m, n, 128) < static_cast<int64_t>(c.opts.gemm_small_grid);
-  uint32_t tile = coop ? 32 : small ? 64 : 128;  // gemm_coop.comp, gemm_tiled64.comp, gemm_tiled.comp
+  uint32_t tile = coop || small ? 64 : 128;  // gemm_coop.comp or gemm_tiled64.comp, gemm_tiled.comp
   d->shader = coop ? "gemm_coop" : small ? "gemm_tiled64" : "gemm_tiled";
   d->size = coop ? c.opts.coop_threads : 0;
   d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
