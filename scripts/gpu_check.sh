@@ -75,7 +75,7 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
   # The main job: a LoRA / QLoRA step of SmolLM2-135M's shape (random base), its
   # figures then where each step's time went (untimed sessions after the timed ones).
-  step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 10 --models lora,qlora \
+  step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 5 --models lora,qlora \
     --recipes fp32,fp8 --profile
   # The GPT step with cooperative matrices: every product under fp32 (=1), the
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
