@@ -28,8 +28,8 @@
 // fp32's: <= 1 means the recipe pays for itself), vs_pytorch and vs_onnxruntime
 // (the peer's step time over this one: > 1 means sgrt is faster); the load average is printed
 // before and after. A model whose ops the backend lacks gets a line naming them;
-// one the backend cannot prepare (e.g. an arena past a Vulkan device's
-// maxStorageBufferRange) a line with the reason.
+// one the backend cannot prepare (e.g. a Vulkan device that can neither bind
+// the arena nor reach it by address) a line with the reason.
 //
 // --profile: after the timed repetitions, one more session of each recipe times
 // every op (as `sgrt train --profile`, docs/profiling.md; not in the figures) and

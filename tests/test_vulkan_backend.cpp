@@ -113,3 +113,83 @@ TEST_CASE("fashion MLP: 200 steps on vulkan track the cpu's losses") {
   CHECK(res[1].final_eval.loss == doctest::Approx(res[0].final_eval.loss).epsilon(1e-3));
   MESSAGE("eval loss cpu " << res[0].final_eval.loss << ", vulkan " << res[1].final_eval.loss);
 }
+
+namespace {
+
+// A Vulkan session of m prepared with SGRT_VULKAN_ARENA=access ("": unset).
+Status session_with_arena(const char* access, const std::shared_ptr<const Model>& m, std::unique_ptr<Session>* out) {
+  test::ScopedEnv e("SGRT_VULKAN_ARENA", access);
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend("vulkan", &be));
+  return Session::create(m, std::move(be), out);
+}
+
+}  // namespace
+
+// SGRT_VULKAN_ARENA=address: the *_addr shaders reach the arena by its device
+// address instead of binding 0. The same dispatches on the same bytes: two
+// training steps of the transformer model (every transformer op, the GEMMs,
+// AdamW) leave every tensor bit for bit as the bound arena's.
+TEST_CASE("an arena reached by its device address trains bit for bit as the bound one") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(test::kTransformerModel, &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> by_address;
+  st = session_with_arena("address", m, &by_address);
+  if (!st.ok()) {  // a device without Vulkan 1.2's bufferDeviceAddress must say so
+    CHECK(st.message().find("bufferDeviceAddress") != std::string::npos);
+    MESSAGE("skipping: " << st.message());
+    return;
+  }
+  REQUIRE(by_address->init(3, 100).ok());
+  auto bound = test::open_session(m, "vulkan", 3);
+  test::write_inputs(*bound, *by_address, 11);
+  for (int step = 0; step < 2; ++step)
+    for (Session* s : {bound.get(), by_address.get()}) test::run(*s, "train_step");
+  const std::vector<TensorInfo>& ts = m->tensors();
+  for (size_t id = 0; id < ts.size(); ++id) {
+    CAPTURE(ts[id].name);
+    CHECK(test::bytes_of(*bound, static_cast<int>(id)) == test::bytes_of(*by_address, static_cast<int>(id)));
+  }
+}
+
+// An arena past the device's maxStorageBufferRange (lavapipe's is 128 MiB, the
+// Vulkan floor): reached by address without being asked, it trains as the
+// CPU does, with the looked-up rows of a frozen 138 MB table lying past the
+// range; SGRT_VULKAN_ARENA=binding refuses it, naming the limit.
+TEST_CASE("an arena past maxStorageBufferRange runs by address, and binding it is refused") {
+  if (!test::vulkan_device_present()) return;
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+    local sg = require "sg"
+    local ids = sg.input("ids", {4}, "i32")
+    local y = sg.input("y", {4}, "i32")
+    local table = sg.param("table", {270000, 128}, {"normal", 0, 0.5})
+    sg.freeze("^table$")
+    local w = sg.param("w", {128, 10}, {"normal", 0, 0.1})
+    sg.loss(sg.softmax_cross_entropy(sg.embedding(table, ids):matmul(w), y))
+    sg.optimizer.adamw{ lr = 1e-2 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::unique_ptr<Session> s;
+  st = session_with_arena("binding", m, &s);
+  if (st.ok()) {
+    MESSAGE("this device's maxStorageBufferRange holds the whole arena: nothing to check");
+    return;
+  }
+  CHECK(st.message().find("SGRT_VULKAN_ARENA=binding, but") != std::string::npos);
+  CHECK(st.message().find("maxStorageBufferRange") != std::string::npos);
+  st = session_with_arena("", m, &s);  // unset: the backend's choice
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(s->init(3, 100).ok());
+  auto cpu = test::open_session(m, "cpu", 3);
+  for (Session* x : {cpu.get(), s.get()}) {
+    test::write_vec(*x, "ids", std::vector<int32_t>{0, 135000, 269999, 7});
+    test::write_vec(*x, "y", std::vector<int32_t>{1, 2, 3, 4});
+    test::run(*x, "train_step");
+    test::run(*x, "train_step");
+  }
+  CHECK(test::normalized_error(test::read_f32(*s, "w"), test::read_f32(*cpu, "w")) <= test::kF32Bound);
+  CHECK(test::loss_of(*s, "eval") == doctest::Approx(test::loss_of(*cpu, "eval")).epsilon(1e-5));
+}

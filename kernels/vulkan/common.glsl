@@ -1,5 +1,5 @@
 // What every sgrt compute shader shares: the arena (binding 0, seen as float,
-// int and uint words), the error word (binding 1), the scratch words (binding 2:
+// int and uint words; or its address, binding 3, below), the error word (binding 1), the scratch words (binding 2:
 // cross-workgroup counters, each op its own, zero between ops), the push
 // constants and the op code the pipeline was specialized on. Mirrored by
 // runtime/src/vulkan/push.h.
@@ -8,9 +8,28 @@
 
 #include "ops.glsl"
 
+#if SGRT_ARENA_ADDRESS
+// The *_addr build of every shader: the arena through its device address
+// (binding 3 holds it), for an arena past maxStorageBufferRange, which bounds
+// a storage-buffer binding but not a buffer reference. F, I and U index it
+// exactly as the bound arena's arrays do.
+#extension GL_EXT_buffer_reference : require
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer ArenaFRef { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer ArenaIRef { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer ArenaURef { uint v[]; };
+layout(set = 0, binding = 3) uniform ArenaAddress {
+  ArenaFRef arena_f;
+  ArenaIRef arena_i;
+  ArenaURef arena_u;
+};
+#define F arena_f.v
+#define I arena_i.v
+#define U arena_u.v
+#else
 layout(set = 0, binding = 0) buffer ArenaF { float F[]; };
 layout(set = 0, binding = 0) buffer ArenaI { int I[]; };
 layout(set = 0, binding = 0) buffer ArenaU { uint U[]; };
+#endif
 // 0 while all is well; a kernel that finds bad data (a label out of range)
 // writes its op's tag + 1 and the host names that op after the run.
 layout(set = 0, binding = 1) buffer Errors { uint error_tag; };

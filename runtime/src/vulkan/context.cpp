@@ -70,7 +70,7 @@ Status Context::init() {
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "sgrt";
   app.pEngineName = "sgrt";
-  app.apiVersion = VK_API_VERSION_1_1;
+  app.apiVersion = VK_API_VERSION_1_2;  // the most used (bufferDeviceAddress); 1.1 devices still run
   VkInstanceCreateInfo ici{};
   ici.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ici.pApplicationInfo = &app;
@@ -144,6 +144,20 @@ Status Context::create_device() {
     dci.enabledExtensionCount = 1;
     dci.ppEnabledExtensionNames = &coop_.extension;
   }
+  VkPhysicalDeviceBufferDeviceAddressFeatures address{};
+  address.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES;
+  if (props_.apiVersion >= VK_API_VERSION_1_2) {
+    VkPhysicalDeviceFeatures2 feats{};
+    feats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    feats.pNext = &address;
+    vkGetPhysicalDeviceFeatures2(phys_, &feats);
+    buffer_address_ = address.bufferDeviceAddress == VK_TRUE;
+    // Enable exactly that (no capture-replay, no multi-device).
+    address.bufferDeviceAddressCaptureReplay = VK_FALSE;
+    address.bufferDeviceAddressMultiDevice = VK_FALSE;
+    address.pNext = const_cast<void*>(dci.pNext);
+    if (buffer_address_) dci.pNext = &address;
+  }
   VK_TRY(vkCreateDevice(phys_, &dci, nullptr, &device_));
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
   VkCommandPoolCreateInfo pci{};
@@ -164,14 +178,16 @@ Status Context::find_memory(uint32_t type_bits, VkMemoryPropertyFlags want, uint
   return Status::Unsupported("vulkan: device " + name_ + " has no memory type with flags " + std::to_string(want));
 }
 
-Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out) {
+Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out, VkBufferUsageFlags extra_usage) {
   const bool host_visible = where != Memory::device;
   Buffer b;
   b.size = std::max<uint64_t>(bytes, 16);
   VkBufferCreateInfo bci{};
   bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bci.size = b.size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | extra_usage;
+  const bool addressed = (extra_usage & VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT) != 0;
+  if (addressed && !buffer_address_) return Status::Unsupported("vulkan: device " + name_ + " lacks bufferDeviceAddress");
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VK_TRY(vkCreateBuffer(device_, &bci, nullptr, &b.buffer));
   VkMemoryRequirements req;
@@ -182,14 +198,24 @@ Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out) {
                            : find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type);
   if (!st.ok() && where == Memory::host) st = find_memory(req.memoryTypeBits, host, &type);
   if (st.ok()) {
+    VkMemoryAllocateFlagsInfo flags{};
+    flags.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     VkMemoryAllocateInfo mai{};
-  mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mai.pNext = addressed ? &flags : nullptr;
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = type;
     st = check(vkAllocateMemory(device_, &mai, nullptr, &b.memory), "vkAllocateMemory");
   }
   if (st.ok()) st = check(vkBindBufferMemory(device_, b.buffer, b.memory, 0), "vkBindBufferMemory");
   if (st.ok() && host_visible) st = check(vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
+  if (st.ok() && addressed) {
+    VkBufferDeviceAddressInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
+    info.buffer = b.buffer;
+    b.address = vkGetBufferDeviceAddress(device_, &info);
+  }
   if (!st.ok()) {
     destroy_buffer(&b);
     return st.with_context("a " + std::to_string(bytes) + "-byte buffer on " + name_);

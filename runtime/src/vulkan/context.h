@@ -20,6 +20,7 @@ struct Buffer {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   uint64_t size = 0;
   void* mapped = nullptr;  // when host-visible (coherent)
+  VkDeviceAddress address = 0;  // when created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
 };
 
 // What the device offers for the cooperative-matrix GEMM (gemm_coop.comp).
@@ -43,6 +44,9 @@ class Context {
   VkPhysicalDeviceType device_type() const { return props_.deviceType; }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   const CoopSupport& coop() const { return coop_; }
+  // Whether shaders may reach buffers by device address (Vulkan 1.2's
+  // bufferDeviceAddress, enabled when the device has it): the *_addr shaders.
+  bool buffer_address() const { return buffer_address_; }
   // Valid bits of the compute queue's timestamps (0: it has none).
   uint32_t timestamp_bits() const { return timestamp_bits_; }
 
@@ -50,8 +54,11 @@ class Context {
   // where the device has such memory: staging); or mapped and device-local, which
   // fails where there is none (an arena the host writes directly: never system
   // memory that every shader access would cross the bus for).
+  // Every buffer is a storage buffer and a transfer source and destination;
+  // `extra_usage` adds to that (VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT also
+  // allocates its memory addressable and fills out->address).
   enum class Memory { device, host, shared };
-  Status create_buffer(uint64_t bytes, Memory where, Buffer* out);
+  Status create_buffer(uint64_t bytes, Memory where, Buffer* out, VkBufferUsageFlags extra_usage = 0);
   void destroy_buffer(Buffer* b);
 
   Status allocate_command_buffer(VkCommandBuffer* out);
@@ -90,6 +97,7 @@ class Context {
   VkCommandBuffer once_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   CoopSupport coop_;
+  bool buffer_address_ = false;
 };
 
 // Every compute barrier the backend records: all earlier writes of `src`

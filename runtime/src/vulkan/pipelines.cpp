@@ -1,14 +1,16 @@
 #include "pipelines.h"
 
+#include <algorithm>
+
 #include "vulkan/push.h"
 #include "shaders.h"
 
 namespace sgrt::vk {
 
 Status Pipelines::create(Context* ctx, const Buffer& arena, const Buffer& errors, const Buffer& scratch,
-                         std::unique_ptr<Pipelines>* out) {
-  std::unique_ptr<Pipelines> p(new Pipelines(ctx));
-  SG_TRY(p->init(arena, errors, scratch));
+                         const Buffer& address, bool by_address, std::unique_ptr<Pipelines>* out) {
+  std::unique_ptr<Pipelines> p(new Pipelines(ctx, by_address));
+  SG_TRY(p->init(arena, errors, scratch, address));
   *out = std::move(p);
   return Status::Ok();
 }
@@ -23,13 +25,14 @@ Pipelines::~Pipelines() {
   if (set_layout_) vkDestroyDescriptorSetLayout(d, set_layout_, nullptr);
 }
 
-Status Pipelines::init(const Buffer& arena, const Buffer& errors, const Buffer& scratch) {
-  constexpr uint32_t kBindings = 3;
+Status Pipelines::init(const Buffer& arena, const Buffer& errors, const Buffer& scratch, const Buffer& address) {
+  constexpr uint32_t kBindings = 4;
+  auto type = [](uint32_t i) { return i == 3 ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER; };
   VkDevice d = ctx_->device();
   VkDescriptorSetLayoutBinding bind[kBindings] = {};
   for (uint32_t i = 0; i < kBindings; ++i) {
     bind[i].binding = i;
-    bind[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bind[i].descriptorType = type(i);
     bind[i].descriptorCount = 1;
     bind[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
@@ -48,12 +51,13 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors, const Buffer& 
   pli.pPushConstantRanges = &range;
   VK_TRY(vkCreatePipelineLayout(d, &pli, nullptr, &layout_));
 
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings};
+  const VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings - 1},
+                                         {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, 1}};
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = 1;
-  dpi.poolSizeCount = 1;
-  dpi.pPoolSizes = &size;
+  dpi.poolSizeCount = 2;
+  dpi.pPoolSizes = sizes;
   VK_TRY(vkCreateDescriptorPool(d, &dpi, nullptr, &pool_));
   VkDescriptorSetAllocateInfo dai{};
   dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
@@ -61,15 +65,20 @@ Status Pipelines::init(const Buffer& arena, const Buffer& errors, const Buffer& 
   dai.descriptorSetCount = 1;
   dai.pSetLayouts = &set_layout_;
   VK_TRY(vkAllocateDescriptorSets(d, &dai, &set_));
-  VkDescriptorBufferInfo infos[kBindings] = {
-      {arena.buffer, 0, VK_WHOLE_SIZE}, {errors.buffer, 0, VK_WHOLE_SIZE}, {scratch.buffer, 0, VK_WHOLE_SIZE}};
+  // Binding 0 spans what a storage-buffer binding may (all of an arena the
+  // *_addr shaders do not reach this way).
+  const VkDeviceSize arena_range = std::min<VkDeviceSize>(arena.size, ctx_->limits().maxStorageBufferRange);
+  VkDescriptorBufferInfo infos[kBindings] = {{arena.buffer, 0, arena_range},
+                                             {errors.buffer, 0, VK_WHOLE_SIZE},
+                                             {scratch.buffer, 0, VK_WHOLE_SIZE},
+                                             {address.buffer, 0, VK_WHOLE_SIZE}};
   VkWriteDescriptorSet w[kBindings] = {};
   for (uint32_t i = 0; i < kBindings; ++i) {
     w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     w[i].dstSet = set_;
     w[i].dstBinding = i;
     w[i].descriptorCount = 1;
-    w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w[i].descriptorType = type(i);
     w[i].pBufferInfo = &infos[i];
   }
   vkUpdateDescriptorSets(d, kBindings, w, 0, nullptr);
@@ -86,8 +95,9 @@ Status Pipelines::get(const std::string& shader, uint32_t op, uint32_t size, VkP
   VkDevice d = ctx_->device();
   VkShaderModule& module = modules_[shader];
   if (!module) {
-    const ShaderBlob* blob = find_shader(shader);
-    if (!blob) return Status::Runtime("vulkan: no embedded shader named " + shader);
+    const std::string build = by_address_ ? shader + "_addr" : shader;
+    const ShaderBlob* blob = find_shader(build);
+    if (!blob) return Status::Runtime("vulkan: no embedded shader named " + build);
     VkShaderModuleCreateInfo mi{};
   mi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     mi.codeSize = blob->bytes;

@@ -1,7 +1,10 @@
 // The one descriptor set (binding 0: the arena, binding 1: the error word,
-// binding 2: the scratch words), the
-// one pipeline layout (that set + the Push constants), and compute pipelines
-// created once per (shader, specialization) and cached.
+// binding 2: the scratch words, binding 3: a uniform block with the arena's
+// device address), the one pipeline layout (that set + the Push constants), and
+// compute pipelines created once per (shader, specialization) and cached. With
+// `by_address` every shader is its *_addr build, which reaches the arena by the
+// address in binding 3 (an arena past maxStorageBufferRange); otherwise by
+// binding 0.
 #pragma once
 #include <map>
 #include <memory>
@@ -15,7 +18,7 @@ namespace sgrt::vk {
 class Pipelines {
  public:
   static Status create(Context* ctx, const Buffer& arena, const Buffer& errors, const Buffer& scratch,
-                       std::unique_ptr<Pipelines>* out);
+                       const Buffer& address, bool by_address, std::unique_ptr<Pipelines>* out);
   ~Pipelines();
   Pipelines(const Pipelines&) = delete;
   Pipelines& operator=(const Pipelines&) = delete;
@@ -27,10 +30,11 @@ class Pipelines {
   VkDescriptorSet set() const { return set_; }
 
  private:
-  explicit Pipelines(Context* ctx) : ctx_(ctx) {}
-  Status init(const Buffer& arena, const Buffer& errors, const Buffer& scratch);
+  Pipelines(Context* ctx, bool by_address) : ctx_(ctx), by_address_(by_address) {}
+  Status init(const Buffer& arena, const Buffer& errors, const Buffer& scratch, const Buffer& address);
 
   Context* ctx_;
+  bool by_address_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;

@@ -7,7 +7,8 @@
 // operands); a device without them fails;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
-// SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles.
+// SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles; SGRT_VULKAN_ARENA=
+// binding|address how shaders reach the arena (default: bound where it fits).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -77,18 +78,17 @@ class VulkanBackend final : public Backend {
     ctx_->destroy_buffer(&staging_);
     ctx_->destroy_buffer(&scratch_);
     ctx_->destroy_buffer(&errors_);
+    ctx_->destroy_buffer(&address_);
     ctx_->destroy_buffer(&arena_);
   }
   const char* name() const override { return "vulkan"; }
 
   Status prepare(const Model& model) override {
     if (arena_.buffer) return Status::Runtime("vulkan backend: prepare called twice");
-    const char* where = ctx_->device_name().c_str();
     uint64_t bytes;
     SG_TRY(arena_size(model, &bytes));
-    if (bytes > ctx_->limits().maxStorageBufferRange)
-      return Status::Unsupported("vulkan backend: the " + std::to_string(bytes) + "-byte arena exceeds " + where +
-                                 "'s maxStorageBufferRange (" + std::to_string(ctx_->limits().maxStorageBufferRange) + ")");
+    bool by_address = false;
+    SG_TRY(arena_access(bytes, &by_address));
     // Lower every op first: a missing kernel fails before any allocation.
     vk::KernelOptions opts;
     opts.max_groups = std::min({ctx_->limits().maxComputeWorkGroupCount[0], ctx_->limits().maxComputeWorkGroupCount[1]});
@@ -121,10 +121,11 @@ class VulkanBackend final : public Backend {
       scratch = vk::Scratch{scratch.region_need, 0};
       SG_TRY(lower_all());
     }
+    const VkBufferUsageFlags addressed = by_address ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0;
     bool direct = !env_on("SGRT_VULKAN_STAGING");
-    if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_).ok()) {
+    if (!direct || !ctx_->create_buffer(bytes, vk::Context::Memory::shared, &arena_, addressed).ok()) {
       direct = false;
-      SG_TRY(ctx_->create_buffer(bytes, vk::Context::Memory::device, &arena_));
+      SG_TRY(ctx_->create_buffer(bytes, vk::Context::Memory::device, &arena_, addressed));
       SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), vk::Context::Memory::host, &staging_));
     }
     SG_TRY(ctx_->create_buffer(16, vk::Context::Memory::host, &errors_));
@@ -133,7 +134,11 @@ class VulkanBackend final : public Backend {
       vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
       vkCmdFillBuffer(cmd, scratch_.buffer, 0, VK_WHOLE_SIZE, 0);
     }));
-    SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, scratch_, &pipelines_));
+    // common.glsl's ArenaAddress: the arena's address as float, int and uint words (0 when bound).
+    SG_TRY(ctx_->create_buffer(3 * sizeof(VkDeviceAddress), vk::Context::Memory::host, &address_,
+                               VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT));
+    std::fill_n(static_cast<VkDeviceAddress*>(address_.mapped), 3, arena_.address);
+    SG_TRY(vk::Pipelines::create(ctx_.get(), arena_, errors_, scratch_, address_, by_address, &pipelines_));
     for (size_t p = 0; p < lowered.size(); ++p) {
       Program prog{VK_NULL_HANDLE, &model.programs()[p], nullptr};
       SG_TRY(ctx_->allocate_command_buffer(&prog.cmd));
@@ -142,6 +147,27 @@ class VulkanBackend final : public Backend {
       programs_.push_back(std::move(prog));
     }
     prepared(model);
+    return Status::Ok();
+  }
+
+  // How shaders reach the arena: bound as one storage buffer where it fits the
+  // device's maxStorageBufferRange (Vulkan's floor is 128 MiB: lavapipe's, many
+  // mobile GPUs'), else by its device address (the *_addr shaders; Vulkan 1.2's
+  // bufferDeviceAddress). SGRT_VULKAN_ARENA=binding|address fixes it.
+  Status arena_access(uint64_t bytes, bool* by_address) const {
+    std::string v;
+    SG_TRY(env_pick("SGRT_VULKAN_ARENA", "binding", "address", &v));
+    const uint64_t range = ctx_->limits().maxStorageBufferRange;
+    const std::string exceeds = "the " + std::to_string(bytes) + "-byte arena exceeds " + ctx_->device_name() +
+                                "'s maxStorageBufferRange (" + std::to_string(range) + ")";
+    if (v == "binding" || (v.empty() && bytes <= range)) {
+      if (bytes > range) return Status::Unsupported("vulkan backend: SGRT_VULKAN_ARENA=binding, but " + exceeds);
+      return Status::Ok();
+    }
+    if (!ctx_->buffer_address())
+      return Status::Unsupported("vulkan backend: " + (v.empty() ? exceeds + " and" : "SGRT_VULKAN_ARENA=address, but") +
+                                 " the device lacks bufferDeviceAddress (Vulkan 1.2) to reach it by address");
+    *by_address = true;
     return Status::Ok();
   }
 
@@ -252,7 +278,7 @@ class VulkanBackend final : public Backend {
   }
 
   std::unique_ptr<vk::Context> ctx_;
-  vk::Buffer arena_, staging_, errors_, scratch_;
+  vk::Buffer arena_, staging_, errors_, scratch_, address_;
   std::unique_ptr<vk::Pipelines> pipelines_;
   std::vector<Program> programs_;
 };
