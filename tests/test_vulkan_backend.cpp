@@ -114,18 +114,6 @@ TEST_CASE("fashion MLP: 200 steps on vulkan track the cpu's losses") {
   MESSAGE("eval loss cpu " << res[0].final_eval.loss << ", vulkan " << res[1].final_eval.loss);
 }
 
-namespace {
-
-// A Vulkan session of m prepared with SGRT_VULKAN_ARENA=access ("": unset).
-Status session_with_arena(const char* access, const std::shared_ptr<const Model>& m, std::unique_ptr<Session>* out) {
-  test::ScopedEnv e("SGRT_VULKAN_ARENA", access);
-  std::unique_ptr<Backend> be;
-  SG_TRY(make_backend("vulkan", &be));
-  return Session::create(m, std::move(be), out);
-}
-
-}  // namespace
-
 // SGRT_VULKAN_ARENA=address: the *_addr shaders reach the arena by its device
 // address instead of binding 0. The same dispatches on the same bytes: two
 // training steps of the transformer model (every transformer op, the GEMMs,
@@ -136,7 +124,7 @@ TEST_CASE("an arena reached by its device address trains bit for bit as the boun
   Status st = test::compile_lua(test::kTransformerModel, &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Session> by_address;
-  st = session_with_arena("address", m, &by_address);
+  st = test::vulkan_session_with("SGRT_VULKAN_ARENA", "address", m, &by_address);
   if (!st.ok()) {  // a device without Vulkan 1.2's bufferDeviceAddress must say so
     CHECK(st.message().find("bufferDeviceAddress") != std::string::npos);
     MESSAGE("skipping: " << st.message());
@@ -173,14 +161,14 @@ TEST_CASE("an arena past maxStorageBufferRange runs by address, and binding it i
   )", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Session> s;
-  st = session_with_arena("binding", m, &s);
+  st = test::vulkan_session_with("SGRT_VULKAN_ARENA", "binding", m, &s);
   if (st.ok()) {
     MESSAGE("this device's maxStorageBufferRange holds the whole arena: nothing to check");
     return;
   }
   CHECK(st.message().find("SGRT_VULKAN_ARENA=binding, but") != std::string::npos);
   CHECK(st.message().find("maxStorageBufferRange") != std::string::npos);
-  st = session_with_arena("", m, &s);  // unset: the backend's choice
+  st = test::vulkan_session_with("SGRT_VULKAN_ARENA", "", m, &s);  // the backend's choice
   REQUIRE_MESSAGE(st.ok(), st.message());
   REQUIRE(s->init(3, 100).ok());
   auto cpu = test::open_session(m, "cpu", 3);

@@ -110,14 +110,8 @@ TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and
   if (!test::vulkan_device_present()) return;
   std::shared_ptr<const Model> m;
   REQUIRE(test::compile_lua(tiles_model("fp32"), &m).ok());
-  std::unique_ptr<Backend> be;
-  REQUIRE(make_backend("vulkan", &be).ok());
   std::unique_ptr<Session> s;
-  Status st;
-  {
-    test::ScopedEnv bad("SGRT_VULKAN_GEMM_TILE", "32");
-    st = Session::create(m, std::move(be), &s);
-  }
+  Status st = test::vulkan_session_with("SGRT_VULKAN_GEMM_TILE", "32", m, &s);
   CHECK(st.message().find("SGRT_VULKAN_GEMM_TILE is 64 or 128, not '32'") != std::string::npos);
 
   for (const char* recipe : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // f32, E4M3/E5M2 codes, K chunks, block scales
@@ -186,14 +180,8 @@ TEST_CASE("SGRT_VULKAN_COOP=1: FP16 operands, f32 sums where the device has coop
     sg.loss(sg.sum(sg.sum(c + w)))
     sg.optimizer.sgd{ lr = 0.1 }
   )", &m).ok());
-  std::unique_ptr<Backend> be;
-  REQUIRE(make_backend("vulkan", &be).ok());
   std::unique_ptr<Session> s;
-  Status st;
-  {
-    test::ScopedEnv on("SGRT_VULKAN_COOP", "1");
-    st = Session::create(m, std::move(be), &s);
-  }
+  Status st = test::vulkan_session_with("SGRT_VULKAN_COOP", "1", m, &s);
   if (!st.ok()) {
     CHECK(st.message().find("SGRT_VULKAN_COOP=1, but") != std::string::npos);
     CHECK(st.message().find("cooperative matrices") != std::string::npos);

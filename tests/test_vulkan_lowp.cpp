@@ -307,18 +307,16 @@ TEST_CASE("SGRT_VULKAN_COOP=codes: which qmatmuls run on cooperative matrices, a
   }
 
   if (!test::vulkan_device_present()) return;
-  test::ScopedEnv codes("SGRT_VULKAN_COOP", "codes");
   std::shared_ptr<const Model> m;
   REQUIRE(test::compile_lua(model("fp8"), &m).ok());
-  std::unique_ptr<Backend> be;
-  REQUIRE(make_backend("vulkan", &be).ok());
   std::unique_ptr<Session> s;
-  Status st = Session::create(m, std::move(be), &s);
+  Status st = test::vulkan_session_with("SGRT_VULKAN_COOP", "codes", m, &s);
   if (!st.ok()) {
     CHECK(st.message().find("SGRT_VULKAN_COOP=codes, but") != std::string::npos);
     MESSAGE("skipping the cooperative-matrix qmatmuls: " << st.message());
     return;
   }
+  test::ScopedEnv codes("SGRT_VULKAN_COOP", "codes");  // for op_by_op's sessions
   for (const char* r : {"fp8", "nvfp4"}) {
     CAPTURE(r);
     op_by_op(r, kLarge, 0);

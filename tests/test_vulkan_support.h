@@ -1,11 +1,14 @@
-// Shared by the Vulkan tests: whether a Vulkan device exists at all. Tests skip
-// only then (with a message); any other failure to open the backend fails.
+// Shared by the Vulkan tests: whether a Vulkan device exists at all (tests skip
+// only then, with a message; any other failure to open the backend fails), and
+// a session prepared under one of the backend's environment switches.
 #pragma once
 #include <doctest/doctest.h>
 
 #include <memory>
 
+#include "scoped_env.h"
 #include "sgrt/backend.h"
+#include "sgrt/session.h"
 
 namespace sgrt::test {
 
@@ -24,6 +27,17 @@ inline bool vulkan_device_present() {
   else FAIL_CHECK("the vulkan backend failed to open: " << st.message());
   return false;
 #endif
+}
+
+// A Vulkan session of m prepared with the switch `var` set to `value` ("": as
+// unset, the backend's choice) and unset after; the prepare's status, which a
+// test of a refused switch checks.
+inline Status vulkan_session_with(const char* var, const char* value, const std::shared_ptr<const Model>& m,
+                                  std::unique_ptr<Session>* out) {
+  ScopedEnv e(var, value);
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend("vulkan", &be));
+  return Session::create(m, std::move(be), out);
 }
 
 }  // namespace sgrt::test

@@ -231,11 +231,8 @@ TEST_CASE("every attention tile pair agrees with the cpu, and SGRT_VULKAN_ATTENT
   for (auto [tiles, message] : {std::pair{"32,64", "SGRT_VULKAN_ATTENTION_TILES is R,S with R 8, 16 or 32 and S 4, 8, 16 or 32, not '32,64'"},
                                 {"32,32", "attention tiles 32,32 need "}}) {
     CAPTURE(tiles);
-    test::ScopedEnv forced("SGRT_VULKAN_ATTENTION_TILES", tiles);
-    std::unique_ptr<Backend> be;
-    REQUIRE(make_backend("vulkan", &be).ok());
     std::unique_ptr<Session> s;
-    Status st = Session::create(m, std::move(be), &s);
+    Status st = test::vulkan_session_with("SGRT_VULKAN_ATTENTION_TILES", tiles, m, &s);
     CHECK(st.message().find(message) != std::string::npos);
   }
 }
