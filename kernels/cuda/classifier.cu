@@ -25,55 +25,40 @@ __device__ bool label_ok(const int32_t* lab, int64_t r, int64_t c, ErrorRecord* 
   return false;
 }
 
-// part[r]: the row's loss (lse - z[label]) or hit (argmax == label, first max wins).
-constexpr int64_t kWideRow = 1024;
+constexpr int64_t kWideRow = 1024;  // rows longer than this get a block each
 
-// The row's maximum (ignoring NaN, as fmaxf) or sum over the block's threads, in
-// a fixed tree; every thread of the block must call it and gets the result.
-template <bool kMax>
-__device__ float block_row_reduce(float v) {
-  __shared__ float s[kThreads];
-  __syncthreads();  // a previous call's readers are done with s
-  s[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w >>= 1) {
-    if (static_cast<int>(threadIdx.x) < w) s[threadIdx.x] = kMax ? fmaxf(s[threadIdx.x], s[threadIdx.x + w]) : s[threadIdx.x] + s[threadIdx.x + w];
-    __syncthreads();
-  }
-  return s[0];
-}
+struct MaxIgnoringNan {  // fmaxf: a NaN loses to any number
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
 __device__ float block_row_logsumexp(const float* z, int64_t c) {
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < c; j += kThreads) m = fmaxf(m, z[j]);
-  m = block_row_reduce<true>(m);
+  m = block_reduce(m, MaxIgnoringNan{});
   float s = 0.f;
   for (int64_t j = threadIdx.x; j < c; j += kThreads) s += expf(z[j] - m);
-  return m + logf(block_row_reduce<false>(s));
+  return m + logf(block_reduce(s, Plus{}));
 }
+
+// A thread's best column so far (i < 0: none yet), and the first of equal maxima.
+struct Best {
+  float v;
+  int64_t i;
+};
+struct FirstMax {
+  __device__ Best operator()(Best a, Best b) const {
+    return b.i >= 0 && (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+  }
+};
 
 // The first column of the row's maximum, as row_kernel's scan `z[j] > z[best]`
 // from best = 0: NaNs never win, except a NaN in column 0 (nothing beats it).
 __device__ int64_t block_row_argmax(const float* z, int64_t c) {
-  __shared__ float sv[kThreads];
-  __shared__ int64_t si[kThreads];
-  float bv = -INFINITY;
-  int64_t bi = -1;  // -1: no column yet
+  Best mine{-INFINITY, -1};
   for (int64_t j = threadIdx.x; j < c; j += kThreads)
-    if (!isnan(z[j]) && (bi < 0 || z[j] > bv)) { bv = z[j]; bi = j; }
-  __syncthreads();
-  sv[threadIdx.x] = bv;
-  si[threadIdx.x] = bi;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w >>= 1) {
-    const int t = static_cast<int>(threadIdx.x);
-    if (t < w && si[t + w] >= 0 && (si[t] < 0 || sv[t + w] > sv[t] || (sv[t + w] == sv[t] && si[t + w] < si[t]))) {
-      sv[t] = sv[t + w];
-      si[t] = si[t + w];
-    }
-    __syncthreads();
-  }
-  return isnan(z[0]) || si[0] < 0 ? 0 : si[0];
+    if (!isnan(z[j]) && (mine.i < 0 || z[j] > mine.v)) mine = {z[j], j};
+  const Best best = block_reduce(mine, FirstMax{});
+  return isnan(z[0]) || best.i < 0 ? 0 : best.i;
 }
 
 // part[r] as row_kernel's, a block per row.
@@ -96,6 +81,7 @@ __global__ void wide_row_kernel(int64_t n, int64_t c, const float* z, const int3
   }
 }
 
+// part[r]: the row's loss (lse - z[label]) or hit (argmax == label, first max wins).
 template <bool kAccuracy>
 __global__ void row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, float* part, ErrorRecord* err,
                            int32_t tag) {

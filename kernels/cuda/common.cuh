@@ -32,19 +32,28 @@ inline Status launched(const char* kernel) { return cuda_status(cudaGetLastError
 // atomicMax on the bits is a max of |x| that keeps NaN (as the CPU's nan_max).
 __device__ inline void atomic_max_abs(unsigned* bits, float x) { atomicMax(bits, __float_as_uint(fabsf(x))); }
 
-// Sum of one value per thread of a kThreads block, added in a fixed tree order.
-// Every thread of the block must call it; the result is valid in thread 0.
-__device__ inline double block_sum(double v) {
-  __shared__ double s[kThreads];
+// One value per thread of a kThreads block combined by op(a, b) in a fixed tree
+// order, so a reduction gives the same bits every run. Every thread of the block
+// must call it; every thread gets the result.
+template <class T, class Op>
+__device__ inline T block_reduce(T v, Op op) {
+  __shared__ T s[kThreads];
   __syncthreads();  // a previous call's readers are done with s
   s[threadIdx.x] = v;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w >>= 1) {
-    if (static_cast<int>(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    if (static_cast<int>(threadIdx.x) < w) s[threadIdx.x] = op(s[threadIdx.x], s[threadIdx.x + w]);
     __syncthreads();
   }
   return s[0];
 }
+
+struct Plus {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+
+__device__ inline double block_sum(double v) { return block_reduce(v, Plus{}); }
 
 // Records the first out-of-range label of a step (reported by the backend at sync).
 __device__ inline void record_label_error(ErrorRecord* e, int32_t tag, int32_t label, int64_t row, int64_t classes) {

@@ -45,20 +45,10 @@ __global__ void embedding_grad_kernel(int64_t n, int64_t d, int64_t vocab, const
 
 // The block's sums of a and b (one partial each per thread) by a fixed tree, in
 // every thread.
-__device__ float2 block_sum2(float a, float b) {
-  __shared__ float2 s[kThreads];
-  __syncthreads();  // a previous call's readers are done with s
-  s[threadIdx.x] = make_float2(a, b);
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w >>= 1) {
-    if (static_cast<int>(threadIdx.x) < w) {
-      s[threadIdx.x].x += s[threadIdx.x + w].x;
-      s[threadIdx.x].y += s[threadIdx.x + w].y;
-    }
-    __syncthreads();
-  }
-  return s[0];
-}
+struct Plus2 {
+  __device__ float2 operator()(float2 x, float2 y) const { return make_float2(x.x + y.x, x.y + y.y); }
+};
+__device__ float2 block_sum2(float a, float b) { return block_reduce(make_float2(a, b), Plus2{}); }
 
 struct Norm {
   int64_t rows, d;
