@@ -17,7 +17,7 @@ struct Range { uint64_t begin, end; };  // arena bytes [begin, end)
 struct Dispatch {
   std::string shader;
   uint32_t op = 0;    // constant_id 0
-  uint32_t size = 0;  // constant_id 1 (gemm_coop's workgroup size)
+  uint32_t size = 0;  // constant_id 1: a shader's own size (gemm_coop's workgroup, norm's and classifier's invocations a row)
   Push push;
   uint32_t groups[3] = {1, 1, 1};
   std::vector<Range> reads, writes;

@@ -24,7 +24,7 @@ class Pipelines {
   Pipelines& operator=(const Pipelines&) = delete;
 
   // The pipeline of `shader` with constant_id 0 = op and constant_id 1 = size
-  // (gemm_coop's workgroup size; ignored by other shaders).
+  // (vk::Dispatch::size; ignored by shaders that declare no constant 1).
   Status get(const std::string& shader, uint32_t op, uint32_t size, VkPipeline* out);
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSet set() const { return set_; }
