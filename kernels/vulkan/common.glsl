@@ -1,5 +1,6 @@
 // What every sgrt compute shader shares: the arena (binding 0, seen as float,
-// int and uint words; or its address, binding 3, below), the error word (binding 1), the scratch words (binding 2:
+// int and uint words; or its address, binding 3, below), the error word
+// (binding 1), the scratch words (binding 2:
 // cross-workgroup counters, each op its own, zero between ops), the push
 // constants and the op code the pipeline was specialized on. Mirrored by
 // runtime/src/vulkan/push.h.
