@@ -130,7 +130,7 @@ Status export_peft_adapter(const Session& s, const std::string& dir, const std::
     t.shape = p.type.shape;
     SG_TRY(read_param(s, static_cast<int>(id), &t.values));
     if (is_a) {
-      double sc, dr;
+      double sc = 0, dr = 0;
       SG_TRY(lora_scale(m, static_cast<int>(id), &sc, &dr));
       if (rank != 0 && (rank != p.type.shape[0] || sc != scale))
         return Status::Invalid(p.name + ": PEFT needs one rank and alpha for every adapter (rank " + std::to_string(p.type.shape[0]) +
