@@ -6,7 +6,7 @@
 # driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a compiled
 # graph's matmul and dequant_matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
-# backends, the LoRA/QLoRA step of SmolLM2-135M's shape with its per-op profile
+# backends (CUDA also op by op, without its graphs), the LoRA/QLoRA step of SmolLM2-135M's shape with its per-op profile
 # (lora.txt; plain PyTorch's LoRA as the peer), `sgrt train` on each backend, a
 # per-op profile of the GPT's step on each backend (`sgrt train --profile`), and
 # compute-sanitizer's memcheck over the CUDA op tests and the CUDA
@@ -77,6 +77,13 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
   # figures then where each step's time went (untimed sessions after the timed ones).
   step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 5 --models lora,qlora \
     --recipes fp32,fp8 --profile
+  # Launched op by op instead of replaying each program's CUDA graph (the MLP's
+  # and the LoRA step's many short kernels are where launches cost).
+  [ "$b" = cuda ] && SGRT_CUDA_GRAPH=0 step "bench_train cuda, op by op (no graphs)" lora.txt 120 \
+    "$build/bench/bench_train" --backend cuda --steps 5 --models mlp,lora --recipes fp32 --no-pytorch
+  # The LoRA step's small products without split-K (each split adds a dispatch and a barrier).
+  [ "$b" = vulkan ] && SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan LoRA, no split-K" lora.txt 120 \
+    "$build/bench/bench_train" --backend vulkan --steps 5 --models lora --recipes fp32 --no-pytorch
   # The GPT step with cooperative matrices: every product under fp32 (=1), the
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
   [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \

@@ -7,7 +7,11 @@
 //   within test_cuda_ops.cpp's bounds;
 // - GEMMs run the fastest of cuBLASLt's heuristic candidates (SGRT_CUDA_AUTOTUNE=0:
 //   the first): another algorithm sums in another order, so tuned results agree
-//   with the CPU within those bounds too.
+//   with the CPU within those bounds too;
+// - each program's launches are captured into a CUDA graph that run() replays
+//   (SGRT_CUDA_GRAPH=0: launched op by op): the same kernels on the same
+//   addresses, so every arena byte must equal the op-by-op run's, also after new
+//   inputs are written between runs (the graph reads the arena as it is then).
 // The model checks need no GPU; the rest skips with one line without a device.
 #include <cstdlib>
 #include <set>
@@ -70,6 +74,19 @@ void run_all(const std::shared_ptr<const Model>& m, Session& a, Session& b) {
     }
 }
 
+// How many tensors hold different bytes in `a` and `b` (each one named).
+int differing_tensors(const Model& m, const Session& a, const Session& b, const std::string& what) {
+  int differing = 0;
+  for (size_t id = 0; id < m.tensors().size(); ++id) {
+    if (m.tensors()[id].bytes == 0) continue;
+    if (test::bytes_of(a, static_cast<int>(id)) != test::bytes_of(b, static_cast<int>(id))) {
+      ++differing;
+      MESSAGE("tensor " << m.tensors()[id].name << " differs between the " << what << " runs");
+    }
+  }
+  return differing;
+}
+
 }  // namespace
 
 TEST_CASE("the norm-quantize fusion test model has fusable pairs under each recipe") {
@@ -98,19 +115,7 @@ TEST_CASE("cuda norm fused with its quantize: every arena byte as unfused, and t
     }
     auto fused = test::open_session(m, "cuda", 3);
     run_all(m, *fused, *unfused);
-    int differing = 0;
-    for (size_t id = 0; id < m->tensors().size(); ++id) {
-      const TensorInfo& t = m->tensors()[id];
-      if (t.bytes == 0) continue;
-      std::vector<uint8_t> a(t.bytes), b(t.bytes);
-      REQUIRE(fused->read(static_cast<int>(id), a.data(), t.bytes).ok());
-      REQUIRE(unfused->read(static_cast<int>(id), b.data(), t.bytes).ok());
-      if (a != b) {
-        ++differing;
-        MESSAGE("tensor " << t.name << " differs between the fused and unfused runs");
-      }
-    }
-    CHECK(differing == 0);
+    CHECK(differing_tensors(*m, *fused, *unfused, "fused and unfused") == 0);
     std::set<OpCode> covered;
     test::cross_check("cuda", kNormModel, {{"recipe", r}}, &covered);  // fused (the default) vs the cpu
   }
@@ -124,5 +129,33 @@ TEST_CASE("cuda GEMMs on tuned algorithms agree with the cpu (f32, bf16, fp8; se
     std::set<OpCode> covered;
     test::cross_check("cuda", kNormModel, {{"recipe", r}, {"n", "256"}, {"d", "512"}}, &covered);
     test::cross_check("cuda", kNormModel, {{"recipe", r}, {"n", "1024"}, {"d", "128"}}, &covered);
+  }
+}
+
+TEST_CASE("cuda programs replayed as graphs: every arena byte as launched op by op") {
+  if (!test::cuda_device_present()) return;
+  // cuBLASLt's first heuristic choice in both sessions, so the GEMMs are the same
+  // algorithms (and the graph captures a GEMM's first call, with no tuning run before).
+  test::ScopedEnv first("SGRT_CUDA_AUTOTUNE", "0");
+  const std::pair<std::string, std::map<std::string, std::string>> models[] = {
+      {kNormModel, {{"recipe", "fp8"}}},
+      {test::llama_text_lua(), test::tiny_lora_llama()},  // the LoRA step: embedding, attention, rope, frozen base
+  };
+  for (const auto& [lua, set] : models) {
+    std::shared_ptr<const Model> m;
+    Status st = test::compile_lua(lua.c_str(), &m, set);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    INFO("model with " << m->programs().front().ops.size() << " ops in " << m->programs().front().name);
+    std::unique_ptr<Session> launched;
+    {
+      test::ScopedEnv off("SGRT_CUDA_GRAPH", "0");
+      launched = test::open_session(m, "cuda", 3);
+    }
+    auto graphed = test::open_session(m, "cuda", 3);
+    run_all(m, *graphed, *launched);
+    test::write_inputs(*graphed, *launched, 43);  // new inputs: a graph that kept the old ones would differ
+    test::run(*graphed, "train_step");
+    test::run(*launched, "train_step");
+    CHECK(differing_tensors(*m, *graphed, *launched, "graph and op-by-op") == 0);
   }
 }

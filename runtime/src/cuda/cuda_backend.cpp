@@ -6,16 +6,22 @@
 // prepare, in order: resolve every op to a binder (a missing kernel fails before
 // anything is allocated); bind once with the arena at address 0 to learn the
 // scratch size; check arena + scratch against free device memory; allocate; bind
-// for real (GEMMs then time cuBLASLt's candidates: lt_gemm.h). A norm followed by
-// the per-tensor quantize of its y is bound as a pair that shares an amax slot.
-// Switches (docs/cuda.md): SGRT_CUDA_AUTOTUNE=0, SGRT_CUDA_FUSE=0, SGRT_CUDA_VERBOSE=1.
+// for real (GEMMs then time cuBLASLt's candidates: lt_gemm.h); capture each
+// program's launches into a CUDA graph that run() replays (program_graph.h; not
+// when profiling, which times each op's launches). A norm followed by the
+// per-tensor quantize of its y is bound as a pair that shares an amax slot.
+// Switches (docs/cuda.md): SGRT_CUDA_AUTOTUNE=0, SGRT_CUDA_FUSE=0, SGRT_CUDA_GRAPH=0,
+// SGRT_CUDA_VERBOSE=1.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "../backends.h"
 #include "cuda/bind.h"
 #include "cuda/cuda_status.h"
+#include "program_graph.h"
 #include "sgrt/checked_math.h"
 
 namespace sgrt {
@@ -66,6 +72,7 @@ class CudaBackend final : public Backend {
     for (auto& program : events_)
       for (cudaEvent_t e : program)
         if (e) cudaEventDestroy(e);
+    graphs_.clear();
     programs_.clear();  // cuBLASLt plans go before their handle
     if (lt_) cublasLtDestroy(lt_);
     cudaFree(workspace_);
@@ -93,6 +100,7 @@ class CudaBackend final : public Backend {
     SG_CUBLAS(cublasLtCreate(&lt_));
     autotune_ = env_on("SGRT_CUDA_AUTOTUNE");
     fuse_norm_quantize_ = env_on("SGRT_CUDA_FUSE");
+    graphs_on_ = env_on("SGRT_CUDA_GRAPH");
     const char* verbose = std::getenv("SGRT_CUDA_VERBOSE");
     verbose_ = verbose && std::strcmp(verbose, "0") != 0;
     return Status::Ok();
@@ -139,6 +147,8 @@ class CudaBackend final : public Backend {
         events_.emplace_back(p.ops.size() + 1);
         for (cudaEvent_t& e : events_.back()) SG_CUDA(cudaEventCreate(&e));
       }
+    else if (graphs_on_)
+      SG_TRY(capture_graphs(model));
     return Status::Ok();
   }
 
@@ -158,6 +168,7 @@ class CudaBackend final : public Backend {
   Status run(int program) override {
     if (program < 0 || program >= static_cast<int>(programs_.size())) return Status::Runtime("cuda backend: no such program");
     if (profiling()) return run_timed(program);
+    if (!graphs_.empty()) return graphs_[program] ? graphs_[program]->launch(stream_) : Status::Ok();
     for (const BoundOp& b : programs_[program]) SG_TRY(launch(b));
     return Status::Ok();
   }
@@ -175,6 +186,23 @@ class CudaBackend final : public Backend {
     Status st = b.launch(stream_);
     if (!st.ok()) return st.with_context(b.op->loc + ": " + std::string(op_info(b.op->code).name));
     return st;
+  }
+
+  // One graph per program with ops (an empty one runs nothing).
+  Status capture_graphs(const Model& model) {
+    for (size_t p = 0; p < programs_.size(); ++p) {
+      graphs_.emplace_back();
+      if (programs_[p].empty()) continue;
+      const std::string& name = model.programs()[p].name;
+      SG_TRY(ProgramGraph::capture(stream_, name, [&]() -> Status {
+        for (const BoundOp& b : programs_[p]) SG_TRY(launch(b));
+        return Status::Ok();
+      }, &graphs_.back()));
+      if (verbose_)
+        std::fprintf(stderr, "cuda: program %s captured as a graph: %zu ops, %zu nodes\n", name.c_str(),
+                     programs_[p].size(), graphs_.back()->nodes());
+    }
+    return Status::Ok();
   }
 
   // An event before the first op and after each; the run waits for the last to
@@ -271,10 +299,12 @@ class CudaBackend final : public Backend {
   size_t size_ = 0;
   size_t workspace_bytes_ = 0;
   std::vector<std::vector<BoundOp>> programs_;
+  std::vector<std::unique_ptr<ProgramGraph>> graphs_;  // per program (null: no ops); empty: launch op by op
   std::vector<const OpInfoLoaded*> tags_;  // ErrorRecord::tag -> op
   std::vector<std::vector<cudaEvent_t>> events_;  // when profiling: per program, ops + 1
   bool autotune_ = true;            // SGRT_CUDA_AUTOTUNE=0: cuBLASLt's first heuristic choice
   bool fuse_norm_quantize_ = true;  // SGRT_CUDA_FUSE=0: every op runs its own kernels
+  bool graphs_on_ = true;           // SGRT_CUDA_GRAPH=0: run() launches op by op instead of replaying a graph
   bool verbose_ = false;            // SGRT_CUDA_VERBOSE=1: a line per tuned GEMM
 };
 
