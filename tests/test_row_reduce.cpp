@@ -106,7 +106,7 @@ TEST_CASE("rows_logsumexp equals row_logsumexp row by row, to the bit") {
   // Rows of at most 16 values go 16 rows at a time across rows; longer ones and
   // the leftover rows row by row. Infinities and NaNs must come out as the row
   // function's: a row of -inf (its max), a +inf, a NaN.
-  for (int64_t n : {1, 2, 10, 15, 16, 17, 33}) {
+  for (int64_t n : {1, 2, 10, 15, 16, 17, 33, 1000}) {  // 1000: rows across threads, 16 a chunk
     for (int64_t rows : {1, 15, 16, 17, 100}) {
       CAPTURE(n);
       CAPTURE(rows);
@@ -220,12 +220,14 @@ TEST_CASE("softmax, log_softmax and softmax cross-entropy against FP64") {
   CHECK(std::fabs(xent.out[0][0] - loss) <= 1e-5 * std::fabs(loss) + 1e-6);
 }
 
-TEST_CASE("softmax cross-entropy and its gradient on a 10-class head against FP64") {
-  // A classifier's short rows run 16 at a time (rows_logsumexp); 37 rows leave
-  // 5 to the row-by-row path. dz = dloss * (softmax(z) - onehot) / R.
-  const int64_t R = 37, C = 10;
+namespace {
+
+// softmax_cross_entropy and its gradient over logits z of R rows of C classes
+// against FP64: dz = dloss * (softmax(z) - onehot) / R.
+void check_xent_against_fp64(int64_t R, int64_t C, const std::vector<float>& z) {
+  CAPTURE(R);
+  CAPTURE(C);
   const float dloss = 0.75f;
-  std::vector<float> z = randoms(R * C, 8, -6.f, 6.f);
   Op xent({f32({R, C}), {{R}, DType::i32}}, {f32({1})});
   Op grad({f32({R, C}), {{R}, DType::i32}, f32({1})}, {f32({R, C})});
   xent.in[0] = grad.in[0] = z;
@@ -247,6 +249,27 @@ TEST_CASE("softmax cross-entropy and its gradient on a 10-class head against FP6
   int64_t off = 0;
   for (int64_t i = 0; i < R * C; ++i) off += !(std::fabs(grad.out[0][i] - ref[i]) <= 1e-6 * dloss / R + 1e-5 * std::fabs(ref[i]));
   CHECK(off == 0);
+}
+
+}  // namespace
+
+TEST_CASE("softmax cross-entropy and its gradient on a 10-class head against FP64") {
+  // A classifier's short rows run 16 at a time (rows_logsumexp); 37 rows leave
+  // 5 to the row-by-row path; the gradient is one flat loop.
+  check_xent_against_fp64(37, 10, randoms(37 * 10, 8, -6.f, 6.f));
+}
+
+TEST_CASE("softmax cross-entropy and its gradient on vocabulary-wide rows against FP64") {
+  // Rows of kWideRow (256) classes or more: log-sum-exps and the gradient a row
+  // at a time, rows across the threads. Logits as a language model's head gives
+  // them (randoms' thousandfold spread would put a row's lse where a float's
+  // ulp exceeds the other classes' share, beyond this bound for any order).
+  for (int64_t c : {256, 5000}) {
+    std::mt19937 rng(static_cast<uint32_t>(c));
+    std::vector<float> z(static_cast<size_t>(21 * c));
+    for (float& v : z) v = std::uniform_real_distribution<float>(-8.f, 8.f)(rng);
+    check_xent_against_fp64(21, c, z);
+  }
 }
 
 TEST_CASE("softmax and reduce_max along a strided axis equal those of the transposed rows") {

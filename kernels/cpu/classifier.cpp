@@ -10,6 +10,8 @@
 namespace sgrt::cpu {
 namespace {
 
+constexpr int64_t kWideRow = 256;  // classes from which the gradient goes a row at a time
+
 Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
   const int32_t* lab = a.in[1].i32();
   for (int64_t r = 0; r < n; ++r)
@@ -39,6 +41,22 @@ Status k_classifier(const OpArgs& a) {
       // d/dz mean_r(lse(z_r) - z_r[label]) = (softmax(z_r) - onehot) / N, times dloss.
       float g = a.in[2].f()[0] / static_cast<float>(n);
       float* dz = a.out[0].f();
+      if (c >= kWideRow) {
+        // Rows long enough to vectorize along (a vocabulary): a row per step, rows
+        // across threads, each element's expression the flat loop's below.
+        float* lse = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
+        rows_logsumexp(z, n, c, lse);
+        parallel_for(n, 1, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const float* zr = z + r * c;
+            float* dr = dz + r * c;
+            const float at_label = g * (fast_exp(zr[lab[r]] - lse[r]) - 1.f);  // read before dz (maybe z) is written
+            for (int64_t j = 0; j < c; ++j) dr[j] = g * fast_exp(zr[j] - lse[r]);
+            dr[lab[r]] = at_label;
+          }
+        });
+        return Status::Ok();
+      }
       // Each element's row lse beside it, so one flat loop (which vectorizes
       // however short the rows) takes every exp; the labels' terms, which
       // subtract 1, are set aside first and stored after (dz may be z).

@@ -1,10 +1,12 @@
 // The row reductions of row_reduce.h, one compiled copy for every kernel.
 #include "cpu/row_reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "cpu/fast_math.h"
+#include "cpu/parallel.h"
 
 namespace sgrt::cpu {
 namespace {
@@ -73,7 +75,10 @@ void rows_logsumexp(const float* x, int64_t rows, int64_t n, float* lse) {
       for (int l = 0; l < kLanes; ++l) lse[r0 + l] = m[l] + std::log(p[0][l]);
     }
   }
-  for (int64_t r = r0; r < rows; ++r) lse[r] = row_logsumexp(x + r * n, n);
+  // Longer rows (a language model's vocabulary) one per call, rows across threads.
+  parallel_for(rows - r0, std::max<int64_t>(1, 16384 / n), [&](int64_t b, int64_t e) {
+    for (int64_t r = r0 + b; r < r0 + e; ++r) lse[r] = row_logsumexp(x + r * n, n);
+  });
 }
 
 }  // namespace sgrt::cpu
