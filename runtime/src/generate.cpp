@@ -95,7 +95,7 @@ class NextLogits {
       SG_TRY(s.find_program("infer", &prefill_));
       block_in_ = tokens;
       block_out_ = logits;
-      block_ = std::vector<float>(block * vocab);
+      logits_ = std::vector<float>(vocab);
       return Status::Ok();
     }
     block_in_ = m.find_tensor("prompt");
@@ -108,8 +108,7 @@ class NextLogits {
     SG_TRY(expect_type(m, pos_, "pos", TensorType{{}, DType::i32}));
     SG_TRY(expect_type(m, block_out_, "prefill.logits", TensorType{{1, block, vocab}, DType::f32}));
     SG_TRY(expect_type(m, token_out_, "decode_step.logits", TensorType{{1, 1, vocab}, DType::f32}));
-    block_ = std::vector<float>(block * vocab);
-    token_ = std::vector<float>(vocab);
+    logits_ = std::vector<float>(vocab);
     return Status::Ok();
   }
 
@@ -120,16 +119,19 @@ class NextLogits {
       if (cached_) SG_TRY(s_->write(pos_, &zero, sizeof zero));
       SG_TRY(s_->write(block_in_, ids.data(), ids.size() * sizeof(int32_t)));
       SG_TRY(s_->run(prefill_));
-      SG_TRY(s_->read(block_out_, block_.data(), block_.size() * sizeof(float)));
-      *z = std::span<const float>(block_.data() + (n - 1) * vocab_, vocab_);
+      // Only the last prompt position's row ([1, block, vocab]): a GPU backend's
+      // read of the whole block would move block times the bytes.
+      const uint64_t row = sizeof(float) * static_cast<uint64_t>(vocab_);
+      SG_TRY(s_->read_range(block_out_, static_cast<uint64_t>(n - 1) * row, logits_.data(), row));
+      *z = logits_;
       return Status::Ok();
     }
     int32_t pos = static_cast<int32_t>(n - 1);
     SG_TRY(s_->write(pos_, &pos, sizeof pos));
     SG_TRY(s_->write(token_in_, &ids[n - 1], sizeof(int32_t)));
     SG_TRY(s_->run(decode_));
-    SG_TRY(s_->read(token_out_, token_.data(), token_.size() * sizeof(float)));
-    *z = token_;
+    SG_TRY(s_->read(token_out_, logits_.data(), logits_.size() * sizeof(float)));
+    *z = logits_;
     return Status::Ok();
   }
 
@@ -138,7 +140,7 @@ class NextLogits {
   bool cached_ = false;
   int64_t vocab_ = 0;
   int prefill_ = -1, decode_ = -1, block_in_ = -1, block_out_ = -1, token_in_ = -1, token_out_ = -1, pos_ = -1;
-  std::vector<float> block_, token_;
+  std::vector<float> logits_;  // the next token's [vocab]
 };
 
 }  // namespace

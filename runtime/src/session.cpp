@@ -116,6 +116,14 @@ Status Session::read(int tensor, void* dst, size_t bytes) const {
   return backend_->read(t.offset, dst, bytes);
 }
 
+Status Session::read_range(int tensor, uint64_t at, void* dst, size_t bytes) const {
+  const TensorInfo& t = model_->tensors().at(tensor);
+  if (at > t.bytes || bytes > t.bytes - at)
+    return Status::Invalid("tensor " + t.name + ": reading bytes [" + std::to_string(at) + ", " + std::to_string(at + bytes) +
+                           "), it holds " + std::to_string(t.bytes));
+  return backend_->read(t.offset + at, dst, bytes);
+}
+
 Status Session::read_scalar(int tensor, float* out) const { return read(tensor, out, sizeof(float)); }
 
 Status Session::run(int program) { return backend_->run(program); }

@@ -24,6 +24,8 @@ class Session {
   // so no copy of the whole of it sits beside the arena.
   Status write_range(int tensor, uint64_t at, const void* src, size_t bytes);
   Status read(int tensor, void* dst, size_t bytes) const;
+  // Bytes [at, at + bytes) of the tensor: one row of a model's logits, not all of them.
+  Status read_range(int tensor, uint64_t at, void* dst, size_t bytes) const;
   Status read_scalar(int tensor, float* out) const;
   Status run(int program);
   Status find_program(const std::string& name, int* out) const;
