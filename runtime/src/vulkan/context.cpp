@@ -193,10 +193,19 @@ Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out, VkBuffe
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device_, b.buffer, &req);
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  // The memory types that serve `where`, best first.
+  std::vector<VkMemoryPropertyFlags> wants;
+  switch (where) {
+    case Memory::device: wants = {local}; break;
+    case Memory::shared: wants = {host | local}; break;
+    case Memory::host: wants = {host | local, host}; break;
+    case Memory::readback: wants = {host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, host}; break;
+  }
   uint32_t type = 0;
-  Status st = host_visible ? find_memory(req.memoryTypeBits, host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type)
-                           : find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type);
-  if (!st.ok() && where == Memory::host) st = find_memory(req.memoryTypeBits, host, &type);
+  Status st;
+  for (VkMemoryPropertyFlags want : wants)
+    if ((st = find_memory(req.memoryTypeBits, want, &type)).ok()) break;
   if (st.ok()) {
     VkMemoryAllocateFlagsInfo flags{};
     flags.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
@@ -210,6 +219,7 @@ Status Context::create_buffer(uint64_t bytes, Memory where, Buffer* out, VkBuffe
   }
   if (st.ok()) st = check(vkBindBufferMemory(device_, b.buffer, b.memory, 0), "vkBindBufferMemory");
   if (st.ok() && host_visible) st = check(vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
+  if (st.ok() && host_visible) b.cached = (mem_.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
   if (st.ok() && addressed) {
     VkBufferDeviceAddressInfo info{};
     info.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;

@@ -20,6 +20,7 @@ struct Buffer {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   uint64_t size = 0;
   void* mapped = nullptr;  // when host-visible (coherent)
+  bool cached = false;     // mapped memory the host reads through its caches (else uncached: slow to read)
   VkDeviceAddress address = 0;  // when created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
 };
 
@@ -51,13 +52,16 @@ class Context {
   uint32_t timestamp_bits() const { return timestamp_bits_; }
 
   // Where a buffer lives: device-local only; mapped and coherent (device-local too
-  // where the device has such memory: staging); or mapped and device-local, which
+  // where the device has such memory: staging); mapped and device-local, which
   // fails where there is none (an arena the host writes directly: never system
-  // memory that every shader access would cross the bus for).
+  // memory that every shader access would cross the bus for); or mapped,
+  // coherent and host-cached where the device has such memory (what the host
+  // reads back: a discrete GPU's device-local mappings are uncached, so each
+  // host load crosses the bus).
   // Every buffer is a storage buffer and a transfer source and destination;
   // `extra_usage` adds to that (VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT also
   // allocates its memory addressable and fills out->address).
-  enum class Memory { device, host, shared };
+  enum class Memory { device, host, shared, readback };
   Status create_buffer(uint64_t bytes, Memory where, Buffer* out, VkBufferUsageFlags extra_usage = 0);
   void destroy_buffer(Buffer* b);
 

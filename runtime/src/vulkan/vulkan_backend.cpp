@@ -1,8 +1,11 @@
 // The Vulkan backend: one arena buffer sized by the memory plan, every program
 // lowered to dispatches and recorded into its own command buffer at prepare,
-// replayed by run(). Writes and reads go through the arena's mapping where its
-// memory is host-visible, else through a staging buffer in chunks.
-// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_COOP=codes runs
+// replayed by run(). Writes go through the arena's mapping where its memory is
+// host-visible, else through a staging buffer in chunks; reads too, unless the
+// mapping is uncached (a discrete GPU's device-local memory: every host load
+// crosses the bus) and the read is more than a few words: then the device copies
+// the bytes to host-cached memory first. SGRT_VULKAN_STAGING=1 forces the staging
+// path; SGRT_VULKAN_READBACK=direct|staged how reads go; SGRT_VULKAN_COOP=codes runs
 // qmatmuls on E4M3/E2M1 codes on cooperative matrices, =1 f32 matmuls too (FP16
 // operands); a device without them fails;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
@@ -25,6 +28,9 @@ namespace sgrt {
 namespace {
 
 constexpr uint64_t kStagingBytes = 64ull << 20;
+// Reads up to this size take the arena's mapping even where it is uncached: a
+// loss or the train state costs less so than a copy's submit and wait.
+constexpr size_t kDirectReadBytes = 4096;
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
@@ -76,6 +82,7 @@ class VulkanBackend final : public Backend {
     vkDeviceWaitIdle(ctx_->device());
     pipelines_.reset();
     ctx_->destroy_buffer(&staging_);
+    ctx_->destroy_buffer(&readback_);
     ctx_->destroy_buffer(&scratch_);
     ctx_->destroy_buffer(&errors_);
     ctx_->destroy_buffer(&address_);
@@ -128,6 +135,7 @@ class VulkanBackend final : public Backend {
       SG_TRY(ctx_->create_buffer(bytes, vk::Context::Memory::device, &arena_, addressed));
       SG_TRY(ctx_->create_buffer(std::min(bytes, kStagingBytes), vk::Context::Memory::host, &staging_));
     }
+    SG_TRY(readback_buffer(bytes));
     SG_TRY(ctx_->create_buffer(16, vk::Context::Memory::host, &errors_));
     SG_TRY(ctx_->create_buffer(std::max<uint64_t>(16, 4ull * scratch.words), vk::Context::Memory::device, &scratch_));
     SG_TRY(ctx_->run_once([&](VkCommandBuffer cmd) {
@@ -154,6 +162,18 @@ class VulkanBackend final : public Backend {
   // device's maxStorageBufferRange (Vulkan's floor is 128 MiB: lavapipe's, many
   // mobile GPUs'), else by its device address (the *_addr shaders; Vulkan 1.2's
   // bufferDeviceAddress). SGRT_VULKAN_ARENA=binding|address fixes it.
+  // Host-cached memory that reads come back through, where the arena's own
+  // mapping is missing or uncached (SGRT_VULKAN_READBACK=staged: always;
+  // =direct: never, where the arena is mapped).
+  Status readback_buffer(uint64_t arena_bytes) {
+    std::string v;
+    SG_TRY(env_pick("SGRT_VULKAN_READBACK", "direct", "staged", &v));
+    if (v == "direct" && !arena_.mapped)
+      return Status::Invalid("vulkan backend: SGRT_VULKAN_READBACK=direct, but the arena is not host-visible here");
+    if (v == "direct" || (v.empty() && arena_.mapped && arena_.cached)) return Status::Ok();
+    return ctx_->create_buffer(std::min(arena_bytes, kStagingBytes), vk::Context::Memory::readback, &readback_);
+  }
+
   Status arena_access(uint64_t bytes, bool* by_address) const {
     std::string v;
     SG_TRY(env_pick("SGRT_VULKAN_ARENA", "binding", "address", &v));
@@ -220,14 +240,14 @@ class VulkanBackend final : public Backend {
 
   Status read(uint64_t offset, void* dst, size_t bytes) override {
     SG_TRY(check_range("read", offset, bytes));
-    if (arena_.mapped) {
+    if (arena_.mapped && (!readback_.buffer || bytes <= kDirectReadBytes)) {
       std::memcpy(dst, static_cast<const uint8_t*>(arena_.mapped) + offset, bytes);
       return Status::Ok();
     }
     for (size_t done = 0; done < bytes;) {
-      size_t n = std::min<size_t>(bytes - done, staging_.size);
-      SG_TRY(copy(arena_.buffer, offset + done, staging_.buffer, 0, n));
-      std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped, n);
+      size_t n = std::min<size_t>(bytes - done, readback_.size);
+      SG_TRY(copy(arena_.buffer, offset + done, readback_.buffer, 0, n));
+      std::memcpy(static_cast<uint8_t*>(dst) + done, readback_.mapped, n);
       done += n;
     }
     return Status::Ok();
@@ -278,7 +298,7 @@ class VulkanBackend final : public Backend {
   }
 
   std::unique_ptr<vk::Context> ctx_;
-  vk::Buffer arena_, staging_, errors_, scratch_, address_;
+  vk::Buffer arena_, staging_, readback_, errors_, scratch_, address_;
   std::unique_ptr<vk::Pipelines> pipelines_;
   std::vector<Program> programs_;
 };
