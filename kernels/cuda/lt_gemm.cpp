@@ -32,7 +32,7 @@ const char* type_name(cudaDataType_t t) {
 std::string describe(const GemmSpec& s) {
   auto n = [](int64_t v) { return std::to_string(v); };
   return " (M=" + n(s.m) + ", N=" + n(s.n) + ", K=" + n(s.k) + ", A " + type_name(s.type_a) + (s.trans_a ? "^T" : "") +
-         " ld " + n(s.lda) + ", B " + type_name(s.type_b) + (s.trans_b ? "^T" : "") + " ld " + n(s.ldb) + ", C ld " +
+         " ld " + n(s.lda) + ", B " + type_name(s.type_b) + (s.trans_b ? "^T" : "") + " ld " + n(s.ldb) + ", C " + type_name(s.type_c) + " ld " +
          n(s.ldc) + "; alignment A " + n(alignment(s.addr_a)) + ", B " + n(alignment(s.addr_b)) + ", C " +
          n(alignment(s.addr_c)) + (s.scale_a ? ", scale pointers" : "") + (s.fast_accum ? ", fast accumulation" : "") + ")";
 }
@@ -123,7 +123,7 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
   uint64_t n = static_cast<uint64_t>(s.n), m = static_cast<uint64_t>(s.m), k = static_cast<uint64_t>(s.k);
   SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->la_, s.type_b, s.trans_b ? k : n, s.trans_b ? n : k, s.ldb));
   SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->lb_, s.type_a, s.trans_a ? m : k, s.trans_a ? k : m, s.lda));
-  SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->lc_, CUDA_R_32F, n, m, s.ldc));
+  SG_CUBLAS(cublasLtMatrixLayoutCreate(&g->lc_, s.type_c, n, m, s.ldc));
 
   cublasLtMatmulPreference_t pref;
   SG_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -200,7 +200,7 @@ Status LtGemm::plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log,
   return Status::Ok();
 }
 
-Status LtGemm::run(const void* a, const void* b, float* c, cudaStream_t stream) const {
+Status LtGemm::run(const void* a, const void* b, void* c, cudaStream_t stream) const {
   const float one = 1.f, zero = 0.f;
   Status st = cublas_status(cublasLtMatmul(lt_, op_, &one, b, la_, a, lb_, &zero, c, lc_, c, lc_, &algo_,
                                            spec_.workspace, spec_.workspace_bytes, stream),

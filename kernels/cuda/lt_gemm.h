@@ -21,6 +21,7 @@ namespace sgrt::cuda {
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
   cudaDataType_t type_a = CUDA_R_32F, type_b = CUDA_R_32F;  // 32F (no TF32), 16BF, 16F, 8F_E4M3, 8F_E5M2
+  cudaDataType_t type_c = CUDA_R_32F;  // the output: 32F (sgrt's tensors); 16BF where a benchmark asks
   bool trans_a = false, trans_b = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
   // FP8 only: per-tensor multipliers in device memory (nullptr: 1).
@@ -51,7 +52,7 @@ class LtGemm {
   // written only in a temporary buffer, so no tensor changes. The first candidate
   // stays unless another is 2% faster. `log`: one line on stderr per tuned GEMM.
   static Status plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log, std::unique_ptr<LtGemm>* out);
-  Status run(const void* a, const void* b, float* c, cudaStream_t stream) const;
+  Status run(const void* a, const void* b, void* c, cudaStream_t stream) const;
 
  private:
   LtGemm() = default;
