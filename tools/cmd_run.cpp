@@ -79,7 +79,7 @@ Status cmd_run(int argc, char** argv) {
 
   std::vector<uint8_t> text(prompt.begin(), prompt.end());
   std::vector<int32_t> in(batch * block, 0);
-  std::vector<float> out(batch * block * vocab);
+  std::vector<float> out(vocab);  // the logits' row at position n - 1 of batch row 0
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   for (int64_t i = 0; i < count; ++i) {
     int64_t n = std::min<int64_t>(block, static_cast<int64_t>(text.size()));
@@ -87,10 +87,10 @@ Status cmd_run(int argc, char** argv) {
     std::copy(text.end() - n, text.end(), in.begin());
     SG_TRY(s->write(tokens, in.data(), in.size() * sizeof(int32_t)));
     SG_TRY(s->run(prog));
-    SG_TRY(s->read(logits, out.data(), out.size() * sizeof(float)));
+    SG_TRY(s->read_range(logits, sizeof(float) * static_cast<uint64_t>((n - 1) * vocab), out.data(), out.size() * sizeof(float)));
     float u = rng_uniform(static_cast<uint64_t>(seed), 0x52554Eull, static_cast<uint64_t>(i));
     SamplingOptions o{temperature, top_k, 1.0, static_cast<uint64_t>(seed)};
-    int next = sample_token(std::span<const float>(out.data() + (n - 1) * vocab, vocab), o, u);
+    int next = sample_token(out, o, u);
     text.push_back(static_cast<uint8_t>(next));
     std::fputc(next, stdout);
     std::fflush(stdout);
