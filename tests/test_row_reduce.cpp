@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/fast_math.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
 #include "cpu/row_reduce.h"
@@ -335,4 +336,40 @@ TEST_CASE("row reductions: results do not depend on the thread count") {
   }
   set_num_threads(0);
   CHECK(outs[0] == outs[1]);
+}
+
+TEST_CASE("row_logsumexp and the wide cross-entropy gradient: the library's bits equal this file's baseline build") {
+  // On x86-64 the library runs its AVX2 or AVX-512 copy of these loops
+  // (SGRT_X86_CLONES); this file is built for the baseline. Same expressions,
+  // the same lane order, no contraction: the same bits.
+  auto lse_here = [](const float* x, int64_t n) {
+    const float m = *std::max_element(x, x + n);
+    return m + std::log(lane_sum(n, [&](int64_t i) { return fast_exp(x[i] - m); }));
+  };
+  for (int64_t n : {17, 1000, 4099}) {
+    CAPTURE(n);
+    std::vector<float> x = randoms(n, 90 + n, -30.f, 30.f);
+    CHECK(std::bit_cast<uint32_t>(row_logsumexp(x.data(), n)) == std::bit_cast<uint32_t>(lse_here(x.data(), n)));
+  }
+  const int64_t R = 6, C = 1000;
+  const float dloss = 0.5f;
+  std::vector<float> z(R * C);
+  std::mt19937 rng(5);
+  for (float& v : z) v = std::uniform_real_distribution<float>(-8.f, 8.f)(rng);
+  Op grad({f32({R, C}), {{R}, DType::i32}, f32({1})}, {f32({R, C})});
+  grad.in[0] = z;
+  grad.in[2][0] = dloss;
+  for (int64_t r = 0; r < R; ++r) grad.in[1][r] = std::bit_cast<float>(static_cast<int32_t>(r * 151 % C));
+  REQUIRE(grad.run(OpCode::SoftmaxXentGrad, k_classifier).ok());
+  const float g = dloss / static_cast<float>(R);
+  int64_t differ = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const float l = lse_here(z.data() + r * C, C);
+    for (int64_t j = 0; j < C; ++j) {
+      const bool label = j == r * 151 % C;
+      const float want = label ? g * (fast_exp(z[r * C + j] - l) - 1.f) : g * fast_exp(z[r * C + j] - l);
+      differ += std::bit_cast<uint32_t>(grad.out[0][r * C + j]) != std::bit_cast<uint32_t>(want);
+    }
+  }
+  CHECK(differ == 0);
 }

@@ -12,6 +12,14 @@ namespace {
 
 constexpr int64_t kWideRow = 256;  // classes from which the gradient goes a row at a time
 
+// dz's row from z's (dz may be z) with the row's lse and g = dloss / N: each
+// element the flat loop's expression in k_classifier below.
+SGRT_X86_CLONES void xent_grad_row(const float* z, int64_t c, int32_t label, float lse, float g, float* dz) {
+  const float at_label = g * (fast_exp(z[label] - lse) - 1.f);  // read before dz is written
+  for (int64_t j = 0; j < c; ++j) dz[j] = g * fast_exp(z[j] - lse);
+  dz[label] = at_label;
+}
+
 Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
   const int32_t* lab = a.in[1].i32();
   for (int64_t r = 0; r < n; ++r)
@@ -47,13 +55,7 @@ Status k_classifier(const OpArgs& a) {
         float* lse = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
         rows_logsumexp(z, n, c, lse);
         parallel_for(n, 1, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const float* zr = z + r * c;
-            float* dr = dz + r * c;
-            const float at_label = g * (fast_exp(zr[lab[r]] - lse[r]) - 1.f);  // read before dz (maybe z) is written
-            for (int64_t j = 0; j < c; ++j) dr[j] = g * fast_exp(zr[j] - lse[r]);
-            dr[lab[r]] = at_label;
-          }
+          for (int64_t r = r0; r < r1; ++r) xent_grad_row(z + r * c, c, lab[r], lse[r], g, dz + r * c);
         });
         return Status::Ok();
       }

@@ -28,15 +28,15 @@ float from_order_key(int32_t k) {
 
 }  // namespace
 
-float row_sum(const float* x, int64_t n) {
+SGRT_X86_CLONES float row_sum(const float* x, int64_t n) {
   return lane_sum(n, [x](int64_t i) { return x[i]; });
 }
 
-float row_dot(const float* a, const float* b, int64_t n) {
+SGRT_X86_CLONES float row_dot(const float* a, const float* b, int64_t n) {
   return lane_sum(n, [a, b](int64_t i) { return a[i] * b[i]; });
 }
 
-float row_max(const float* x, int64_t n) {
+SGRT_X86_CLONES float row_max(const float* x, int64_t n) {
   int32_t m = order_key(-INFINITY);
   for (int64_t i = 0; i < n; ++i) {
     int32_t k = order_key(x[i]);
@@ -45,12 +45,12 @@ float row_max(const float* x, int64_t n) {
   return from_order_key(m);
 }
 
-float row_logsumexp(const float* x, int64_t n) {
+SGRT_X86_CLONES float row_logsumexp(const float* x, int64_t n) {
   float m = row_max(x, n);
   return m + std::log(lane_sum(n, [x, m](int64_t i) { return fast_exp(x[i] - m); }));
 }
 
-void rows_logsumexp(const float* x, int64_t rows, int64_t n, float* lse) {
+SGRT_X86_CLONES void rows_logsumexp(const float* x, int64_t rows, int64_t n, float* lse) {
   int64_t r0 = 0;
   if (n <= kLanes) {
     // row_logsumexp of kLanes rows, row l in lane l: the same maximum, the

@@ -16,9 +16,18 @@
 //    +0; NaNs beyond the infinities on their sign's side): exact in any order, so
 //    it needs no lanes and vectorizes as an integer max.
 // The row functions are compiled once (row_reduce.cpp); lane_sum takes any term
-// and inlines into its kernel.
+// and inlines into its kernel. On x86-64 (GCC) they, and the loops marked
+// SGRT_X86_CLONES, are also built for AVX2 and AVX-512, the copy picked once at
+// load by the CPU (target_clones); the order above makes every copy's bits the
+// baseline's.
 #pragma once
 #include <cstdint>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SGRT_X86_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define SGRT_X86_CLONES
+#endif
 
 namespace sgrt::cpu {
 
