@@ -1,11 +1,12 @@
 // The Vulkan backend: one arena buffer sized by the memory plan, every program
 // lowered to dispatches and recorded into its own command buffer at prepare,
 // replayed by run(). Writes go through the arena's mapping where its memory is
-// host-visible, else through a staging buffer in chunks; reads too, unless the
-// mapping is uncached (a discrete GPU's device-local memory: every host load
-// crosses the bus) and the read is more than a few words: then the device copies
-// the bytes to host-cached memory first. SGRT_VULKAN_STAGING=1 forces the staging
-// path; SGRT_VULKAN_READBACK=direct|staged how reads go; SGRT_VULKAN_COOP=codes runs
+// host-visible, else through a staging buffer in chunks. Reads take the mapping
+// where it is host-cached; where it is uncached (a discrete GPU's device-local
+// memory: every host load crosses the bus) or missing, the device copies what
+// is read, past a few words, into host-cached memory in chunks first.
+// SGRT_VULKAN_STAGING=1 forces the staging path; SGRT_VULKAN_READBACK=
+// direct|staged how reads go; SGRT_VULKAN_COOP=codes runs
 // qmatmuls on E4M3/E2M1 codes on cooperative matrices, =1 f32 matmuls too (FP16
 // operands); a device without them fails;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
