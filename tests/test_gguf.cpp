@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "gguf_builder.h"
 #include "harness.h"
 #include "model_files.h"
 #include "sgrt/file_io.h"
@@ -171,35 +172,9 @@ void check_kv(const GgufFile& f, const std::vector<std::string>& w) {
 
 // ---- hand-built files ------------------------------------------------------
 
-template <class T>
-std::string le(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
-std::string gstr(const std::string& s) { return le<uint64_t>(s.size()) + s; }
-
-// A GGUF file assembled field by field, as the format defines it.
-struct Builder {
-  uint32_t version = 3;
-  uint64_t alignment = 32, n_kv = 0, n_tensors = 0;
-  std::string kvs, infos, data;
-
-  Builder& kv(const std::string& key, GgufValueType t, const std::string& value) {
-    kvs += gstr(key) + le<uint32_t>(uint32_t(t)) + value;
-    ++n_kv;
-    return *this;
-  }
-  Builder& u32(const std::string& key, uint32_t v) { return kv(key, GgufValueType::U32, le(v)); }
-  Builder& tensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type, uint64_t offset) {
-    infos += gstr(name) + le<uint32_t>(static_cast<uint32_t>(ne.size()));
-    for (uint64_t d : ne) infos += le(d);
-    infos += le(type) + le(offset);
-    ++n_tensors;
-    return *this;
-  }
-  std::string bytes() const {
-    std::string s = "GGUF" + le(version) + le(n_tensors) + le(n_kv) + kvs + infos;
-    s.append((alignment - s.size() % alignment) % alignment, '\0');
-    return s + data;
-  }
-};
+using test::gstr;
+using test::le;
+using Builder = test::GgufBuilder;
 
 struct Opened {
   Status status;

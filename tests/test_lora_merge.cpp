@@ -7,6 +7,7 @@
 //  * its logits equal the unmerged model's (adapters applied at run time)
 //    within 1e-5 relative (max-norm), for an f32 base and for a q4_1 / q8_0
 //    base (decoded, merged in f32, stored f32);
+//  * a KV-cache model keeps prefill and decode_step, merged like infer;
 //  * with --quantize fp8 / nvfp4 the merged weights become qmatmul constants and
 //    the logits stay within test_export.cpp's tolerance of the f32 merged ones
 //    (fp8 5%, nvfp4 20% of the largest logit);
@@ -31,16 +32,18 @@ const std::map<std::string, std::string> kTiny = {
 constexpr int kRank = 2;
 constexpr double kScale = 3.0 / kRank;  // lora_alpha / lora_rank
 
-std::shared_ptr<const Model> llama(const std::string& base, int rank = kRank) {
+// `extra` overrides kTiny's keys.
+std::shared_ptr<const Model> llama(const std::string& base, int rank = kRank, const std::map<std::string, std::string>& extra = {}) {
   std::map<std::string, std::string> set = kTiny;
   set["lora_base"] = base;
   set["lora_rank"] = std::to_string(rank);
+  for (auto& [k, v] : extra) set[k] = v;
   return test::compile_model_file("models/llama.lua", set);
 }
 
 // A session whose adapters (B included) hold random values.
-std::unique_ptr<Session> adapted(const std::string& base) {
-  auto s = test::open_session(llama(base));
+std::unique_ptr<Session> adapted_unfed(const std::string& base, const std::map<std::string, std::string>& extra = {}) {
+  auto s = test::open_session(llama(base, kRank, extra));
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-0.1f, 0.1f);  // B A of the size of the weights (std 0.02)
   for (const TensorInfo& t : s->model().tensors()) {
@@ -49,6 +52,11 @@ std::unique_ptr<Session> adapted(const std::string& base) {
     for (float& x : v) x = u(rng);
     test::write_vec(*s, t.name, v);
   }
+  return s;
+}
+
+std::unique_ptr<Session> adapted(const std::string& base) {
+  auto s = adapted_unfed(base);
   test::feed_tiny_llama(*s);
   return s;
 }
@@ -164,6 +172,46 @@ TEST_CASE("merged export --quantize fp8 / nvfp4: the merged weights quantized, l
       CHECK(err > 0);
       CHECK(err < tol);
     }
+  }
+}
+
+// A KV-cache model's prefill over `prompt` from position 0, then decode_step of
+// `token` at position `pos`: both logits, concatenated.
+std::vector<float> cached_logits(Session& s, const std::vector<int32_t>& prompt, int32_t token, int32_t pos) {
+  test::write_vec(s, "prompt", prompt);
+  test::write_vec(s, "pos", std::vector<int32_t>{0});
+  test::run(s, "prefill");
+  std::vector<float> z = test::read_output(s, "prefill.logits");
+  test::write_vec(s, "token", std::vector<int32_t>{token});
+  test::write_vec(s, "pos", std::vector<int32_t>{pos});
+  test::run(s, "decode_step");
+  const std::vector<float> d = test::read_output(s, "decode_step.logits");
+  z.insert(z.end(), d.begin(), d.end());
+  return z;
+}
+
+TEST_CASE("merged export of a KV-cache model: prefill and decode_step kept, merged, the unmerged logits within 1e-5") {
+  const std::map<std::string, std::string> gen = {{"batch", "1"}, {"kv_cache", "true"}};
+  const std::vector<int32_t> prompt{3, 1, 4, 1, 5, 9, 2, 6};
+  for (std::string base : {"f32", "q4_1"}) {
+    CAPTURE(base);
+    auto s = adapted_unfed(base, gen);
+    const std::vector<float> want = cached_logits(*s, prompt, 7, 5);
+    std::vector<uint8_t> bytes;
+    Status st = export_model(*s, {true, ExportQuant::none, true}, &bytes);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::unique_ptr<Model> m;
+    st = Model::load_bytes(std::move(bytes), "merged.sg", &m);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    CHECK_FALSE(has_adapter_tensor(*m));
+    for (const char* p : {"infer", "prefill", "decode_step"}) {
+      CAPTURE(p);
+      REQUIRE(m->find_program(p) >= 0);
+      CHECK(count_ops(*m, p) == count_ops(*llama(base, 0, gen), p));
+    }
+    CHECK(m->find_program("train_step") < 0);
+    auto d = test::open_session(std::move(m), "cpu", 99);
+    CHECK(rel_err(cached_logits(*d, prompt, 7, 5), want) <= 1e-5);
   }
 }
 

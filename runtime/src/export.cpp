@@ -17,6 +17,7 @@
 #include "sgrt/quant.h"
 #include "sgrt/scale_codec.h"
 #include "sgrt/shape_infer.h"
+#include "sgrt/tokenizer_model.h"
 
 namespace sgrt {
 namespace {
@@ -94,6 +95,7 @@ class Exporter {
     if (o_.merge_lora && !o_.infer_only)
       return Status::Invalid("export: merging LoRA adapters needs --infer-only (the merged graph has no adapters left to train)");
     upgrade_schema();
+    if (o_.tokenizer) SG_TRY(store_tokenizer(*o_.tokenizer));
     if (o_.infer_only) SG_TRY(strip_training());
     if (o_.merge_lora) SG_TRY(merge_lora());
     if (o_.quantize != ExportQuant::none)
@@ -111,6 +113,20 @@ class Exporter {
   }
 
  private:
+  // A tokenizer whose ids are the rows of the model's logits.
+  Status store_tokenizer(const Tokenizer& tok) {
+    int logits = -1;
+    for (auto& [name, id] : m_.outputs())
+      if (name == "logits") logits = id;
+    if (logits < 0) return Status::Invalid(m_.label() + ": a tokenizer needs a text model, one that declares sg.output(\"logits\", ...)");
+    const Shape& shape = m_.tensors()[logits].type.shape;
+    if (shape.empty() || shape.back() != static_cast<int64_t>(tok.vocab_size()))
+      return Status::Invalid(m_.label() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
+                             " tokens, the model's logits " + type_str(m_.tensors()[logits].type) + " another vocabulary");
+    r_->tokenizer = tokenizer_table(tok.spec());
+    return Status::Ok();
+  }
+
   // The export is written in the current schema version: older ops are
   // upgraded, their scale plan re-encoded from the loader's specs and their
   // legacy attributes dropped.
@@ -132,9 +148,10 @@ class Exporter {
 
   Status strip_training() {
     auto& ps = r_->programs;
-    ps.erase(std::remove_if(ps.begin(), ps.end(), [](const auto& p) { return p->name != "infer" && p->name != "eval"; }),
+    // The programs that train: the rest (eval, infer, a model's own such as prefill, decode_step) run forward ops only.
+    ps.erase(std::remove_if(ps.begin(), ps.end(), [](const auto& p) { return p->name == "train_step" || p->name == "grad_step"; }),
              ps.end());
-    if (ps.empty()) return Status::Invalid(m_.label() + ": has no eval or infer program to keep");
+    if (ps.empty()) return Status::Invalid(m_.label() + ": has no inference program to keep (eval, infer)");
     r_->optimizer.reset();
     return Status::Ok();
   }
@@ -506,7 +523,7 @@ Status export_model(const Session& s, const ExportOptions& opts, std::vector<uin
   // Merged first; the merged weights are then f32 weights like any other, and
   // a session on the merged graph hands them to the quantizing pass.
   std::vector<uint8_t> bytes;
-  SG_TRY(Exporter(s, {opts.infer_only, ExportQuant::none, true}).run(&bytes));
+  SG_TRY(Exporter(s, {opts.infer_only, ExportQuant::none, true, opts.tokenizer}).run(&bytes));
   std::unique_ptr<Model> merged;
   SG_TRY(Model::load_bytes(std::move(bytes), s.model().label() + " (merged)", &merged));
   std::unique_ptr<Backend> be;

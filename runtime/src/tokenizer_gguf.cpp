@@ -34,6 +34,7 @@ Status tokenizer_from_gguf(const GgufFile& gguf, std::unique_ptr<Tokenizer>* out
   if (gguf.has("tokenizer.ggml.token_type")) SG_TRY(gguf.get_i32_array("tokenizer.ggml.token_type", &spec.token_types));
   SG_TRY(optional_id(gguf, "tokenizer.ggml.bos_token_id", &spec.bos));
   SG_TRY(optional_id(gguf, "tokenizer.ggml.eos_token_id", &spec.eos));
+  if (gguf.has("tokenizer.ggml.add_bos_token")) SG_TRY(gguf.get_bool("tokenizer.ggml.add_bos_token", &spec.add_bos));
   if (gguf.has("tokenizer.chat_template")) SG_TRY(gguf.get_string("tokenizer.chat_template", &spec.chat_template));
   return Tokenizer::create(std::move(spec), out).with_context(gguf.path());
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sgrt/session.h"
+#include "sgrt/tokenizer.h"
 
 namespace sgrt {
 
@@ -18,8 +19,9 @@ enum class ExportQuant { none, fp8, fp8_channel, fp4, nvfp4 };
 Status parse_export_quant(const std::string& name, ExportQuant* out);
 
 struct ExportOptions {
-  // Keep only the eval and infer programs; drop every tensor they do not use
-  // (gradients, optimizer state) from the file and the arena.
+  // Keep only the programs that do not train (eval, infer and the model's own,
+  // such as a KV cache's prefill and decode_step); drop every tensor they do
+  // not use (gradients, optimizer state) from the file and the arena.
   bool infer_only = false;
   // Needs infer_only: quantized weights are constants that training would not reach.
   ExportQuant quantize = ExportQuant::none;
@@ -27,6 +29,10 @@ struct ExportOptions {
   // W + (alpha / rank) B A in f32 (a q4_1/q8_0 base decoded first, then stored
   // f32 or as `quantize` says), the adapters' ops and tensors gone (docs/lora.md).
   bool merge_lora = false;
+  // A text model's tokenizer, stored in the file (it replaces one the model
+  // already carries): its vocabulary must be the last dimension of the
+  // output "logits". sgrt/tokenizer_model.h reads it back.
+  const Tokenizer* tokenizer = nullptr;
 };
 
 // s's model with s's current persistent state (parameters, optimizer and scale

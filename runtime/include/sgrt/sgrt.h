@@ -55,7 +55,7 @@ typedef struct sgrt_tensor_info {
 } sgrt_tensor_info;
 
 /* Export flags (sgrt_export). */
-#define SGRT_EXPORT_INFER_ONLY 1u /* keep only eval and infer; drop gradients and optimizer state */
+#define SGRT_EXPORT_INFER_ONLY 1u /* keep the programs that do not train; drop gradients and optimizer state */
 
 typedef struct sgrt_session sgrt_session;
 

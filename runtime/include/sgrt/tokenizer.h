@@ -31,6 +31,7 @@ struct TokenizerSpec {
   std::vector<int32_t> token_types;   // TokenType per id; empty means all normal
   std::vector<std::string> merges;    // "left right"; rank = index (lower merges first)
   int32_t bos = -1, eos = -1;         // -1: none
+  bool add_bos = false;               // a prompt starts with bos (GGUF tokenizer.ggml.add_bos_token)
   PreTokenizer pre = PreTokenizer::smollm;
   std::string chat_template;          // the model's Jinja template (sgrt/chat_template.h); may be empty
 };
@@ -57,6 +58,8 @@ class Tokenizer {
   int32_t eos() const { return spec_.eos; }
   const std::string& token_text(int32_t id) const { return spec_.tokens[id]; }
   const std::string& chat_template() const { return spec_.chat_template; }
+  bool add_bos() const { return spec_.add_bos; }
+  const TokenizerSpec& spec() const { return spec_; }
 
   ~Tokenizer();
 

@@ -3,6 +3,7 @@
 //   tokenizer.ggml.pre         "smollm" (others are refused by name)
 //   tokenizer.ggml.tokens      [string], tokenizer.ggml.merges [string]
 //   tokenizer.ggml.token_type  [i32] (optional), bos/eos_token_id (optional)
+//   tokenizer.ggml.add_bos_token (optional; absent: false)
 //   tokenizer.chat_template    (optional)
 #pragma once
 #include <memory>

@@ -1,0 +1,56 @@
+#include "sgrt/tokenizer_model.h"
+
+#include "sg_generated.h"
+
+namespace sgrt {
+namespace {
+
+// The pre-tokenizers by the names the file stores.
+constexpr std::pair<PreTokenizer, const char*> kPreNames[] = {{PreTokenizer::smollm, "smollm"}};
+
+std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  std::vector<std::string> out;
+  if (v)
+    for (const flatbuffers::String* s : *v) out.push_back(s->str());
+  return out;
+}
+
+}  // namespace
+
+bool has_tokenizer(const Model& m) { return m.root().tokenizer() != nullptr; }
+
+Status tokenizer_from_model(const Model& m, std::unique_ptr<Tokenizer>* out) {
+  const sg::Tokenizer* t = m.root().tokenizer();
+  if (!t)
+    return Status::Invalid(m.label() + ": carries no tokenizer (export it with sgrt export --tokenizer FILE.gguf, "
+                                       "the GGUF it was fine-tuned from)");
+  TokenizerSpec spec;
+  bool known = false;
+  for (auto [pre, name] : kPreNames)
+    if (t->pre()->str() == name) spec.pre = pre, known = true;
+  if (!known) return Status::Unsupported(m.label() + ": tokenizer pre-tokenizer '" + t->pre()->str() + "' not supported (known: smollm)");
+  spec.tokens = strings(t->tokens());
+  spec.merges = strings(t->merges());
+  if (t->token_types()) spec.token_types.assign(t->token_types()->begin(), t->token_types()->end());
+  spec.bos = t->bos();
+  spec.eos = t->eos();
+  spec.add_bos = t->add_bos();
+  if (t->chat_template()) spec.chat_template = t->chat_template()->str();
+  return Tokenizer::create(std::move(spec), out).with_context(m.label());
+}
+
+std::unique_ptr<sg::TokenizerT> tokenizer_table(const TokenizerSpec& spec) {
+  auto t = std::make_unique<sg::TokenizerT>();
+  for (auto [pre, name] : kPreNames)
+    if (spec.pre == pre) t->pre = name;
+  t->tokens = spec.tokens;
+  t->token_types = spec.token_types;
+  t->merges = spec.merges;
+  t->bos = spec.bos;
+  t->eos = spec.eos;
+  t->add_bos = spec.add_bos;
+  t->chat_template = spec.chat_template;
+  return t;
+}
+
+}  // namespace sgrt
