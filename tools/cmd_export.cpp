@@ -1,11 +1,16 @@
 // `sgrt export`: a deployable graph with the checkpoint's weights folded in
 // (runtime/include/sgrt/export.h does the work; the C API exposes the same).
+// With a script, a model for generation may be compiled from a checkpoint
+// trained at another shape: --set batch, block and kv_cache are free
+// (docs/lora.md); --tokenizer stores a GGUF's tokenizer in the file.
 #include <cstdio>
 
 #include "commands.h"
+#include "gguf_config.h"
 #include "model_source.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
+#include "sgrt/tokenizer_gguf.h"
 
 namespace sgrt::tool {
 
@@ -17,8 +22,18 @@ Status cmd_export(int argc, char** argv) {
   opts.merge_lora = a.has("--merge");
   opts.infer_only = a.has("--infer-only") || opts.merge_lora;
   SG_TRY(parse_export_quant(a.get("--quantize"), &opts.quantize).with_context("--quantize"));
+  std::unique_ptr<Tokenizer> tok;
+  if (a.has("--tokenizer")) {
+    const std::string path = a.get("--tokenizer");
+    if (!is_gguf(path)) return Status::Invalid("--tokenizer expects a .gguf file, got '" + path + "'");
+    std::unique_ptr<GgufFile> f;
+    SG_TRY(GgufFile::open(path, &f));
+    SG_TRY(tokenizer_from_gguf(*f, &tok));
+    opts.tokenizer = tok.get();
+  }
   std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
+  uint64_t step_id = 0;  // the training step the checkpoint comes from, when --set reshapes the script
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m, &step_id, {"batch", "block", "kv_cache"}));
   if (!a.has("--checkpoint") && !carries_weights(*m))
     return Status::Invalid(m->label() + ": export needs --checkpoint DIR (its weights are not in the file)");
   std::unique_ptr<Backend> be;
@@ -26,12 +41,13 @@ Status cmd_export(int argc, char** argv) {
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
   SG_TRY(s->init(0, 0));
-  int64_t step = 0;
-  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  CheckpointMeta meta;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
+  const int64_t step = meta.step;
   SG_TRY(export_to_file(*s, opts, a.get("--output")));
-  std::printf("exported %s (step %lld%s%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
+  std::printf("exported %s (step %lld%s%s%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
               opts.infer_only ? ", inference only" : "", opts.merge_lora ? ", adapters merged" : "", a.has("--quantize") ? ", weights " : "",
-              a.get("--quantize").c_str(), a.get("--output").c_str());
+              a.get("--quantize").c_str(), tok ? ", with its tokenizer" : "", a.get("--output").c_str());
   return Status::Ok();
 }
 

@@ -71,6 +71,13 @@ Accumulation accumulation(const Model& m) {
   return a;
 }
 
+// The tokenizer an export carries (sgrt export --tokenizer), as "pre, N tokens, ...".
+std::string tokenizer_summary(const sg::Tokenizer& t) {
+  return t.pre()->str() + " byte-level BPE, " + std::to_string(t.tokens()->size()) + " tokens, " +
+         std::to_string(t.merges() ? t.merges()->size() : 0) + " merges, bos " + std::to_string(t.bos()) + ", eos " +
+         std::to_string(t.eos()) + (t.chat_template() && t.chat_template()->size() ? ", chat template" : "");
+}
+
 void print_human(const Model& m) {
   const sg::Model& r = m.root();
   const sg::MemoryPlan& mem = *r.memory();
@@ -96,6 +103,7 @@ void print_human(const Model& m) {
   if (size_t n = std::count_if(m.tensors().begin(), m.tensors().end(),
                                [](const TensorInfo& t) { return t.name.ends_with(".recomputed"); }))
     std::printf("activation recomputation (sg.checkpoint): %zu activations remade for the backward pass\n", n);
+  if (const sg::Tokenizer* t = r.tokenizer()) std::printf("tokenizer: %s\n", tokenizer_summary(*t).c_str());
   for (const ProgramInfo& p : m.programs())
     std::printf("program %-10s %4zu ops, transient peak %s\n", p.name.c_str(), p.ops.size(), mib(p.peak_bytes).c_str());
   for (size_t i = 0; i < m.tensors().size(); ++i)
@@ -129,7 +137,8 @@ void print_json(const Model& m) {
            ",\"trained_params\":{\"count\":" + std::to_string(pm.params) + ",\"weight_bytes\":" + std::to_string(pm.weights) +
                ",\"grad_bytes\":" + std::to_string(pm.grads) + ",\"state_bytes\":" + std::to_string(pm.state) +
                ",\"formats\":" + json_str(pm.formats) + "},\"accumulate\":" + std::to_string(accumulation(m).k) +
-               ",\"accumulator_bytes\":" + std::to_string(accumulation(m).bytes));
+               ",\"accumulator_bytes\":" + std::to_string(accumulation(m).bytes) + ",\"tokenizer\":" +
+               (r.tokenizer() ? json_str(tokenizer_summary(*r.tokenizer())) : "null"));
   for (size_t i = 0; i < m.programs().size(); ++i) {
     const ProgramInfo& p = m.programs()[i];
     j += std::string(i ? "," : "") + "{\"name\":" + json_str(p.name) + ",\"peak_bytes\":" + std::to_string(p.peak_bytes) + ",\"ops\":[";

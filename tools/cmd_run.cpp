@@ -4,7 +4,8 @@
 // (or [batch * block, vocab]). The context sits at positions 0..n-1 of batch
 // row 0; causal attention makes the padding after it irrelevant, and the
 // logits at position n-1 give the next byte. Past the block, the context
-// slides to the last block bytes.
+// slides to the last block bytes. A model that carries its tokenizer (sgrt
+// export --tokenizer) takes text instead (cmd_generate.cpp: run_tokenized).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,8 +15,10 @@
 #include "model_source.h"
 #include "sg_generated.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/export.h"
 #include "sgrt/generate.h"
 #include "sgrt/rng.h"
+#include "sgrt/tokenizer_model.h"
 
 namespace sgrt::tool {
 namespace {
@@ -45,17 +48,22 @@ Status cmd_run(int argc, char** argv) {
     if (std::string(argv[i]).rfind("--init-weights", 0) == 0) return cmd_generate(argc, argv);
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
-  for (const char* f : {"--chat", "--top-p", "--adapter"})
-    if (a.has(f)) return Status::Invalid(std::string(f) + " applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
-  if (!a.has("--checkpoint")) return Status::Invalid("run needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
+  if (a.has("--adapter")) return Status::Invalid("--adapter applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
+  std::shared_ptr<const Model> m;
+  SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
+  if (!a.has("--checkpoint") && !carries_weights(*m))
+    return Status::Invalid(m->label() + ": run needs --checkpoint DIR (from sgrt train --checkpoint DIR); an exported file carries its weights");
+  if (has_tokenizer(*m)) return run_tokenized(a, std::move(m));
+  for (const char* f : {"--chat", "--system", "--top-p"})
+    if (a.has(f))
+      return Status::Invalid(std::string(f) + " applies to a model with a tokenizer: a pretrained GGUF (run MODEL.lua --init-weights "
+                             "FILE.gguf) or an export with --tokenizer; " + m->label() + " is byte-level");
   int64_t count, top_k, seed;
   double temperature;
   SG_TRY(a.get_int("--tokens", 200, &count));
   SG_TRY(a.get_int("--top-k", 0, &top_k));
   SG_TRY(a.get_int("--seed", 1, &seed));
   SG_TRY(a.get_double("--temperature", 1.0, 1e-6, 100.0, &temperature));  // > 0: logits are divided by it
-  std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
   int tokens, logits;
   SG_TRY(find_io(*m, &tokens, &logits));
   const Shape& ts = m->tensors()[tokens].type.shape;
@@ -73,7 +81,7 @@ Status cmd_run(int argc, char** argv) {
   SG_TRY(Session::create(m, std::move(be), &s));
   SG_TRY(s->init(0, 0));
   int64_t step = 0;
-  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   int prog;
   SG_TRY(s->find_program("infer", &prog));
 

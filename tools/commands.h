@@ -1,7 +1,10 @@
 // The sgrt subcommands; each returns a Status the entry point turns into one
 // line on stderr and an exit code (2 bad input, 1 runtime failure).
 #pragma once
+#include <memory>
+
 #include "args.h"
+#include "sgrt/model.h"
 
 namespace sgrt::tool {
 
@@ -13,8 +16,10 @@ Status cmd_eval(int argc, char** argv);
 Status cmd_export(int argc, char** argv);  // cmd_export.cpp: deployable graph, weights folded in
 Status cmd_run(int argc, char** argv);  // cmd_run.cpp: sample text from a language model
 Status cmd_generate(int argc, char** argv);  // cmd_generate.cpp: `run --init-weights FILE.gguf`, a pretrained llama
+// cmd_generate.cpp: `run FILE.sg` of a model that carries its tokenizer (sgrt export --tokenizer)
+Status run_tokenized(Args& a, std::shared_ptr<const Model> m);
 Status cmd_export_weights(int argc, char** argv);  // cmd_weights.cpp: parameters to safetensors
-Status cmd_ops(int argc, char** argv);
-Status cmd_predict(int argc, char** argv);  // cmd_predict.cpp: a classifier's classes for a file's examples  // cmd_ops.cpp: the op table as Markdown (docs/ops.md)
+Status cmd_ops(int argc, char** argv);  // cmd_ops.cpp: the op table as Markdown (docs/ops.md)
+Status cmd_predict(int argc, char** argv);  // cmd_predict.cpp: a classifier's classes for a file's examples
 
 }  // namespace sgrt::tool

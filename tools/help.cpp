@@ -93,25 +93,27 @@ const std::vector<CommandHelp>& commands() {
        with_compile_flags({
            kCheckpointModel,
            kOutput,
-           {"--infer-only", nullptr, "keep only the eval and infer programs"},
+           {"--infer-only", nullptr, "keep only the programs that do not train (eval, infer, prefill, ...)"},
            {"--quantize", "Q", "store weights as fp8, fp8-channel, fp4 or nvfp4 (with --infer-only)"},
            {"--merge", nullptr, "fold the LoRA adapters into their base weights (implies --infer-only; docs/lora.md)"},
+           {"--tokenizer", "FILE.gguf", "store the GGUF's tokenizer in the file, so sgrt run FILE.sg takes text "
+                                        "(--set batch=1 --set kv_cache=true --set block=N with MODEL.lua: a model for generation)"},
        })},
       {"run", "[MODEL.sg|MODEL.lua]",
-       "sample text from a trained language model (--checkpoint DIR), or from a pretrained GGUF model "
-       "(MODEL.lua --init-weights FILE.gguf; docs/llama.md)",
+       "sample text from a trained language model (--checkpoint DIR), from a pretrained GGUF model "
+       "(MODEL.lua --init-weights FILE.gguf; docs/llama.md), or from an export that carries its tokenizer (docs/lora.md)",
        with_compile_flags({
            kCheckpointModel,
            {"--init-weights", "FILE.gguf", "a pretrained llama-architecture GGUF: its weights, config and tokenizer"},
            {"--prompt", "TEXT", "the text to continue (default: a newline)"},
-           {"--chat", nullptr, "with a GGUF: wrap the prompt in the model's chat template as a user turn"},
+           {"--chat", nullptr, "with a tokenizer: wrap the prompt in the model's chat template as a user turn"},
            {"--system", "TEXT", "with --chat: a system message before the prompt"},
            {"--adapter", "A.safetensors", "with a GGUF: LoRA adapters from export-weights --trained (rank from the file; "
                                           "--set lora_alpha, lora_targets as trained)"},
            {"--tokens", "N", "tokens to generate (default 200; bytes for a byte-level model)"},
-           {"--temperature", "T", "softmax temperature (default 1; 0 with a GGUF: greedy)"},
+           {"--temperature", "T", "softmax temperature (default 1; 0 with a tokenizer: greedy)"},
            {"--top-k", "K", "sample among the K most likely tokens (default: all)"},
-           {"--top-p", "P", "with a GGUF: sample within the smallest set of probability P (default 1)"},
+           {"--top-p", "P", "with a tokenizer: sample within the smallest set of probability P (default 1)"},
            {"--seed", "S", "sampling seed (default 1)"},
            kBackend,
            kThreads,

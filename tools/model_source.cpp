@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "compile.h"
@@ -98,7 +99,8 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
   return {{kModelFile, std::string(sg.begin(), sg.end())}, {kFlagsFile, flags}};
 }
 
-Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out, uint64_t* saved_step) {
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out, uint64_t* saved_step,
+                             const std::vector<std::string>& free_keys) {
   if (saved_step) *saved_step = 0;
   if (a->positional.size() > 1) return Status::Invalid("takes one " + what);
   const std::string dir = a->get("--checkpoint");
@@ -115,21 +117,19 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
   bool script = !a->positional.empty() && is_script(a->positional[0]);
   std::unique_ptr<Model> compiled;  // without a script: the .sg named, or the folder's
   if (!script) SG_TRY(Model::load_file(a->positional.empty() ? dir + "/" + kModelFile : a->positional[0], &compiled));
-  bool rebatched = false;  // a --set batch given, other than the checkpoint's
-  const Flag* saved_batch = nullptr;
-  for (const Flag& f : recorded)
-    if (key_of(f) == "batch") saved_batch = &f;
+  std::vector<std::string> reshaped;  // free keys given a value other than the checkpoint's
   for (const Flag& g : given) {
     const Flag* r = nullptr;
     for (const Flag& f : recorded)
       if (key_of(f) == key_of(g)) r = &f;
-    if (saved_step && script && key_of(g) == "batch" && (!r || r->second != g.second)) {
-      rebatched = true;
+    const bool free = saved_step && std::find(free_keys.begin(), free_keys.end(), key_of(g)) != free_keys.end();
+    if (free && script && (!r || r->second != g.second)) {
+      reshaped.push_back(key_of(g));
       continue;
     }
     if (r && r->second != g.second)
       return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")" +
-                             (saved_step && key_of(g) == "batch" ? "; another batch needs the script, to compile it" : ""));
+                             (free ? "; another " + key_of(g) + " needs the script, to compile it" : ""));
     if (r || script) continue;
     const auto* recipe = compiled->root().recipe();
     if (g.first == "--recipe" && recipe && recipe->str() == g.second) continue;
@@ -147,10 +147,12 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
     if (r.first == "--set") a->sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
     else a->flags[r.first] = r.second.empty() ? "1" : r.second;
   }
-  if (rebatched) {  // the training step the checkpoint must come from: this script at its batch
+  if (!reshaped.empty()) {  // the training step the checkpoint must come from: this script as it was trained
     Args as_saved = *a;
-    std::erase_if(as_saved.sets, [](const auto& kv) { return kv.first == "batch"; });
-    if (saved_batch) as_saved.sets.push_back({"batch", saved_batch->second.substr(saved_batch->second.find('=') + 1)});
+    std::erase_if(as_saved.sets, [&](const auto& kv) { return std::find(reshaped.begin(), reshaped.end(), kv.first) != reshaped.end(); });
+    for (const Flag& r : recorded)
+      if (r.first == "--set" && std::find(reshaped.begin(), reshaped.end(), key_of(r)) != reshaped.end())
+        as_saved.sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
     std::shared_ptr<const Model> m;
     SG_TRY(load_model(as_saved, a->positional[0], &m));
     *saved_step = step_identity(*m);

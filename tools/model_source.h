@@ -25,11 +25,13 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
 // MODEL, DIR/model.sg; with a script, the flags DIR/model.flags records are
 // applied unless given. A flag that differs from the recorded one is an
 // error naming both values. `what` names the command's operand in errors.
-// saved_step (sgrt train --resume): a script may take another `--set batch`
-// (each rank's batch, for another number of ranks); *saved_step then gets the
-// step_identity of the script compiled with the checkpoint's batch, which the
-// checkpoint must match, else 0.
+// saved_step: a script may give each key of free_keys (--set) a value other
+// than the checkpoint's when the weights fit either way: sgrt train --resume
+// another batch (each rank's, for another number of ranks); sgrt export a
+// model for generation (batch 1, another block, a KV cache). *saved_step then
+// gets the step_identity of the script compiled with the checkpoint's values
+// of those keys, which the checkpoint must match, else 0.
 Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out,
-                             uint64_t* saved_step = nullptr);
+                             uint64_t* saved_step = nullptr, const std::vector<std::string>& free_keys = {"batch"});
 
 }  // namespace sgrt::tool

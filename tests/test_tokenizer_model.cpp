@@ -1,0 +1,268 @@
+// A tokenizer carried by an exported .sg (sgrt export --tokenizer FILE.gguf,
+// sgrt/tokenizer_model.h), and the fine-tune-to-chat path it completes:
+//  * stored by export_model and read back by tokenizer_from_model, every field
+//    equals the spec it came from and the ids of a text are the original's;
+//  * a tokenizer whose vocabulary is not the logits', a model without logits,
+//    a file without a tokenizer and one whose stored tokenizer is inconsistent
+//    are refused, naming the model;
+//  * through the command line, a LoRA checkpoint of a tiny llama (batch 2,
+//    block 8) exported with --merge --tokenizer (a GGUF built here) --set
+//    batch=1 --set block=48 --set kv_cache=true, then `sgrt run chat.sg`:
+//    the text is the greedy continuation of the unmerged model with the same
+//    weights (sgrt::generate, decoded here), with and without --chat; with
+//    --quantize fp8 the file keeps its tokenizer;
+//  * bad input exits 2 with one line and writes nothing: --tokenizer not a
+//    GGUF, a --set that changes the training step, a prompt past the block, a
+//    batch-2 export run, --chat on a byte-level model.
+#include <fstream>
+#include <random>
+
+#include "gguf_builder.h"
+#include "harness.h"
+#include "model_files.h"
+#include "sg_generated.h"
+#include "sgrt/chat_template.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/export.h"
+#include "sgrt/generate.h"
+#include "sgrt/model_file.h"
+#include "sgrt/tokenizer_model.h"
+#include "tiny_tokenizer.h"
+#include "tool_runner.h"
+
+using namespace sgrt;
+
+namespace {
+
+constexpr int32_t kStart = 256, kEnd = 257, kAb = 258, kBos = 259;  // ids after the 256 byte tokens
+constexpr int kVocab = 260;
+
+TokenizerSpec chat_spec() {
+  TokenizerSpec spec = test::tiny_spec({"<|im_start|>", "<|im_end|>", "ab", "<s>"}, {"a b"});
+  spec.token_types.assign(spec.tokens.size(), static_cast<int32_t>(TokenType::normal));
+  spec.token_types[kStart] = spec.token_types[kEnd] = spec.token_types[kBos] = static_cast<int32_t>(TokenType::control);
+  spec.bos = kBos;
+  spec.eos = kEnd;
+  spec.add_bos = true;
+  spec.chat_template =
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+  return spec;
+}
+
+// The tiny llama of test_lora_merge.cpp with kVocab tokens; `extra` overrides.
+std::map<std::string, std::string> tiny_sets(const std::map<std::string, std::string>& extra = {}) {
+  std::map<std::string, std::string> set = {{"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "2"},  {"n_kv_head", "1"},
+                                            {"ffn", "64"},    {"vocab", std::to_string(kVocab)}, {"block", "8"},
+                                            {"batch", "2"},   {"context", "64"}, {"tie", "true"}, {"lora_rank", "2"},
+                                            {"lora_alpha", "3"}};
+  for (auto& [k, v] : extra) set[k] = v;
+  return set;
+}
+
+std::shared_ptr<const Model> tiny_llama(const std::map<std::string, std::string>& extra = {}) {
+  return test::compile_model_file("models/llama.lua", tiny_sets(extra));
+}
+
+// Every param random (B included: the adapters count), the same for every compilation.
+void randomize_params(Session& s) {
+  for (const TensorInfo& t : s.model().tensors()) {
+    if (t.role != Role::param) continue;
+    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(t.name)));
+    std::normal_distribution<float> n(0.0f, t.name.find(".lora_") != std::string::npos ? 0.1f : 0.3f);
+    std::vector<float> v(static_cast<size_t>(numel(t.type.shape)));
+    for (float& x : v) x = n(rng);
+    test::write_vec(s, t.name, v);
+  }
+}
+
+std::unique_ptr<Model> exported_with(const Session& s, const Tokenizer* tok, Status* st) {
+  std::vector<uint8_t> bytes;
+  ExportOptions o;
+  o.infer_only = true;
+  o.tokenizer = tok;
+  *st = export_model(s, o, &bytes);
+  std::unique_ptr<Model> m;
+  if (st->ok()) *st = Model::load_bytes(std::move(bytes), "chat.sg", &m);
+  return m;
+}
+
+std::string tokenizer_gguf(const TokenizerSpec& spec) {
+  test::GgufBuilder b;
+  b.str("general.architecture", "llama")
+      .str("tokenizer.ggml.model", "gpt2")
+      .str("tokenizer.ggml.pre", "smollm")
+      .strings("tokenizer.ggml.tokens", spec.tokens)
+      .strings("tokenizer.ggml.merges", spec.merges)
+      .i32s("tokenizer.ggml.token_type", spec.token_types)
+      .u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(spec.bos))
+      .u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(spec.eos))
+      .boolean("tokenizer.ggml.add_bos_token", spec.add_bos)
+      .str("tokenizer.chat_template", spec.chat_template);
+  return b.bytes();
+}
+
+void check_refused(const test::ToolResult& r, const std::string& must) {
+  INFO(r.err);
+  CHECK(r.exited);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(must) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a tokenizer stored by export comes back equal, and encodes as the original") {
+  auto tok = test::make(chat_spec());
+  auto s = test::open_session(tiny_llama());
+  Status st;
+  std::unique_ptr<Model> m = exported_with(*s, tok.get(), &st);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  REQUIRE(has_tokenizer(*m));
+  std::unique_ptr<Tokenizer> back;
+  st = tokenizer_from_model(*m, &back);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  const TokenizerSpec &a = back->spec(), &b = chat_spec();
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.token_types == b.token_types);
+  CHECK(a.merges == b.merges);
+  CHECK(a.bos == kBos);
+  CHECK(a.eos == kEnd);
+  CHECK(a.add_bos);
+  CHECK(a.chat_template == b.chat_template);
+  CHECK(a.pre == PreTokenizer::smollm);
+  const std::string text = "<|im_start|>ab cab<|im_end|>";
+  CHECK(back->encode(text) == std::vector<int32_t>{kStart, kAb, ' ', 'c', kAb, kEnd});
+  CHECK(back->encode(text) == tok->encode(text));
+}
+
+TEST_CASE("a tokenizer is refused for another vocabulary, a model without logits; files without one or with a bad one") {
+  auto tok = test::make(chat_spec());
+  Status st;
+  exported_with(*test::open_session(tiny_llama({{"vocab", "300"}})), tok.get(), &st);
+  CHECK(st.code() == StatusCode::invalid_input);
+  CHECK_MESSAGE(st.message().find("the tokenizer has 260 tokens, the model's logits f32[2, 8, 300]") != std::string::npos,
+                st.message());
+  std::shared_ptr<const Model> no_logits;  // a byte-level model declaring no output
+  st = test::compile_lua(R"(
+local sg = require "sg"
+local x = sg.input("tokens", {2, 8}, "i32")
+local y = sg.input("targets", {2, 8}, "i32")
+local e = sg.param("embd", {260, 16}, {"normal", 0, 0.5})
+local w = sg.param("head.w", {260, 16}, {"normal", 0, 0.2})
+local h = sg.reshape(sg.embedding(e, x), {16, 16})
+sg.loss(sg.softmax_cross_entropy(sg.matmul(h, w, {trans_b = true}), sg.reshape(y, {16})))
+sg.data.text{ tokens = x, targets = y }
+sg.optimizer.sgd{ lr = 0.1 }
+)", &no_logits);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  exported_with(*test::open_session(no_logits), tok.get(), &st);
+  CHECK_MESSAGE(st.message().find("a tokenizer needs a text model, one that declares sg.output(\"logits\", ...)") !=
+                    std::string::npos, st.message());
+
+  auto s = test::open_session(tiny_llama());
+  std::unique_ptr<Model> plain = exported_with(*s, nullptr, &st);
+  REQUIRE(st.ok());
+  CHECK_FALSE(has_tokenizer(*plain));
+  std::unique_ptr<Tokenizer> none;
+  st = tokenizer_from_model(*plain, &none);
+  CHECK(st.message() == "chat.sg: carries no tokenizer (export it with sgrt export --tokenizer FILE.gguf, the GGUF it was "
+                        "fine-tuned from)");
+
+  // A stored eos past the vocabulary: the file loads, its tokenizer is refused.
+  std::unique_ptr<Model> m = exported_with(*s, tok.get(), &st);
+  REQUIRE(st.ok());
+  std::unique_ptr<sg::ModelT> r(m->root().UnPack());
+  r->tokenizer->eos = kVocab;
+  flatbuffers::FlatBufferBuilder fb;
+  sg::FinishModelBuffer(fb, sg::Model::Pack(fb, r.get()));
+  std::vector<uint8_t> bytes(fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize());
+  append_footer(&bytes);
+  std::unique_ptr<Model> bad;
+  st = Model::load_bytes(std::move(bytes), "bad.sg", &bad);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  st = tokenizer_from_model(*bad, &none);
+  CHECK_MESSAGE(st.message() == "bad.sg: tokenizer: eos id 260 outside the 260 tokens", st.message());
+}
+
+TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run FILE.sg: the unmerged model's greedy text") {
+  test::TempDir dir;
+  const std::string ck = dir.path + "/ck", gguf = dir.path + "/tok.gguf", chat = dir.path + "/chat.sg";
+  std::ofstream(gguf, std::ios::binary) << tokenizer_gguf(chat_spec());
+  {  // the checkpoint of a training run at batch 2, block 8, with the flags sgrt train records
+    auto s = test::open_session(tiny_llama());
+    randomize_params(*s);
+    Status st = save_checkpoint(*s, ck, 3);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::ofstream flags(ck + "/model.flags");
+    for (auto& [k, v] : tiny_sets()) flags << "--set " << k << "=" << v << "\n";
+  }
+  const std::vector<std::string> gen = {"--set", "batch=1", "--set", "block=48", "--set", "kv_cache=true"};
+  std::vector<std::string> args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--tokenizer", gguf, "-o", chat};
+  args.insert(args.end(), gen.begin(), gen.end());
+  test::ToolResult r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("adapters merged, with its tokenizer") != std::string::npos);
+
+  // The expected text: the unmerged model compiled for generation, the checkpoint's weights, sgrt::generate.
+  auto ref = test::open_session(tiny_llama({{"batch", "1"}, {"block", "48"}, {"kv_cache", "true"}}));
+  randomize_params(*ref);
+  auto tok = test::make(chat_spec());
+  auto expected = [&](std::vector<int32_t> ids, int64_t n) {
+    std::vector<int32_t> out;
+    GenerateStats stats;
+    Status st = generate(*ref, ids, n, tok->eos(), SamplingOptions{}, [&](int32_t id) {
+      if (id != tok->eos()) out.push_back(id);
+      return Status::Ok();
+    }, &stats);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::string text;
+    REQUIRE(tok->decode(out, &text).ok());
+    return utf8_replace_invalid(text) + "\n";
+  };
+  r = test::run_tool({"run", chat, "--prompt", "ab c", "--tokens", "6"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out == expected({kBos, kAb, ' ', 'c'}, 6));
+  CHECK(r.err.find("prompt: 4 tokens") != std::string::npos);
+
+  ChatTemplate ct;
+  REQUIRE(ChatTemplate::parse(chat_spec().chat_template, &ct).ok());
+  std::vector<ChatMessage> turns{{"system", "S"}, {"user", "ab"}};
+  std::vector<int32_t> ids{kBos};
+  for (int32_t id : tok->encode(ct.render(turns, true))) ids.push_back(id);
+  const int64_t room = 48 - static_cast<int64_t>(ids.size());
+  REQUIRE(room > 0);
+  r = test::run_tool({"run", chat, "--chat", "--system", "S", "--prompt", "ab", "--tokens", std::to_string(room + 3)});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out == expected(ids, room));  // --tokens is cut to what the block holds
+
+  // --quantize re-exports the merged model: the tokenizer stays.
+  const std::string fp8 = dir.path + "/chat_fp8.sg";
+  args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--quantize", "fp8", "--tokenizer", gguf, "-o", fp8};
+  args.insert(args.end(), gen.begin(), gen.end());
+  r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  r = test::run_tool({"run", fp8, "--prompt", "ab c", "--tokens", "6"});
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.err.find("prompt: 4 tokens") != std::string::npos);
+
+  // Bad input: exit 2, one line, nothing written.
+  const std::string none = dir.path + "/none.sg";
+  std::ofstream(dir.path + "/tok.txt") << "x";
+  args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--tokenizer", dir.path + "/tok.txt", "-o", none};
+  check_refused(test::run_tool(args), "--tokenizer expects a .gguf file");
+  args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--set", "rope_base=5000", "-o", none};
+  args.insert(args.end(), gen.begin(), gen.end());
+  check_refused(test::run_tool(args), "checkpoint was trained by another training step");
+  CHECK_FALSE(std::filesystem::exists(none));
+  check_refused(test::run_tool({"run", chat, "--prompt", std::string(47, 'x')}),
+                "--prompt is 48 tokens, " + chat + "'s block is 48 tokens");
+  const std::string batch2 = dir.path + "/batch2.sg";
+  r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--tokenizer", gguf, "-o", batch2});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  check_refused(test::run_tool({"run", batch2, "--prompt", "ab"}), "runs a batch of 2 sequences, generation one (export it with --set batch=1)");
+  const std::string bytes_sg = dir.path + "/bytes.sg";
+  r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", bytes_sg});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  check_refused(test::run_tool({"run", bytes_sg, "--chat", "--prompt", "ab"}), "--chat applies to a model with a tokenizer");
+}
