@@ -10,10 +10,12 @@
 //    batch=1 --set block=48 --set kv_cache=true, then `sgrt run chat.sg`:
 //    the text is the greedy continuation of the unmerged model with the same
 //    weights (sgrt::generate, decoded here), with and without --chat; with
-//    --quantize fp8 the file keeps its tokenizer;
+//    --quantize fp8 the file keeps its tokenizer; the C API's sgrt_generate and
+//    examples/edge/chat.c give the same text;
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
-//    batch-2 export run, --chat on a byte-level model.
+//    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
+//    options, a prompt past the block and a graph without a tokenizer.
 #include <fstream>
 #include <random>
 
@@ -26,6 +28,7 @@
 #include "sgrt/export.h"
 #include "sgrt/generate.h"
 #include "sgrt/model_file.h"
+#include "sgrt/sgrt.h"
 #include "sgrt/tokenizer_model.h"
 #include "tiny_tokenizer.h"
 #include "tool_runner.h"
@@ -100,6 +103,19 @@ std::string tokenizer_gguf(const TokenizerSpec& spec) {
       .boolean("tokenizer.ggml.add_bos_token", spec.add_bos)
       .str("tokenizer.chat_template", spec.chat_template);
   return b.bytes();
+}
+
+void append_text(const char* text, size_t len, void* user) { static_cast<std::string*>(user)->append(text, len); }
+
+// stdout of a shell command, *status its wait status.
+std::string command_output(const std::string& cmd, int* status) {
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  *status = pclose(p);
+  return out;
 }
 
 void check_refused(const test::ToolResult& r, const std::string& must) {
@@ -236,6 +252,30 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out == expected(ids, room));  // --tokens is cut to what the block holds
 
+  // The same file through the C API (sgrt_generate) and examples/edge/chat.c.
+  sgrt_session* cs = nullptr;
+  REQUIRE(sgrt_create(&cs) == SGRT_OK);
+  REQUIRE_MESSAGE(sgrt_load_file(cs, chat.c_str(), "cpu") == SGRT_OK, sgrt_last_error());
+  std::string got;
+  sgrt_generate_options go{0, nullptr, 6, 0.0, 0, 1.0, 1};
+  CHECK_MESSAGE(sgrt_generate(cs, "ab c", &go, append_text, &got) == SGRT_OK, sgrt_last_error());
+  CHECK(got + "\n" == expected({kBos, kAb, ' ', 'c'}, 6));
+  go = sgrt_generate_options{1, "S", room + 3, 0.0, 0, 1.0, 1};
+  got.clear();
+  CHECK_MESSAGE(sgrt_generate(cs, "ab", &go, append_text, &got) == SGRT_OK, sgrt_last_error());
+  CHECK(got + "\n" == expected(ids, room));
+  go.top_p = 0;
+  CHECK(sgrt_generate(cs, "ab", &go, append_text, &got) == SGRT_INVALID_ARGUMENT);
+  CHECK(std::string(sgrt_last_error()) == "sgrt_generate: top_p must be in (0, 1]");
+  CHECK(sgrt_generate(cs, std::string(47, 'x').c_str(), nullptr, append_text, &got) == SGRT_INVALID_ARGUMENT);
+  CHECK(std::string(sgrt_last_error()).find("the prompt is 48 tokens, the graph's block 48") != std::string::npos);
+  sgrt_destroy(cs);
+  int status = -1;
+  got = command_output(std::string(SGRT_BINARY_DIR "/examples/edge/edge_chat ") + chat + " ab " + std::to_string(room + 3) + " S",
+                       &status);
+  CHECK(status == 0);
+  CHECK(got == expected(ids, room));
+
   // --quantize re-exports the merged model: the tokenizer stays.
   const std::string fp8 = dir.path + "/chat_fp8.sg";
   args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--quantize", "fp8", "--tokenizer", gguf, "-o", fp8};
@@ -265,4 +305,10 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", bytes_sg});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   check_refused(test::run_tool({"run", bytes_sg, "--chat", "--prompt", "ab"}), "--chat applies to a model with a tokenizer");
+  cs = nullptr;
+  REQUIRE(sgrt_create(&cs) == SGRT_OK);
+  REQUIRE(sgrt_load_file(cs, bytes_sg.c_str(), "cpu") == SGRT_OK);
+  CHECK(sgrt_generate(cs, "ab", nullptr, append_text, &got) == SGRT_INVALID_ARGUMENT);
+  CHECK(std::string(sgrt_last_error()).find("carries no tokenizer") != std::string::npos);
+  sgrt_destroy(cs);
 }

@@ -4,20 +4,19 @@
 // file's chat template as one user message. The block is sized to the prompt
 // plus --tokens (at most the file's context); --set kv_cache=true (the
 // default here) decodes with a KV cache. Text goes to stdout as it comes; the
-// speeds to stderr at the end.
-#include <chrono>
-#include <cmath>
+// speeds to stderr at the end. `sgrt run FILE.sg` of an export that carries
+// its tokenizer (sgrt export --tokenizer) runs the same way from the file alone.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "commands.h"
 #include "gguf_config.h"
 #include "model_source.h"
-#include "sgrt/chat_template.h"
 #include "sgrt/checkpoint.h"
-#include "sgrt/generate.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/safetensors.h"
+#include "sgrt/text_generate.h"
 #include "sgrt/tokenizer_gguf.h"
 #include "sgrt/tokenizer_model.h"
 
@@ -37,24 +36,11 @@ std::string set_value(const Args& a, const std::string& key) {
   return r;
 }
 
-// The prompt's ids: the text, or with --chat the chat template's rendering of
-// one user message (after --system's message) and the assistant's opening; BOS
-// first when the tokenizer asks. `source` (the file) prefixes template errors.
-Status prompt_ids(const Args& a, const Tokenizer& tok, const std::string& source, std::vector<int32_t>* ids) {
-  std::string text = a.get("--prompt");
-  if (a.has("--chat")) {
-    ChatTemplate ct;
-    SG_TRY(ChatTemplate::parse(tok.chat_template(), &ct).with_context(source));
-    std::vector<ChatMessage> turns;
-    if (a.has("--system")) turns.push_back({"system", a.get("--system")});
-    turns.push_back({"user", text});
-    text = ct.render(turns, true);
-  }
-  if (tok.add_bos()) ids->push_back(tok.bos());
-  std::vector<int32_t> body = tok.encode(text);
-  ids->insert(ids->end(), body.begin(), body.end());
-  if (ids->empty()) return Status::Invalid("--prompt is empty");
-  return Status::Ok();
+// The prompt's ids: --prompt, with --chat (and --system) as a chat.
+Status prompt_of(const Args& a, const Tokenizer& tok, const std::string& source, std::vector<int32_t>* ids) {
+  const std::string system = a.get("--system");
+  PromptOptions po{a.has("--chat"), a.has("--system") ? system.c_str() : nullptr};
+  return prompt_ids(tok, a.get("--prompt"), po, source, ids);
 }
 
 // --tokens, --temperature (default 0: greedy), --top-k, --top-p, --seed.
@@ -71,19 +57,6 @@ Status sampling_options(const Args& a, int64_t* count, SamplingOptions* o) {
   return Status::Ok();
 }
 
-// The length of the longest prefix of `s` that does not end inside a UTF-8
-// sequence: a token may hold half a character, the next one the rest.
-size_t whole_chars(const std::string& s) {
-  size_t n = s.size();
-  for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
-    unsigned char c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return len > back ? n - back : n;
-  }
-  return n;
-}
-
 // --adapter FILE: LoRA adapters from `sgrt export-weights --trained`; their
 // rank (lora_A is [rank, in]) becomes --set lora_rank unless given.
 Status adapter_rank(const std::string& path, Args* a) {
@@ -97,31 +70,15 @@ Status adapter_rank(const std::string& path, Args* a) {
   return Status::Invalid(path + ": holds no LoRA adapter (NAME.lora_A); write one with sgrt export-weights --trained");
 }
 
-// Generates up to `count` tokens after `ids`, printing the text to stdout as
-// it comes (whole characters only: all new ids are decoded each time; invalid
-// UTF-8 as U+FFFD) and the speeds to stderr.
+// Generates up to `count` tokens after `ids`: the text to stdout as it comes,
+// the speeds to stderr.
 Status print_generation(Session& s, const Tokenizer& tok, const std::vector<int32_t>& ids, int64_t count,
                         const SamplingOptions& o) {
-  std::vector<int32_t> out;
-  std::string text;
-  size_t printed = 0;
-  auto emit = [&](int32_t id) -> Status {
-    if (id == tok.eos()) return Status::Ok();
-    out.push_back(id);
-    SG_TRY(tok.decode(out, &text));
-    size_t end = whole_chars(text);
-    if (end > printed) {  // a sequence no character can complete prints as U+FFFD, as at the end
-      std::string shown = utf8_replace_invalid(std::string_view(text).substr(printed, end - printed));
-      std::fwrite(shown.data(), 1, shown.size(), stdout);
-    }
-    std::fflush(stdout);
-    printed = std::max(printed, end);
-    return Status::Ok();
-  };
   GenerateStats st;
-  SG_TRY(generate(s, ids, count, tok.eos(), o, emit, &st));
-  std::string rest = utf8_replace_invalid(std::string_view(text).substr(printed));
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  SG_TRY(generate_text(s, tok, ids, count, o, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  }, &st));
   std::fputc('\n', stdout);
   std::fflush(stdout);  // the text before the speeds, where both go to one terminal or file
   // The first forward reads the prompt (and gives the first new token); each later one gives one token.
@@ -154,7 +111,7 @@ Status cmd_generate(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(tokenizer_from_gguf(*f, &tok));
   std::vector<int32_t> ids;
-  SG_TRY(prompt_ids(a, *tok, f->path(), &ids));
+  SG_TRY(prompt_of(a, *tok, f->path(), &ids));
   const int64_t n = static_cast<int64_t>(ids.size()), context = std::atoll(set_value(a, "context").c_str());
   if (n >= context)
     return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, the model's context is " + std::to_string(context) +
@@ -188,7 +145,7 @@ Status run_tokenized(Args& a, std::shared_ptr<const Model> m) {
   std::unique_ptr<Tokenizer> tok;
   SG_TRY(tokenizer_from_model(*m, &tok));
   std::vector<int32_t> ids;
-  SG_TRY(prompt_ids(a, *tok, m->label(), &ids));
+  SG_TRY(prompt_of(a, *tok, m->label(), &ids));
   const int tokens = m->find_tensor("tokens");
   if (tokens >= 0 && m->tensors()[tokens].type.shape.size() == 2 && m->tensors()[tokens].type.shape[0] != 1)
     return Status::Invalid(m->label() + ": runs a batch of " + std::to_string(m->tensors()[tokens].type.shape[0]) +

@@ -3,6 +3,7 @@
 // (std::bad_alloc included) is caught here, never crossing into C.
 #include "sgrt/sgrt.h"
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <string>
@@ -12,10 +13,13 @@
 #include "sgrt/export.h"
 #include "sgrt/file_io.h"
 #include "sgrt/session.h"
+#include "sgrt/text_generate.h"
+#include "sgrt/tokenizer_model.h"
 
 struct sgrt_session {
   std::unique_ptr<sgrt::Session> session;
   std::string last_program;  // the last program run since load / reset ("" if none)
+  std::unique_ptr<sgrt::Tokenizer> tokenizer;  // the graph's, made by the first sgrt_generate
 };
 
 namespace {
@@ -107,6 +111,18 @@ Status load(sgrt_session* s, std::vector<uint8_t> bytes, const std::string& labe
   SG_TRY(session->init(0, 0));
   s->session = std::move(session);
   s->last_program.clear();
+  s->tokenizer.reset();
+  return Status::Ok();
+}
+
+// sgrt_generate's options, checked; NULL: the defaults.
+Status generate_options(const sgrt_generate_options* in, Failure* f, sgrt_generate_options* out) {
+  *out = in ? *in : sgrt_generate_options{0, nullptr, 200, 0.0, 0, 1.0, 1};
+  if (out->max_tokens < 1) return fail(f, SGRT_INVALID_ARGUMENT, "max_tokens must be at least 1");
+  if (!(out->temperature >= 0 && out->temperature <= 100))
+    return fail(f, SGRT_INVALID_ARGUMENT, "temperature must be in [0, 100]");
+  if (out->top_k < 0) return fail(f, SGRT_INVALID_ARGUMENT, "top_k must be 0 (all) or more");
+  if (!(out->top_p > 0 && out->top_p <= 1)) return fail(f, SGRT_INVALID_ARGUMENT, "top_p must be in (0, 1]");
   return Status::Ok();
 }
 
@@ -229,6 +245,33 @@ sgrt_status sgrt_run(sgrt_session* s, const char* program) {
     SG_TRY(s->session->run(p));
     s->last_program = program;
     return Status::Ok();
+  });
+}
+
+sgrt_status sgrt_generate(sgrt_session* s, const char* prompt, const sgrt_generate_options* options,
+                          sgrt_text_callback on_text, void* user) {
+  return guard(__func__, [&](Failure* f) {
+    SGRT_NEED(s);
+    SGRT_NEED(prompt);
+    SGRT_NEED(on_text);
+    SGRT_NEED_LOADED(s);
+    sgrt_generate_options o;
+    SG_TRY(generate_options(options, f, &o));
+    const sgrt::Model& m = s->session->model();
+    if (!s->tokenizer) SG_TRY(sgrt::tokenizer_from_model(m, &s->tokenizer));
+    int64_t block, vocab;
+    SG_TRY(sgrt::generation_shape(m, &block, &vocab));
+    std::vector<int32_t> ids;
+    SG_TRY(sgrt::prompt_ids(*s->tokenizer, prompt, {o.chat != 0, o.chat ? o.system : nullptr}, m.label(), &ids));
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (n >= block)
+      return fail(f, SGRT_INVALID_ARGUMENT, "the prompt is " + std::to_string(n) + " tokens, the graph's block " +
+                                                std::to_string(block) + " (leave room for at least one new token)");
+    s->last_program.clear();  // generation overwrites the outputs
+    sgrt::GenerateStats stats;
+    return sgrt::generate_text(*s->session, *s->tokenizer, ids, std::min(o.max_tokens, block - n),
+                               sgrt::SamplingOptions{o.temperature, o.top_k, o.top_p, o.seed},
+                               [&](std::string_view piece) { on_text(piece.data(), piece.size(), user); }, &stats);
   });
 }
 

@@ -2,7 +2,8 @@
  *
  * Load a compiled or exported graph (.sg), pick a backend, bind inputs by
  * name, run its programs (train_step, eval, infer), read outputs and metrics
- * by name, save and load checkpoints, export a deployable graph.
+ * by name, save and load checkpoints, export a deployable graph, and generate
+ * text from a graph that carries its tokenizer.
  *
  * Every call returns an sgrt_status; on failure sgrt_last_error() says why.
  * Nothing aborts and no C++ exception crosses this boundary. A session is not
@@ -109,6 +110,31 @@ SGRT_API sgrt_status sgrt_load_checkpoint(sgrt_session* s, const char* dir, int6
  * export). flags: SGRT_EXPORT_*; quantize: NULL or "" for none, else "fp8",
  * "fp8-channel", "fp4" or "nvfp4" (needs SGRT_EXPORT_INFER_ONLY). */
 SGRT_API sgrt_status sgrt_export(const sgrt_session* s, const char* path, unsigned flags, const char* quantize);
+
+/* Text generation from a graph that carries its tokenizer (sgrt export
+ * --tokenizer) and maps an input "tokens" [1, block] to an output "logits"
+ * (with a KV cache when it has the programs prefill and decode_step;
+ * docs/c_api.md). */
+typedef struct sgrt_generate_options {
+  int chat;            /* nonzero: the prompt is one user message in the model's chat template, the assistant's turn opened */
+  const char* system;  /* with chat: a system message first; NULL: none */
+  int64_t max_tokens;  /* new tokens at most (>= 1); fewer when EOS comes or the block is full */
+  double temperature;  /* 0: greedy; else sample from softmax(logits / temperature), at most 100 */
+  int64_t top_k;       /* sample among the top_k most likely tokens; 0: all */
+  double top_p;        /* within the smallest set of probability top_p, in (0, 1]; 1: all */
+  uint64_t seed;
+} sgrt_generate_options;
+
+/* Receives the new text as it is generated, a piece per call: whole UTF-8
+ * characters (an invalid sequence as U+FFFD), not NUL-terminated, EOS not shown. */
+typedef void (*sgrt_text_callback)(const char* text, size_t len, void* user);
+
+/* Tokenizes prompt (UTF-8; BOS first when the tokenizer asks) and generates.
+ * options NULL: greedy, 200 tokens, no chat. A prompt that leaves no room in
+ * the block, a graph without a tokenizer or for a batch of more than one
+ * sequence: SGRT_INVALID_ARGUMENT. */
+SGRT_API sgrt_status sgrt_generate(sgrt_session* s, const char* prompt, const sgrt_generate_options* options,
+                                   sgrt_text_callback on_text, void* user);
 
 #ifdef __cplusplus
 }
