@@ -11,7 +11,7 @@ local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ff
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
                        lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
                        lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false,
-                       kv_cache = false, accumulate = 1, checkpoint = false, data = "", steps = 0, eval_every = 0 }
+                       kv_cache = false, prefill_chunk = 0, accumulate = 1, checkpoint = false, data = "", steps = 0, eval_every = 0 }
 local dh = cfg.n_embd // cfg.n_head
 -- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
 -- rest frozen (docs/lora.md). lora_rank = 0: full training. lora_base = q4_1 or
@@ -70,9 +70,15 @@ local logits = forward(tokens, function(_, q, k, v)
                       cfg.n_head, cfg.n_kv_head)
 end)
 
--- kv_cache = true: programs "prefill" (the prompt, padded to the block, from
--- position 0) and "decode_step" (one token at position pos), both appending
--- to per-layer caches [batch, block, n_kv_head * dh]. sgrt run sets it.
+-- kv_cache = true: programs "prefill" (prefill_chunk tokens of the prompt at
+-- position pos, padded; 0: the whole block) and "decode_step" (one token at
+-- position pos), both appending to per-layer caches [batch, block, n_kv_head * dh].
+-- A prompt is prefilled chunk by chunk: its cost follows its length, not the block's.
+-- sgrt run sets kv_cache.
+local chunk = cfg.prefill_chunk > 0 and cfg.prefill_chunk or cfg.block
+if cfg.kv_cache and cfg.block % chunk ~= 0 then
+  error("prefill_chunk=" .. chunk .. " does not divide block=" .. cfg.block)
+end
 if cfg.kv_cache then
   local pos = sg.input("pos", {}, "i32")
   local caches = {}
@@ -85,7 +91,7 @@ if cfg.kv_cache then
                            sg.rope_at(k, pos, cfg.n_kv_head, cfg.rope_base, true), v, caches[l][1], caches[l][2], pos,
                            cfg.n_head, cfg.n_kv_head)
   end
-  sg.program("prefill", { logits = forward(sg.input("prompt", { cfg.batch, cfg.block }, "i32"), cached) })
+  sg.program("prefill", { logits = forward(sg.input("prompt", { cfg.batch, chunk }, "i32"), cached) })
   sg.program("decode_step", { logits = forward(sg.input("token", { cfg.batch, 1 }, "i32"), cached) })
 end
 

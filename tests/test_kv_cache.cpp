@@ -2,11 +2,14 @@
 // token at a time, or a chunk at a time, from position 0 gives what causal
 // attention over the whole sequence gives (the attention and rope ops, another
 // kernel path), for grouped-query heads; rope_at against its closed form; the
-// declared programs hold only their own ops; bad positions and names refused.
+// declared programs hold only their own ops; bad positions and names refused;
+// sgrt::generate on models/llama.lua gives the same tokens with a prefill in
+// chunks, over the whole block, and without a cache (infer per token).
 #include <cmath>
 #include <random>
 
 #include "harness.h"
+#include "sgrt/generate.h"
 
 using namespace sgrt;
 
@@ -160,4 +163,46 @@ TEST_CASE("a position past the cache, a negative one, and bad declarations are r
   )", &m);
   CHECK_MESSAGE(st.message().find("kv_attention: k_cache f32[1, 2, 4] must be [batch, >= time, width]") != std::string::npos,
                 st.message());
+}
+
+TEST_CASE("generate: a prefill in chunks gives the tokens of the whole-block prefill and of infer without a cache") {
+  // One tiny llama with random weights, compiled three ways; the params match by name.
+  auto compile = [](const std::map<std::string, std::string>& extra) {
+    std::map<std::string, std::string> set = {{"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "4"}, {"n_kv_head", "2"},
+                                              {"ffn", "64"},    {"vocab", "50"},   {"block", "16"}, {"context", "16"}};
+    for (auto& [k, v] : extra) set[k] = v;
+    auto s = test::open_session(test::compile_model_file("models/llama.lua", set));
+    for (const TensorInfo& t : s->model().tensors()) {
+      if (t.role != Role::param) continue;
+      std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(t.name)));
+      std::normal_distribution<float> n(0.0f, 0.5f);
+      std::vector<float> v(static_cast<size_t>(numel(t.type.shape)));
+      for (float& x : v) x = n(rng);
+      test::write_vec(*s, t.name, v);
+    }
+    return s;
+  };
+  auto chunked = compile({{"kv_cache", "true"}, {"prefill_chunk", "4"}});
+  auto whole = compile({{"kv_cache", "true"}});
+  auto uncached = compile({});
+  CHECK(chunked->model().tensors()[chunked->model().find_tensor("prompt")].type.shape == Shape{1, 4});
+  auto tokens = [](Session& s, const std::vector<int32_t>& prompt) {
+    std::vector<int32_t> out;
+    GenerateStats stats;
+    Status st = generate(s, prompt, 16 - static_cast<int64_t>(prompt.size()), -1, SamplingOptions{}, [&](int32_t id) {
+      out.push_back(id);
+      return Status::Ok();
+    }, &stats);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    return out;
+  };
+  for (size_t n : {1, 3, 4, 5, 8, 9, 15}) {  // inside, at and past chunk boundaries
+    CAPTURE(n);
+    std::vector<int32_t> prompt(n);
+    for (size_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>((7 * i + 3) % 50);
+    const std::vector<int32_t> want = tokens(*uncached, prompt);
+    REQUIRE(want.size() == 16 - n);
+    CHECK(tokens(*whole, prompt) == want);
+    CHECK(tokens(*chunked, prompt) == want);
+  }
 }

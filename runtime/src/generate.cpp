@@ -103,28 +103,34 @@ class NextLogits {
     pos_ = m.find_tensor("pos");
     block_out_ = output_id(m, "prefill.logits");
     token_out_ = output_id(m, "decode_step.logits");
-    SG_TRY(expect_type(m, block_in_, "prompt", TensorType{{1, block}, DType::i32}));
+    if (block_in_ < 0) return Status::Invalid(m.label() + ": has no tensor \"prompt\" (a KV-cache model needs it)");
+    const Shape& chunk = m.tensors()[block_in_].type.shape;
+    chunk_ = chunk.size() == 2 ? chunk[1] : 0;
+    if (chunk_ < 1 || block % chunk_ != 0)
+      return Status::Invalid(m.label() + ": prompt is " + type_str(m.tensors()[block_in_].type) +
+                             ", expected i32 [1, C] with C dividing the block of " + std::to_string(block));
+    SG_TRY(expect_type(m, block_in_, "prompt", TensorType{{1, chunk_}, DType::i32}));
     SG_TRY(expect_type(m, token_in_, "token", TensorType{{1, 1}, DType::i32}));
     SG_TRY(expect_type(m, pos_, "pos", TensorType{{}, DType::i32}));
-    SG_TRY(expect_type(m, block_out_, "prefill.logits", TensorType{{1, block, vocab}, DType::f32}));
+    SG_TRY(expect_type(m, block_out_, "prefill.logits", TensorType{{1, chunk_, vocab}, DType::f32}));
     SG_TRY(expect_type(m, token_out_, "decode_step.logits", TensorType{{1, 1, vocab}, DType::f32}));
     logits_ = std::vector<float>(vocab);
     return Status::Ok();
   }
 
-  // The first call reads the whole prompt ids[0, n); each later one adds ids[n - 1].
+  // The first call reads the whole prompt ids[0, n) (ids holds the block,
+  // zero-padded); each later one adds ids[n - 1].
   Status run(const std::vector<int32_t>& ids, int64_t n, bool first, std::span<const float>* z) {
-    if (first || !cached_) {
-      int32_t zero = 0;
-      if (cached_) SG_TRY(s_->write(pos_, &zero, sizeof zero));
+    if (!cached_) {  // infer over the whole block
       SG_TRY(s_->write(block_in_, ids.data(), ids.size() * sizeof(int32_t)));
       SG_TRY(s_->run(prefill_));
-      // Only the last prompt position's row ([1, block, vocab]): a GPU backend's
-      // read of the whole block would move block times the bytes.
-      const uint64_t row = sizeof(float) * static_cast<uint64_t>(vocab_);
-      SG_TRY(s_->read_range(block_out_, static_cast<uint64_t>(n - 1) * row, logits_.data(), row));
-      *z = logits_;
-      return Status::Ok();
+      return read_row(n - 1, z);
+    }
+    if (first) {  // chunk by chunk from position 0: the padding's cache rows are rewritten before any read
+      int64_t at = 0;
+      for (; at + chunk_ < n; at += chunk_) SG_TRY(prefill_at(ids, at));
+      SG_TRY(prefill_at(ids, at));
+      return read_row(n - 1 - at, z);
     }
     int32_t pos = static_cast<int32_t>(n - 1);
     SG_TRY(s_->write(pos_, &pos, sizeof pos));
@@ -136,8 +142,26 @@ class NextLogits {
   }
 
  private:
+  // The prompt's chunk ids[at, at + chunk) at position `at`, run through prefill.
+  Status prefill_at(const std::vector<int32_t>& ids, int64_t at) {
+    int32_t pos = static_cast<int32_t>(at);
+    SG_TRY(s_->write(pos_, &pos, sizeof pos));
+    SG_TRY(s_->write(block_in_, ids.data() + at, static_cast<size_t>(chunk_) * sizeof(int32_t)));
+    return s_->run(prefill_);
+  }
+
+  // Row `row` of the last infer / prefill run's logits: only that row is read,
+  // since a GPU backend's read of the whole block would move block times the bytes.
+  Status read_row(int64_t row, std::span<const float>* z) {
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(vocab_);
+    SG_TRY(s_->read_range(block_out_, static_cast<uint64_t>(row) * bytes, logits_.data(), bytes));
+    *z = logits_;
+    return Status::Ok();
+  }
+
   Session* s_ = nullptr;
   bool cached_ = false;
+  int64_t chunk_ = 0;  // the prefill program's tokens
   int64_t vocab_ = 0;
   int prefill_ = -1, decode_ = -1, block_in_ = -1, block_out_ = -1, token_in_ = -1, token_out_ = -1, pos_ = -1;
   std::vector<float> logits_;  // the next token's [vocab]

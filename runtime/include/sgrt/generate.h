@@ -1,12 +1,12 @@
 // Text generation from a language model whose infer program maps an i32
 // input "tokens" [1, block] to an output "logits" [1, block, vocab] (causal:
 // the logits at position t see tokens 0..t only). With a KV cache, the model
-// also has programs "prefill" (input "prompt" [1, block] -> "prefill.logits"
-// [1, block, vocab]) and "decode_step" (input "token" [1, 1] ->
-// "decode_step.logits" [1, 1, vocab]), both reading the position of their
-// first token from the input "pos" i32[]: the prompt runs once, then one token
-// per step (docs/llama.md). Without them every new token reruns infer over the
-// whole block.
+// also has programs "prefill" (input "prompt" [1, C] -> "prefill.logits"
+// [1, C, vocab], C dividing the block) and "decode_step" (input "token" [1, 1]
+// -> "decode_step.logits" [1, 1, vocab]), both reading the position of their
+// first token from the input "pos" i32[]: the prompt runs once, C tokens at a
+// time, then one token per step (docs/llama.md). Without them every new token
+// reruns infer over the whole block.
 #pragma once
 #include <cstdint>
 #include <functional>
