@@ -136,6 +136,15 @@ inline void feed_tiny_llama(Session& s) {
   }
 }
 
+// This process's resident set (VmRSS), in KiB.
+inline int64_t rss_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  FAIL("no VmRSS in /proc/self/status");
+  return 0;
+}
+
 inline void run(Session& s, const std::string& program) {
   int p = -1;
   Status st = s.find_program(program, &p);

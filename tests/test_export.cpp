@@ -1,5 +1,7 @@
 // Deployable graphs (sgrt/export.h): state folded in, training stripped,
-// weights quantized; each checked against the session it came from.
+// weights quantized; each checked against the session it came from. A file
+// loaded by Model::load_file is mapped, and its weights' pages leave memory
+// once in the arena.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "harness.h"
 #include "sg_generated.h"
 #include "sgrt/export.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 using namespace sgrt::test;
@@ -223,4 +226,41 @@ TEST_CASE("export: bad options are refused with a message") {
   REQUIRE(export_to_file(*s, {}, out.path).ok());
   std::unique_ptr<Model> m;
   CHECK(Model::load_file(out.path, &m).ok());
+}
+
+TEST_CASE("an exported file is mapped: its weights are resident once, in the arena, and init reads them again") {
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+local sg = require "sg"
+local x = sg.input("x", {4, 2048})
+local w = sg.param("w", {4096, 2048}, {"normal", 0, 0.02})
+sg.output("y", sg.matmul(x, w, {trans_b = true}))
+sg.loss(sg.sum(sg.reshape(sg.matmul(x, w, {trans_b = true}), {4 * 4096})))
+sg.optimizer.sgd{ lr = 0.1 }
+)", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  test::TempDir dir;
+  const std::string path = dir.path + "/w.sg";
+  std::vector<float> w;
+  {
+    auto s = test::open_session(m, "cpu", 7);
+    w = test::read_f32(*s, "w");
+    ExportOptions o;
+    o.infer_only = true;
+    st = export_to_file(*s, o, path);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  const int64_t weights_kib = static_cast<int64_t>(w.size() * sizeof(float) / 1024);  // 32 MiB
+  const int64_t before = test::rss_kib();
+  std::unique_ptr<Model> loaded;
+  st = Model::load_file(path, &loaded);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(test::rss_kib() - before < weights_kib / 4);  // the checksum read every page; none stays
+  auto s = test::open_session(std::move(loaded), "cpu", 1);
+  CHECK(test::rss_kib() - before < weights_kib * 3 / 2);  // the arena's copy, not the file's too
+  CHECK(test::read_f32(*s, "w") == w);
+  test::write_vec(*s, "w", std::vector<float>(w.size(), 0.f));
+  st = s->init(2, 0);  // the released pages come back from the file
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(test::read_f32(*s, "w") == w);
 }

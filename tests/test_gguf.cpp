@@ -215,15 +215,6 @@ std::string file_bytes(const std::string& path) {
   return std::string(v.begin(), v.end());
 }
 
-// This process's resident set (VmRSS), in KiB.
-int64_t rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  FAIL("no VmRSS in /proc/self/status");
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("the tensor type table matches gguf-py's GGML_QUANT_SIZES") {
@@ -526,11 +517,11 @@ TEST_CASE("SmolLM2-135M: the metadata issue 14 lists, every tensor as gguf-py re
     MESSAGE(test::kNoSmollm2);
     return;
   }
-  const int64_t rss_before = rss_kib();
+  const int64_t rss_before = test::rss_kib();
   auto f = open_ok(path);
   // Opening maps the file and reads its header: the 98 MB are not copied
   // (the vocabulary's strings, ~1.8 MB, are the only pages touched in bulk).
-  CHECK((rss_kib() - rss_before) * 1024 < static_cast<int64_t>(f->file_size() / 16));
+  CHECK((test::rss_kib() - rss_before) * 1024 < static_cast<int64_t>(f->file_size() / 16));
   auto u32 = [&](const char* key) {
     uint32_t v = 0;
     Status st = f->get_u32(key, &v);
@@ -612,7 +603,7 @@ TEST_CASE("SmolLM2-135M: the metadata issue 14 lists, every tensor as gguf-py re
   CHECK(tensors == 272);
   // Every tensor's pages were released after use: beside the f32 buffer, less
   // than a quarter of the file stays resident (all of it would without release).
-  const int64_t grown = (rss_kib() - rss_before) * 1024;
+  const int64_t grown = (test::rss_kib() - rss_before) * 1024;
   CHECK_MESSAGE(grown < static_cast<int64_t>(values.capacity() * sizeof(float) + f->file_size() / 4), grown);
 }
 

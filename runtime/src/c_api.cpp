@@ -11,7 +11,6 @@
 
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
-#include "sgrt/file_io.h"
 #include "sgrt/session.h"
 #include "sgrt/text_generate.h"
 #include "sgrt/tokenizer_model.h"
@@ -100,9 +99,7 @@ Status need_result(const sgrt_session* s, const char* name, Failure* f) {
   return Status::Ok();
 }
 
-Status load(sgrt_session* s, std::vector<uint8_t> bytes, const std::string& label, const char* backend, Failure* f) {
-  std::unique_ptr<sgrt::Model> m;
-  SG_TRY(sgrt::Model::load_bytes(std::move(bytes), label, &m));
+Status load(sgrt_session* s, std::unique_ptr<sgrt::Model> m, const char* backend, Failure* f) {
   std::unique_ptr<sgrt::Backend> be;
   Status st = sgrt::make_backend(backend && *backend ? backend : "cpu", &be);
   if (!st.ok()) return fail(f, SGRT_UNSUPPORTED, st.message());
@@ -165,9 +162,9 @@ sgrt_status sgrt_load_file(sgrt_session* s, const char* path, const char* backen
   return guard(__func__, [&](Failure* f) {
     SGRT_NEED(s);
     SGRT_NEED(path);
-    std::vector<uint8_t> bytes;
-    SG_TRY(sgrt::read_file(path, &bytes));
-    return load(s, std::move(bytes), path, backend, f);
+    std::unique_ptr<sgrt::Model> m;
+    SG_TRY(sgrt::Model::load_file(path, &m));  // mapped: the weights' pages go once in the arena
+    return load(s, std::move(m), backend, f);
   });
 }
 
@@ -176,7 +173,9 @@ sgrt_status sgrt_load_memory(sgrt_session* s, const void* data, size_t size, con
     SGRT_NEED(s);
     SGRT_NEED(data);
     const uint8_t* p = static_cast<const uint8_t*>(data);
-    return load(s, std::vector<uint8_t>(p, p + size), "<memory>", backend, f);
+    std::unique_ptr<sgrt::Model> m;
+    SG_TRY(sgrt::Model::load_bytes(std::vector<uint8_t>(p, p + size), "<memory>", &m));
+    return load(s, std::move(m), backend, f);
   });
 }
 

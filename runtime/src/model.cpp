@@ -20,15 +20,35 @@ static_assert(static_cast<int>(sg::Role::statistic) == static_cast<int>(Role::st
 static_assert(static_cast<int>(sg::InitKind::buffer) == static_cast<int>(InitKind::buffer));
 static_assert(static_cast<int>(sg::AttrKind::ints) == static_cast<int>(AttrKind::ints));
 
+// A mapped file rather than a copy: an exported file's weights are read once
+// into the arena, and their pages can then be dropped (release_file_pages).
+// What cannot be mapped (a pipe) is read.
 Status Model::load_file(const std::string& path, std::unique_ptr<Model>* out) {
-  std::vector<uint8_t> bytes;
-  SG_TRY(read_file(path, &bytes).with_context("cannot load model"));
-  return load_bytes(std::move(bytes), path, out);
+  auto m = std::unique_ptr<Model>(new Model());
+  if (MappedFile::open(path, &m->mapped_).ok() && m->mapped_.size() > 0) {
+    m->bytes_ = std::span<const uint8_t>(m->mapped_.data(), m->mapped_.size());
+  } else {
+    SG_TRY(read_file(path, &m->owned_).with_context("cannot load model"));
+    m->bytes_ = m->owned_;
+  }
+  SG_TRY(load(std::move(m), path, out));
+  (*out)->mapped_.release(0, (*out)->mapped_.size());  // the checksum read every page; the decoded model is on the heap
+  return Status::Ok();
 }
 
 Status Model::load_bytes(std::vector<uint8_t> bytes, const std::string& label, std::unique_ptr<Model>* out) {
   auto m = std::unique_ptr<Model>(new Model());
-  m->bytes_ = std::move(bytes);
+  m->owned_ = std::move(bytes);
+  m->bytes_ = m->owned_;
+  return load(std::move(m), label, out);
+}
+
+void Model::release_file_pages(std::span<const uint8_t> part) const {
+  if (mapped_.size() > 0 && part.data() >= mapped_.data() && part.data() + part.size() <= mapped_.data() + mapped_.size())
+    mapped_.release(static_cast<size_t>(part.data() - mapped_.data()), part.size());
+}
+
+Status Model::load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out) {
   m->label_ = label;
   size_t payload = 0;
   SG_TRY(check_footer(m->bytes_.data(), m->bytes_.size(), &payload).with_context(label));

@@ -65,6 +65,7 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
     if (t.init == InitKind::buffer && t.bytes > 0) {  // an exported graph carries the value
       std::span<const uint8_t> b = model_->buffer(t.init_buffer);
       SG_TRY(write(static_cast<int>(id), b.data(), b.size()));
+      model_->release_file_pages(b);  // the arena holds it now; the file has it if init runs again
       continue;
     }
     bool low_precision = t.type.dtype == DType::f16 || t.type.dtype == DType::e4m3;  // optimizer state, masters

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sgrt/mapped_file.h"
 #include "sgrt/status.h"
 #include "sgrt/tensor_info.h"
 
@@ -39,8 +40,13 @@ class Model {
   const std::vector<std::pair<std::string, int>>& metrics() const { return metrics_; }
   const std::vector<std::pair<std::string, int>>& outputs() const { return outputs_; }
   const std::string& label() const { return label_; }
-  // The .sg file's bytes, as loaded.
+  // The .sg file's bytes, as loaded: load_file maps the file (read-only,
+  // private), load_bytes keeps the vector it is given.
   std::span<const uint8_t> file_bytes() const { return bytes_; }
+  // Drops the pages of `part` (a range of file_bytes()) from memory, where the
+  // file is mapped: they are read from the file again if touched. An exported
+  // file's weights need not stay resident once copied into an arena.
+  void release_file_pages(std::span<const uint8_t> part) const;
   // The bytes of Model.buffers[index] (sized to its tensor, checked at load).
   std::span<const uint8_t> buffer(int index) const;
   // A program the runtime derives from the file's before a backend prepares
@@ -61,8 +67,11 @@ class Model {
   ProgramInfo& program(int i) { return programs_[static_cast<size_t>(i)]; }
 
  private:
+  static Status load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out);
   Status decode();
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t> owned_;  // load_bytes's
+  MappedFile mapped_;           // load_file's
+  std::span<const uint8_t> bytes_;
   const sg::Model* root_ = nullptr;
   std::string label_;
   std::vector<TensorInfo> tensors_;
