@@ -5,7 +5,7 @@
  * CHAT.sg is a merged LoRA fine-tune exported for generation with its
  * tokenizer (docs/lora.md):
  *   sgrt export models/smollm2_lora.lua --checkpoint ck --merge --tokenizer FILE.gguf \
- *       --set batch=1 --set block=1024 --set kv_cache=true -o chat.sg
+ *       --set batch=1 --set block=1024 --set kv_cache=true --set prefill_chunk=64 -o chat.sg
  * The prompt goes in as one user message of the model's chat template (after
  * SYSTEM's message when given); the greedy answer is printed as it comes.
  *
