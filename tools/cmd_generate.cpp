@@ -138,7 +138,7 @@ Status cmd_generate(int argc, char** argv) {
   return print_generation(*s, *tok, ids, count, o);
 }
 
-Status run_tokenized(Args& a, std::shared_ptr<const Model> m) {
+Status run_tokenized(const Args& a, std::shared_ptr<const Model> m) {
   int64_t count;
   SamplingOptions o;
   SG_TRY(sampling_options(a, &count, &o));
