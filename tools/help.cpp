@@ -96,8 +96,9 @@ const std::vector<CommandHelp>& commands() {
            {"--infer-only", nullptr, "keep only the programs that do not train (eval, infer, prefill, ...)"},
            {"--quantize", "Q", "store weights as fp8, fp8-channel, fp4 or nvfp4 (with --infer-only)"},
            {"--merge", nullptr, "fold the LoRA adapters into their base weights (implies --infer-only; docs/lora.md)"},
-           {"--tokenizer", "FILE.gguf", "store the GGUF's tokenizer in the file, so sgrt run FILE.sg takes text "
-                                        "(--set batch=1 --set kv_cache=true --set block=N with MODEL.lua: a model for generation)"},
+           {"--tokenizer", "FILE.gguf", "store the GGUF's tokenizer in the file, so sgrt run FILE.sg takes text; with "
+                                        "MODEL.lua, --set batch=1 --set block=N --set kv_cache=true --set prefill_chunk=64 "
+                                        "make a model for generation (batch, block and kv_cache may differ from the checkpoint's)"},
        })},
       {"run", "[MODEL.sg|MODEL.lua]",
        "sample text from a trained language model (--checkpoint DIR), from a pretrained GGUF model "
