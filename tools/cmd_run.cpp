@@ -25,12 +25,11 @@ namespace {
 
 // The input bound as "tokens" and the "logits" output.
 Status find_io(const Model& m, int* tokens, int* logits) {
-  *tokens = *logits = -1;
+  *tokens = -1;
+  *logits = m.find_output("logits");
   if (const sg::DataBinding* d = m.root().data(); d && d->fields())
     for (const sg::DataField* f : *d->fields())
       if (f->field()->str() == "tokens") *tokens = f->tensor();
-  for (auto& [name, id] : m.outputs())
-    if (name == "logits") *logits = id;
   if (*tokens < 0) return Status::Invalid(m.label() + ": binds no \"tokens\" input (sg.data.text{tokens = ...})");
   if (*logits < 0) return Status::Invalid(m.label() + ": declares no sg.output(\"logits\", ...)");
   const TensorType& t = m.tensors()[*tokens].type;

@@ -80,7 +80,7 @@ int named_tensor(const sgrt::Model& m, const std::string& name, bool inputs_only
   int id = m.find_tensor(name);
   if (id >= 0 && m.tensors()[id].role == sgrt::Role::input) return id;
   if (inputs_only) return -1;
-  for (const auto& [n, t] : m.outputs()) if (n == name) return t;
+  if (int t = m.find_output(name); t >= 0) return t;
   for (const auto& [n, t] : m.metrics()) if (n == name) return t;
   return name == "loss" ? m.loss() : -1;
 }

@@ -115,9 +115,7 @@ class Exporter {
  private:
   // A tokenizer whose ids are the rows of the model's logits.
   Status store_tokenizer(const Tokenizer& tok) {
-    int logits = -1;
-    for (auto& [name, id] : m_.outputs())
-      if (name == "logits") logits = id;
+    const int logits = m_.find_output("logits");
     if (logits < 0) return Status::Invalid(m_.label() + ": a tokenizer needs a text model, one that declares sg.output(\"logits\", ...)");
     const Shape& shape = m_.tensors()[logits].type.shape;
     if (shape.empty() || shape.back() != static_cast<int64_t>(tok.vocab_size()))

@@ -16,9 +16,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 Status find_io(const Model& m, int* tokens, int* logits) {
   *tokens = m.find_tensor("tokens");
-  *logits = -1;
-  for (auto& [name, id] : m.outputs())
-    if (name == "logits") *logits = id;
+  *logits = m.find_output("logits");
   if (*tokens < 0) return Status::Invalid(m.label() + ": has no input \"tokens\"");
   if (*logits < 0) return Status::Invalid(m.label() + ": declares no sg.output(\"logits\", ...)");
   return Status::Ok();
@@ -65,12 +63,6 @@ int32_t sample_token(std::span<const float> z, const SamplingOptions& o, float u
 
 namespace {
 
-int output_id(const Model& m, const std::string& name) {
-  for (auto& [n, id] : m.outputs())
-    if (n == name) return id;
-  return -1;
-}
-
 Status expect_type(const Model& m, int id, const std::string& name, const TensorType& want) {
   if (id < 0) return Status::Invalid(m.label() + ": has no tensor \"" + name + "\" (a KV-cache model needs it)");
   const TensorType& t = m.tensors()[id].type;
@@ -101,8 +93,8 @@ class NextLogits {
     block_in_ = m.find_tensor("prompt");
     token_in_ = m.find_tensor("token");
     pos_ = m.find_tensor("pos");
-    block_out_ = output_id(m, "prefill.logits");
-    token_out_ = output_id(m, "decode_step.logits");
+    block_out_ = m.find_output("prefill.logits");
+    token_out_ = m.find_output("decode_step.logits");
     if (block_in_ < 0) return Status::Invalid(m.label() + ": has no tensor \"prompt\" (a KV-cache model needs it)");
     const Shape& chunk = m.tensors()[block_in_].type.shape;
     chunk_ = chunk.size() == 2 ? chunk[1] : 0;

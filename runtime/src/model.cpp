@@ -63,6 +63,12 @@ Status Model::load(std::unique_ptr<Model> m, const std::string& label, std::uniq
   return Status::Ok();
 }
 
+int Model::find_output(const std::string& name) const {
+  for (const auto& [n, id] : outputs_)
+    if (n == name) return id;
+  return -1;
+}
+
 int Model::find_program(const std::string& name) const {
   for (size_t i = 0; i < programs_.size(); ++i) if (programs_[i].name == name) return static_cast<int>(i);
   return -1;

@@ -314,4 +314,20 @@ std::string utf8_replace_invalid(std::string_view bytes) {
   return out;
 }
 
+const char* pre_tokenizer_name(PreTokenizer p) {
+  switch (p) {
+    case PreTokenizer::smollm: return "smollm";
+  }
+  return "?";
+}
+
+bool pre_tokenizer_named(std::string_view name, PreTokenizer* out) {
+  for (PreTokenizer p : {PreTokenizer::smollm})
+    if (name == pre_tokenizer_name(p)) {
+      *out = p;
+      return true;
+    }
+  return false;
+}
+
 }  // namespace sgrt

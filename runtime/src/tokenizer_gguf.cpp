@@ -27,8 +27,8 @@ Status optional_id(const GgufFile& gguf, const char* key, int32_t* id) {
 Status tokenizer_from_gguf(const GgufFile& gguf, std::unique_ptr<Tokenizer>* out) {
   TokenizerSpec spec;
   SG_TRY(expect(gguf, "tokenizer.ggml.model", "gpt2"));
-  SG_TRY(expect(gguf, "tokenizer.ggml.pre", "smollm"));
   spec.pre = PreTokenizer::smollm;
+  SG_TRY(expect(gguf, "tokenizer.ggml.pre", pre_tokenizer_name(spec.pre)));
   SG_TRY(gguf.get_string_array("tokenizer.ggml.tokens", &spec.tokens));
   SG_TRY(gguf.get_string_array("tokenizer.ggml.merges", &spec.merges));
   if (gguf.has("tokenizer.ggml.token_type")) SG_TRY(gguf.get_i32_array("tokenizer.ggml.token_type", &spec.token_types));

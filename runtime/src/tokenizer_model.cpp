@@ -5,9 +5,6 @@
 namespace sgrt {
 namespace {
 
-// The pre-tokenizers by the names the file stores.
-constexpr std::pair<PreTokenizer, const char*> kPreNames[] = {{PreTokenizer::smollm, "smollm"}};
-
 std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
   std::vector<std::string> out;
   if (v)
@@ -25,10 +22,9 @@ Status tokenizer_from_model(const Model& m, std::unique_ptr<Tokenizer>* out) {
     return Status::Invalid(m.label() + ": carries no tokenizer (export it with sgrt export --tokenizer FILE.gguf, "
                                        "the GGUF it was fine-tuned from)");
   TokenizerSpec spec;
-  bool known = false;
-  for (auto [pre, name] : kPreNames)
-    if (t->pre()->str() == name) spec.pre = pre, known = true;
-  if (!known) return Status::Unsupported(m.label() + ": tokenizer pre-tokenizer '" + t->pre()->str() + "' not supported (known: smollm)");
+  if (!pre_tokenizer_named(t->pre()->str(), &spec.pre))
+    return Status::Unsupported(m.label() + ": tokenizer pre-tokenizer '" + t->pre()->str() + "' not supported (known: " +
+                               pre_tokenizer_name(PreTokenizer::smollm) + ")");
   spec.tokens = strings(t->tokens());
   spec.merges = strings(t->merges());
   if (t->token_types()) spec.token_types.assign(t->token_types()->begin(), t->token_types()->end());
@@ -41,8 +37,7 @@ Status tokenizer_from_model(const Model& m, std::unique_ptr<Tokenizer>* out) {
 
 std::unique_ptr<sg::TokenizerT> tokenizer_table(const TokenizerSpec& spec) {
   auto t = std::make_unique<sg::TokenizerT>();
-  for (auto [pre, name] : kPreNames)
-    if (spec.pre == pre) t->pre = name;
+  t->pre = pre_tokenizer_name(spec.pre);
   t->tokens = spec.tokens;
   t->token_types = spec.token_types;
   t->merges = spec.merges;

@@ -39,6 +39,7 @@ class Model {
   int lr() const { return lr_; }
   const std::vector<std::pair<std::string, int>>& metrics() const { return metrics_; }
   const std::vector<std::pair<std::string, int>>& outputs() const { return outputs_; }
+  int find_output(const std::string& name) const;  // the tensor of sg.output(name, ...); -1 if none
   const std::string& label() const { return label_; }
   // The .sg file's bytes, as loaded: load_file maps the file (read-only,
   // private), load_bytes keeps the vector it is given.

@@ -23,6 +23,11 @@ namespace sgrt {
 //   regex 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 enum class PreTokenizer { smollm };
 
+// A pre-tokenizer's name, as GGUF files (`tokenizer.ggml.pre`) and .sg files store it.
+const char* pre_tokenizer_name(PreTokenizer p);
+// The pre-tokenizer called `name`; false for a name none has.
+bool pre_tokenizer_named(std::string_view name, PreTokenizer* out);
+
 // GGUF / llama.cpp token types (`tokenizer.ggml.token_type`).
 enum class TokenType : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 
