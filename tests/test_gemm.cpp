@@ -188,8 +188,11 @@ std::vector<Isa> isas() {
   return v;
 }
 
+// M = 1 with B stored [N, K] is the matrix-vector path (gemm_problem.h's is_gemv):
+// K past 16-element steps and their tails, and past the blocked path's K block.
 const int64_t kShapes[][3] = {{1, 1, 1},   {7, 33, 65}, {33, 7, 129}, {65, 129, 33}, {129, 65, 7},
-                              {1, 129, 65}, {129, 1, 33}, {65, 65, 1}, {33, 40, 1601}, {3, 3100, 5}};
+                              {1, 129, 65}, {129, 1, 33}, {65, 65, 1}, {33, 40, 1601}, {3, 3100, 5},
+                              {1, 300, 1601}};
 
 void run_cases(const std::vector<Case>& cases) {
   std::mt19937 rng(42);
@@ -415,16 +418,19 @@ TEST_CASE("a triangular A or C: the product skips tiles and terms, never bits") 
 
 TEST_CASE("results do not depend on the thread count") {
   std::mt19937 rng(3);
-  for (DType t : {DType::f32, DType::e4m3}) {
-    Operand a(t, false, false, 300, 900, rng), b(t, true, true, 200, 900, rng);
-    std::vector<float> c1(300 * 200), c2(300 * 200);
-    set_num_threads(1);
-    REQUIRE(gemm(300, 200, 900, 1.0f, a.g, b.g, 0.0f, c1.data(), 200) == nullptr);
-    set_num_threads(2);
-    REQUIRE(gemm(300, 200, 900, 1.0f, a.g, b.g, 0.0f, c2.data(), 200) == nullptr);
-    set_num_threads(0);
-    CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * 4) == 0);
-  }
+  for (DType t : {DType::f32, DType::e4m3})
+    for (int64_t M : {300, 1}) {  // blocked and matrix-vector
+      CAPTURE(dtype_name(t));
+      CAPTURE(M);
+      Operand a(t, false, false, M, 900, rng), b(t, true, true, 200, 900, rng);
+      std::vector<float> c1(M * 200), c2(M * 200);
+      set_num_threads(1);
+      REQUIRE(gemm(M, 200, 900, 1.0f, a.g, b.g, 0.0f, c1.data(), 200) == nullptr);
+      set_num_threads(2);
+      REQUIRE(gemm(M, 200, 900, 1.0f, a.g, b.g, 0.0f, c2.data(), 200) == nullptr);
+      set_num_threads(0);
+      CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * 4) == 0);
+    }
 }
 
 #if defined(__aarch64__)

@@ -1,14 +1,12 @@
 // dequant_matmul: x f32 [..., K] @ dequant(w)^T with w a frozen q8_0 / q4_1
 // [N, K] (transpose_w: x [..., N] @ dequant(w), the input gradient). The blocked
 // GEMM decodes panels of w while packing them, so the whole f32 weight never
-// exists; one row of x (a decode step) takes a matrix-vector path that decodes
-// one row of w at a time.
+// exists; one row of x (a decode step) takes its matrix-vector path, which
+// decodes one row of w at a time.
 #include <string>
 
 #include "cpu/gemm.h"
-#include "cpu/gguf_decode.h"
 #include "cpu/op_args.h"
-#include "cpu/parallel.h"
 
 namespace sgrt::cpu {
 
@@ -19,16 +17,6 @@ Status k_dequant_matmul(const OpArgs& a) {
   const bool t = a.attrs->i("transpose_w");
   const int64_t in = t ? wn : wk, out = t ? wk : wn, m = x.n / in;
   float* y = a.out[0].f();
-  if (m == 1 && !t) {  // y[j] = x . dequant(w[j])
-    parallel_for(out, 16, [&](int64_t j0, int64_t j1) {
-      float* row = static_cast<float*>(thread_scratch(2, sizeof(float) * in));
-      for (int64_t j = j0; j < j1; ++j) {
-        gguf_decode_run(wt, w.data, j * in, in, row);
-        y[j] = dot_f32(x.f(), row, in);
-      }
-    });
-    return Status::Ok();
-  }
   GemmOperand ga, gb;
   ga.data = x.data;
   ga.ld = in;

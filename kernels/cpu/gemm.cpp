@@ -153,7 +153,8 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias, Triangle::none, act}
                            : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri, act};
   const Isa isa = active_isa();
-  const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32;
+  // BF16 panels pay off over many rows; one row runs on the f32 drivers' gemv.
+  const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32 && !gemm_impl::is_gemv(p);
 #if defined(__x86_64__)
   if (isa == Isa::avx512_bf16 && low_precision) gemm_impl::run_avx512_bf16(p);
   else if (isa >= Isa::avx512) gemm_impl::run_avx512(p);

@@ -74,9 +74,6 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
 // GEMM could not take it (matrix-vector and sparse products, blockwise FP8).
 void add_bias_rows(float* C, int64_t m, int64_t n, const float* bias);
 
-// sum_k x[k] y[k] in a fixed order (matrix-vector products; matmul.cpp).
-float dot_f32(const float* x, const float* y, int64_t k);
-
 // Where an operand's dequantization scales apply. "outer" is the M index for A and
 // the N index for B; "inner" is K. real value = decode(code) * scale.
 enum class OperandScale : uint8_t {

@@ -1,6 +1,8 @@
 // AVX-512 F32 GEMM kernel: 14 x 32 register tile (28 accumulators).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "cpu/gemm_driver.h"
 
 namespace sgrt::cpu::gemm_impl {
@@ -21,6 +23,50 @@ struct F32x16 {
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg set1(float v) { return _mm512_set1_ps(v); }
   static float convert(float v) { return v; }
+
+  // FP8 / FP4 codes -> f32 by table permutes, 16 at a time, times sc (as the
+  // scalar path's lut[code] * sc). 8-bit codes: 128 magnitudes in eight registers
+  // (vpermt2ps picks from 32, bits 5 and 6 pick the pair) and the sign bit.
+  template <DType D>
+  static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, float* out) {
+    const __m512 m = _mm512_set1_ps(sc);
+    auto finish = [&](__m512 v, int64_t j) {
+      const int64_t left = n - j;
+      _mm512_mask_storeu_ps(out + j, left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1),
+                            sc == 1.0f ? v : _mm512_mul_ps(v, m));
+    };
+    if constexpr (D == DType::e4m3) {  // any 8-bit table
+      const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0;
+      __m512 t[8];
+      for (int i = 0; i < 8; ++i) t[i] = _mm512_loadu_ps(s.lut + 16 * i);
+      for (int64_t j = 0; j < n; j += 16) {
+        const int64_t left = n - j;
+        const __m512i c = _mm512_maskz_cvtepu8_epi32(
+            0xFFFF, _mm_maskz_loadu_epi8(left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), src + j));
+        const __mmask16 b5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(0x20));
+        const __mmask16 b6 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(0x40));
+        const __m512 lo = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[0], c, t[1]), _mm512_permutex2var_ps(t[2], c, t[3]));
+        const __m512 hi = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[4], c, t[5]), _mm512_permutex2var_ps(t[6], c, t[7]));
+        const __m512i sign = _mm512_maskz_slli_epi32(0xFFFF, _mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
+        finish(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_mask_blend_ps(b6, lo, hi)), sign)), j);
+      }
+      return true;
+    } else if constexpr (D == DType::e2m1) {  // two codes per byte, low nibble first
+      if (i0 & 1) return false;
+      const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0 / 2;
+      const __m512 table = _mm512_loadu_ps(s.lut);  // codes 0..15
+      for (int64_t j = 0; j < n; j += 16) {
+        const int64_t bytes = std::min<int64_t>(8, (n - j + 1) / 2);
+        const __m128i b = _mm_maskz_cvtepu8_epi16(0xFF, _mm_maskz_loadu_epi8(__mmask16((1u << bytes) - 1), src + j / 2));
+        // u16 lanes (hi nibble << 8 | lo nibble) are the bytes lo0, hi0, lo1, hi1, ...
+        const __m128i nib = _mm_or_si128(_mm_and_si128(b, _mm_set1_epi16(0xF)), _mm_slli_epi16(_mm_srli_epi16(b, 4), 8));
+        finish(_mm512_maskz_permutexvar_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, nib), table), j);
+      }
+      return true;
+    } else {
+      return false;
+    }
+  }
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 // convert(float) -> Elem.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -199,16 +200,23 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
   }
 }
 
+// f.template operator()<D>() for the source dtype D's instantiation (e5m2 runs
+// as e4m3: any 8-bit table).
+template <class F>
+void with_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f.template operator()<DType::f32>();
+    case DType::bf16: return f.template operator()<DType::bf16>();
+    case DType::e2m1: return f.template operator()<DType::e2m1>();
+    case DType::q8_0: return f.template operator()<DType::q8_0>();
+    case DType::q4_1: return f.template operator()<DType::q4_1>();
+    default: return f.template operator()<DType::e4m3>();
+  }
+}
+
 template <class V, int R>
 void pack(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t kc, typename V::Elem* dst) {
-  switch (s.dtype) {
-    case DType::f32: return pack_typed<V, R, DType::f32>(s, o0, rows, k0, kc, dst);
-    case DType::bf16: return pack_typed<V, R, DType::bf16>(s, o0, rows, k0, kc, dst);
-    case DType::e2m1: return pack_typed<V, R, DType::e2m1>(s, o0, rows, k0, kc, dst);
-    case DType::q8_0: return pack_typed<V, R, DType::q8_0>(s, o0, rows, k0, kc, dst);
-    case DType::q4_1: return pack_typed<V, R, DType::q4_1>(s, o0, rows, k0, kc, dst);
-    default: return pack_typed<V, R, DType::e4m3>(s, o0, rows, k0, kc, dst);  // any 8-bit LUT
-  }
+  with_dtype(s.dtype, [&]<DType D>() { pack_typed<V, R, D>(s, o0, rows, k0, kc, dst); });
 }
 
 // Packs op(X)[o0 .. o0+rows) into consecutive R-wide panels `stride` elements apart.
@@ -331,9 +339,57 @@ std::pair<int64_t, int64_t> packed_steps(Triangle tri, int64_t m0, int64_t mr, i
   return {0, kp};
 }
 
+// sum x[k] y[k] over k < n as 16 partial sums (lane k % 16, fused multiply-adds)
+// merged in a fixed tree: the same order on every V, whose width divides 16.
+template <class V>
+float dot16(const float* x, const float* y, int64_t n) {
+  constexpr int R = 16 / V::W;
+  typename V::reg acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = V::fma(V::load(x + k + r * V::W), V::load(y + k + r * V::W), acc[r]);
+  alignas(64) float part[16];
+  for (int r = 0; r < R; ++r) V::store(part + r * V::W, acc[r]);
+  for (; k < n; ++k) part[k % 16] = std::fma(x[k], y[k], part[k % 16]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) part[i] += part[i + w];
+  return part[0];
+}
+
+// A product is_gemv() names: C[0, j] = ((x . w_j) * cs[j]) * rs[0], then beta,
+// the bias and `act` as micro_edge() merges them. A's row is decoded once, each
+// row w_j of B (with its K scales) as its output is summed; the threads split the
+// rows of B and each sum is dot16's, so the thread count does not change a bit.
+template <class V>
+void gemv(const Problem& p) {
+  static_assert(std::is_same_v<typename V::Elem, float>);
+  const int64_t K = p.K;
+  auto decode = [K](const Source& s, int64_t o, int slot) -> const float* {
+    if (s.dtype == DType::f32 && !s.kscale) return static_cast<const float*>(s.data) + o * s.s_outer;
+    float* out = static_cast<float*>(thread_scratch(slot, sizeof(float) * K));
+    with_dtype(s.dtype, [&]<DType D>() { decode_row<V, D>(s, o, 0, K, out); });
+    return out;
+  };
+  const float* x = decode(p.a, 0, 0);
+  parallel_for(p.N, std::max<int64_t>(1, 4096 / K), [&](int64_t n0, int64_t n1) {
+    for (int64_t j = n0; j < n1; ++j) {
+      const float v = (dot16<V>(x, decode(p.b, j, 1), K) * p.cs[j]) * p.rs[0];
+      float& c = p.C[j];
+      c = p.beta == 0.0f ? v : c * p.beta + v;
+      if (p.bias) c = separate_add(c, p.bias[j]);
+    }
+    activate_run(p.C + n0, n1 - n0, p.act, n0);
+  });
+}
+
 template <class V>
 void run(const Problem& p) {
   using E = typename V::Elem;
+  if constexpr (std::is_same_v<E, float>)
+    if (is_gemv(p)) return gemv<V>(p);
   constexpr int MR = V::MR, NR = V::NV * V::W, KU = V::KU;
   const int threads = num_threads();
   for (int64_t jc = 0; jc < p.N; jc += V::NC) {

@@ -37,6 +37,13 @@ struct Problem {
   Activation act{};               // after the bias, on the last K block's store
 };
 
+// One row of A against a B stored [N, K] (a decode step's x @ W^T): the f32
+// drivers run it as matrix-vector products (gemm_driver.h's gemv), as the blocked
+// path would pack all of B for it and fill MR - 1 rows of every micro-tile with zeros.
+inline bool is_gemv(const Problem& p) {
+  return p.M == 1 && !p.c_trans && p.tri == Triangle::none && p.a.s_k == 1 && p.b.s_k == 1;
+}
+
 // One driver per kernel; each is compiled with its own ISA flags.
 void run_generic(const Problem& p);
 void run_avx2(const Problem& p);

@@ -1,7 +1,7 @@
 // MatMul in FP32 on the 2-D views of its operands ([leading dims product, last]).
-// One row of A (a decode step's x @ W^T) goes to a matrix-vector product that
-// streams B once: the blocked GEMM would first pack all of B, which for one
-// row costs more than the product itself. An A that is almost all zeros (FP4's
+// One row of A goes to a matrix-vector product that streams B once (x @ W^T:
+// the GEMM's own; x @ W: here): the blocked GEMM would first pack all of B,
+// which for one row costs more than the product itself. An A that is almost all zeros (FP4's
 // outlier residual, ~2% non-zero) goes to a sparse product, which adds an addend
 // (OpArgs::addend: the compensation's sum with the FP4 product) as it stores.
 #include <algorithm>
@@ -13,26 +13,11 @@
 
 namespace sgrt::cpu {
 
-float dot_f32(const float* x, const float* y, int64_t k) {
-  float acc[8] = {};  // eight partial sums (in a fixed order) so the loop vectorizes
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += x[i + j] * y[i + j];
-  for (; i < k; ++i) acc[i % 8] += x[i] * y[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 namespace {
 
-// y [n] = x [k] @ op(B): B [n, k] when trans_b (a dot product per output), else
-// [k, n] (rows of B scaled and summed, each thread over its own columns).
-void gemv(bool trans_b, int64_t n, int64_t k, const float* x, const float* b, float* y) {
-  if (trans_b) {
-    parallel_for(n, 16, [&](int64_t n0, int64_t n1) {
-      for (int64_t j = n0; j < n1; ++j) y[j] = dot_f32(x, b + j * k, k);
-    });
-    return;
-  }
+// y [n] = x [k] @ B [k, n]: rows of B scaled and summed, each thread over its own
+// columns (a B stored [n, k] is the GEMM's matrix-vector case).
+void gemv(int64_t n, int64_t k, const float* x, const float* b, float* y) {
   parallel_for(n, 256, [&](int64_t n0, int64_t n1) {
     for (int64_t j = n0; j < n1; ++j) y[j] = 0.f;
     for (int64_t i = 0; i < k; ++i) {
@@ -139,7 +124,7 @@ Status k_matmul_f32(const OpArgs& a) {
   bool ta = a.attrs->i("trans_a"), tb = a.attrs->i("trans_b");
   int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
   float* c = a.out[0].f();
-  const bool vector = !ta && m == 1, sparse = !ta && m > 1 && mostly_zero(a.in[0].f(), m * k);
+  const bool vector = !ta && !tb && m == 1, sparse = !ta && m > 1 && mostly_zero(a.in[0].f(), m * k);
   if (sparse) {
     sparse_a_gemm(tb, m, n, k, a.in[0].f(), a.in[1].f(), a.addend, a.bias, c);
     activate_rows(c, m, n, n, a.act);
@@ -149,7 +134,7 @@ Status k_matmul_f32(const OpArgs& a) {
   float* prod = a.addend == c ? static_cast<float*>(thread_scratch(3, sizeof(float) * m * n)) : c;
   // The bias and the activation in the GEMM's epilogue, unless an addend comes first.
   const bool epilogue = !a.addend && !vector;
-  if (vector) gemv(tb, n, k, a.in[0].f(), a.in[1].f(), prod);
+  if (vector) gemv(n, k, a.in[0].f(), a.in[1].f(), prod);
   else gemm_f32(ta, tb, m, n, k, 1.f, a.in[0].f(), ac, a.in[1].f(), bc, 0.f, prod, n, epilogue ? a.bias : nullptr,
                 Triangle::none, epilogue ? a.act : Activation{});
   if (a.addend)
