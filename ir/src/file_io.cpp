@@ -28,40 +28,61 @@ static std::string dir_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-Status write_file_atomic(const std::string& path, const void* data, size_t size) {
+Status AtomicFile::create(const std::string& path, std::unique_ptr<AtomicFile>* out) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::Io(path + ": cannot create: " + std::strerror(errno));
+  out->reset(new AtomicFile(path, std::move(tmp), fd));
+  return Status::Ok();
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+Status AtomicFile::fail(const std::string& what) {
+  const std::string err = std::strerror(errno);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  return Status::Io(path_ + ": " + what + " failed: " + err);
+}
+
+Status AtomicFile::write(const void* data, size_t size) {
+  if (fd_ < 0) return Status::Io(path_ + ": write after commit or failure");
   const char* p = static_cast<const char*>(data);
-  size_t left = size;
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
+  while (size > 0) {
+    ssize_t w = ::write(fd_, p, size);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::Io(path + ": write failed: " + err);
-    }
+    if (w <= 0) return fail("write");
     p += w;
-    left -= static_cast<size_t>(w);
+    size -= static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::Io(path + ": sync failed: " + err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::Io(path + ": rename failed: " + err);
-  }
-  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return Status::Ok();
+}
+
+Status AtomicFile::commit() {
+  if (fd_ < 0) return Status::Io(path_ + ": commit after commit or failure");
+  if (::fsync(fd_) != 0) return fail("sync");
+  const int fd = fd_;
+  fd_ = -1;  // closed here either way; fail() removes the temporary file
+  if (::close(fd) != 0) return fail("close");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) return fail("rename");
+  int dfd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+Status write_file_atomic(const std::string& path, const void* data, size_t size) {
+  std::unique_ptr<AtomicFile> f;
+  SG_TRY(AtomicFile::create(path, &f));
+  SG_TRY(f->write(data, size));
+  return f->commit();
 }
 
 uint32_t crc32_of(const void* data, size_t size) {
