@@ -20,38 +20,29 @@
 #include "harness.h"
 #include "sgrt/export.h"
 #include "sgrt/params.h"
+#include "tiny_lora_llama.h"
 #include "tool_runner.h"
 
 using namespace sgrt;
 
 namespace {
 
-const std::map<std::string, std::string> kTiny = {
-    {"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "2"},  {"n_kv_head", "1"}, {"ffn", "64"}, {"vocab", "40"},
-    {"block", "8"},   {"batch", "2"},   {"context", "8"}, {"tie", "true"},    {"lora_alpha", "3"}};
-constexpr int kRank = 2;
-constexpr double kScale = 3.0 / kRank;  // lora_alpha / lora_rank
+using test::kLoraRank;
+using test::infer_logits;
+using test::rel_err;
+constexpr int kRank = kLoraRank;
+constexpr double kScale = test::kLoraScale;
 
-// `extra` overrides kTiny's keys.
 std::shared_ptr<const Model> llama(const std::string& base, int rank = kRank, const std::map<std::string, std::string>& extra = {}) {
-  std::map<std::string, std::string> set = kTiny;
+  std::map<std::string, std::string> set = extra;
   set["lora_base"] = base;
-  set["lora_rank"] = std::to_string(rank);
-  for (auto& [k, v] : extra) set[k] = v;
-  return test::compile_model_file("models/llama.lua", set);
+  return test::tiny_lora_llama(rank, set);
 }
 
 // A session whose adapters (B included) hold random values.
 std::unique_ptr<Session> adapted_unfed(const std::string& base, const std::map<std::string, std::string>& extra = {}) {
   auto s = test::open_session(llama(base, kRank, extra));
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-0.1f, 0.1f);  // B A of the size of the weights (std 0.02)
-  for (const TensorInfo& t : s->model().tensors()) {
-    if (t.role != Role::param || t.name.find(".lora_") == std::string::npos) continue;
-    std::vector<float> v(static_cast<size_t>(numel(t.type.shape)));
-    for (float& x : v) x = u(rng);
-    test::write_vec(*s, t.name, v);
-  }
+  test::randomize_adapters(*s);
   return s;
 }
 
@@ -71,23 +62,6 @@ std::unique_ptr<Session> exported(const Session& from, ExportQuant q, bool merge
   auto s = test::open_session(std::move(m), "cpu", 99);
   test::feed_tiny_llama(*s);
   return s;
-}
-
-std::vector<float> logits(Session& s) {
-  test::run(s, "infer");
-  return test::read_f32(s, s.model().tensors()[s.model().outputs()[0].second].name);
-}
-
-// max |got - want| / max |want|
-double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
-    norm = std::max(norm, std::fabs(static_cast<double>(want[i])));
-  }
-  REQUIRE(norm > 1e-3);
-  return worst / norm;
 }
 
 std::vector<float> param(const Session& s, const std::string& name) {
@@ -115,8 +89,8 @@ TEST_CASE("merged export: no adapter left, W + (alpha/rank) B A, the unmerged lo
   for (std::string base : {"f32", "q4_1", "q8_0"}) {
     CAPTURE(base);
     auto s = adapted(base);
-    const std::vector<float> want = logits(*s);
-    REQUIRE(rel_err(want, logits(*test::open_session(llama(base)))) > 0.01);  // the adapters count
+    const std::vector<float> want = infer_logits(*s);
+    REQUIRE(rel_err(want, infer_logits(*test::open_session(llama(base)))) > 0.01);  // the adapters count
     auto d = exported(*s, ExportQuant::none);
     const Model& m = d->model();
     CHECK_FALSE(has_adapter_tensor(m));
@@ -140,7 +114,7 @@ TEST_CASE("merged export: no adapter left, W + (alpha/rank) B A, the unmerged lo
         }
       CHECK(worst < 1e-6);
     }
-    CHECK(rel_err(logits(*d), want) <= 1e-5);
+    CHECK(rel_err(infer_logits(*d), want) <= 1e-5);
   }
 }
 
@@ -150,7 +124,7 @@ TEST_CASE("merged export --quantize fp8 / nvfp4: the merged weights quantized, l
     const bool f32 = base == "f32";
     auto s = adapted(base);
     auto merged = exported(*s, ExportQuant::none);
-    const std::vector<float> ref = logits(*merged);
+    const std::vector<float> ref = infer_logits(*merged);
     // The same model without LoRA holding the merged weights, quantized by the
     // plain export (test_export.cpp): the f32 base must give the same file.
     auto plain = test::open_session(llama("f32", 0));
@@ -165,8 +139,8 @@ TEST_CASE("merged export --quantize fp8 / nvfp4: the merged weights quantized, l
       CHECK(count_ops(m, "infer", OpCode::MatMul) == 0);
       CHECK(count_ops(m, "infer", OpCode::QMatMul) == 2 * 7 + f32);  // + the tied head, unless it stays q4_1
       CHECK(m.find_tensor("blk.0.attn_q.weight") < 0);
-      const std::vector<float> got = logits(*d);
-      if (f32) CHECK(rel_err(got, logits(*exported(*plain, q, false))) == 0);
+      const std::vector<float> got = infer_logits(*d);
+      if (f32) CHECK(rel_err(got, infer_logits(*exported(*plain, q, false))) == 0);
       const double err = rel_err(got, ref);
       MESSAGE(base << " base, quantized " << static_cast<int>(q) << ": logits within " << err << " of the f32 merged ones");
       CHECK(err > 0);

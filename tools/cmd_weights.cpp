@@ -1,25 +1,47 @@
 // `sgrt export-weights`: a model's parameters (from a checkpoint, or as
 // initialized) to a safetensors file, by name; with --peft its LoRA adapters
-// to a PEFT adapter folder (sgrt/peft.h). The other direction is
-// `sgrt train --init-weights W.safetensors` (sgrt/safetensors.h).
+// to a PEFT adapter folder (sgrt/peft.h); with -o FILE.gguf a llama GGUF
+// (sgrt/gguf_export.h). The other direction is `sgrt train --init-weights`
+// (sgrt/safetensors.h, sgrt/gguf_weights.h).
 #include <cstdio>
 
 #include "commands.h"
 #include "model_source.h"
 #include "sgrt/checkpoint.h"
+#include "sgrt/gguf_export.h"
 #include "sgrt/peft.h"
 #include "sgrt/safetensors.h"
 
 namespace sgrt::tool {
+namespace {
+
+// The GGUF-only options against the output's kind, before any work.
+Status check_gguf_options(const Args& a, bool gguf, DType dtype) {
+  if (gguf) {
+    if (!a.has("--gguf-base")) return Status::Invalid("-o FILE.gguf needs --gguf-base BASE.gguf (the GGUF the model came from)");
+    if (a.has("--peft") || a.has("--trained")) return Status::Invalid("a GGUF holds the whole model: leave out --peft and --trained");
+    return Status::Ok();
+  }
+  for (const char* flag : {"--gguf-base", "--merge"})
+    if (a.has(flag)) return Status::Invalid(std::string(flag) + " writes a GGUF: give -o FILE.gguf (a merged .sg: sgrt export --merge)");
+  if (dtype == DType::q8_0) return Status::Invalid("--dtype q8_0 is for a GGUF's matrices (-o FILE.gguf)");
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status cmd_export_weights(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
-  if (!a.has("--output")) return Status::Invalid("export-weights needs -o W.safetensors");
+  if (!a.has("--output")) return Status::Invalid("export-weights needs -o W.safetensors (or -o FILE.gguf)");
+  const std::string out = a.get("--output");
+  const bool gguf = out.ends_with(".gguf");
   DType dtype;
   std::string dname = a.get("--dtype", "f32");
-  if (!dtype_from_name(dname.c_str(), &dtype) || (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16))
-    return Status::Invalid("--dtype takes f32, f16 or bf16, not '" + dname + "'");
+  if (!dtype_from_name(dname.c_str(), &dtype) ||
+      (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::q8_0))
+    return Status::Invalid("--dtype takes f32, f16, bf16 or (a GGUF's matrices) q8_0, not '" + dname + "'");
+  SG_TRY(check_gguf_options(a, gguf, dtype));
   int64_t seed;
   SG_TRY(a.get_int("--seed", 1, &seed));
   std::shared_ptr<const Model> m;
@@ -31,6 +53,15 @@ Status cmd_export_weights(int argc, char** argv) {
   SG_TRY(s->init(static_cast<uint64_t>(seed), 0));
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  if (gguf) {
+    GgufExportSummary sum;
+    SG_TRY(export_gguf(*s, a.get("--gguf-base"), {dtype, a.has("--merge")}, out, &sum));
+    std::printf("wrote %s (step %lld) to %s: %d tensors, %d with their LoRA adapters merged, %d kept as the base's "
+                "blocks, matrices as %s, %.1f MB\n",
+                m->label().c_str(), static_cast<long long>(step), out.c_str(), sum.tensors, sum.merged, sum.kept_blocks,
+                dtype_name(dtype), static_cast<double>(sum.bytes) / 1e6);
+    return Status::Ok();
+  }
   if (a.has("--peft")) {
     if (dtype != DType::f32) return Status::Invalid("--peft writes f32 adapters; leave out --dtype");
     SG_TRY(export_peft_adapter(*s, a.get("--output"), a.get("--base-model")));

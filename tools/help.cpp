@@ -119,11 +119,15 @@ const std::vector<CommandHelp>& commands() {
            kBackend,
            kThreads,
        })},
-      {"export-weights", "[MODEL.sg|MODEL.lua]", "the parameters (from a checkpoint, or as initialized) to safetensors",
+      {"export-weights", "[MODEL.sg|MODEL.lua]",
+       "the parameters (from a checkpoint, or as initialized) to safetensors, or with -o FILE.gguf a llama GGUF",
        with_compile_flags({
            {"--checkpoint", "DIR", kCheckpointModel.text},
            kOutput,
-           {"--dtype", "D", "f32 (default), f16 or bf16"},
+           {"--dtype", "D", "f32 (default), f16 or bf16; a GGUF's matrices also q8_0"},
+           {"--gguf-base", "FILE.gguf", "with -o FILE.gguf: the GGUF the model came from, whose metadata (tokenizer, chat template) "
+                                        "and tensor list the output keeps (docs/gguf.md)"},
+           {"--merge", nullptr, "with -o FILE.gguf: fold the LoRA adapters into their base weights"},
            {"--seed", "S", "initialization seed when no checkpoint is given (default 1)"},
            {"--trained", nullptr, "only the trained parameters (a LoRA run's adapters, for run --adapter)"},
            {"--peft", nullptr, "only the LoRA adapters, as a PEFT adapter folder -o DIR (docs/lora.md)"},

@@ -156,4 +156,27 @@ Status merged_weight(const Session& s, const LoraJoin& j, std::vector<float>* ou
   return Status::Ok();
 }
 
+int first_adapter(const Model& m) {
+  for (size_t a = 0; a < m.tensors().size(); ++a)
+    if (m.tensors()[a].role == Role::param && m.tensors()[a].name.ends_with(kSuffixA)) return static_cast<int>(a);
+  return -1;
+}
+
+Status merge_adapters(const Session& s, std::map<int, std::vector<float>>* merged, std::set<int>* adapters) {
+  const Model& m = s.model();
+  int p = m.find_program("infer");
+  if (p < 0) p = m.find_program("eval");
+  if (p < 0) return Status::Invalid(m.label() + ": has no infer or eval program to find its LoRA adapters in");
+  std::vector<LoraJoin> joins;
+  SG_TRY(find_lora_joins(m, m.programs()[p], &joins));
+  for (const LoraJoin& j : joins) {
+    SG_TRY(merged_weight(s, j, &(*merged)[j.w]));
+    adapters->insert({j.a, j.b});
+  }
+  for (size_t a = 0; a < m.tensors().size(); ++a)
+    if (m.tensors()[a].role == Role::param && m.tensors()[a].name.ends_with(kSuffixA) && !adapters->count(static_cast<int>(a)))
+      return Status::Invalid(m.tensors()[a].name + ": not used by program " + m.programs()[p].name + ", so it cannot be merged");
+  return Status::Ok();
+}
+
 }  // namespace sgrt

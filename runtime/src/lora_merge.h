@@ -4,6 +4,8 @@
 // whatever the recipe made of the matmuls (matmul, qmatmul on quantized
 // operands, dequant_matmul on a block base), and computes W + scale B A.
 #pragma once
+#include <map>
+#include <set>
 #include <vector>
 
 #include "sgrt/session.h"
@@ -27,5 +29,13 @@ Status find_lora_joins(const Model& m, const ProgramInfo& p, std::vector<LoraJoi
 // W + scale B A in f32 [out, in]: W decoded first when stored as blocks, the
 // rank-r sum taken in double. Parameters read where the optimizer keeps them.
 Status merged_weight(const Session& s, const LoraJoin& j, std::vector<float>* out);
+
+// The id of the model's first NAME.lora_A parameter, or -1 (no adapters).
+int first_adapter(const Model& m);
+
+// Every adapter of s's model merged, W + scale B A by weight id, traced in its
+// `infer` program (`eval` where it has none); `adapters` gets every lora_A and
+// lora_B id. An adapter that program leaves out is refused by name.
+Status merge_adapters(const Session& s, std::map<int, std::vector<float>>* merged, std::set<int>* adapters);
 
 }  // namespace sgrt
