@@ -62,7 +62,7 @@ uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 Status plan(const Model& m, const GgufFile& base, const GgufExportOptions& o, const std::map<int, std::vector<float>>& merged,
             const std::set<int>& adapters, std::vector<Planned>* out) {
   const std::string& path = base.path();
-  std::set<int> bound;
+  std::vector<bool> bound(m.tensors().size(), false);
   for (const GgufTensor& t : base.tensors()) {
     const int id = m.find_tensor(t.name);
     if (id < 0 || !is_weight(m.tensors()[id]))
@@ -81,12 +81,12 @@ Status plan(const Model& m, const GgufFile& base, const GgufExportOptions& o, co
                              gguf_type_name(static_cast<uint32_t>(e.type)) + " blocks of " + std::to_string(block_elems) +
                              "; choose --dtype f32, f16 or bf16");
     e.bytes = static_cast<uint64_t>(t.numel() / block_elems * block_bytes);
-    bound.insert(id);
+    bound[id] = true;
     out->push_back(e);
   }
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& p = m.tensors()[id];
-    if (is_weight(p) && !bound.count(static_cast<int>(id)) && !adapters.count(static_cast<int>(id)))
+    if (is_weight(p) && !bound[id] && !adapters.count(static_cast<int>(id)))
       return Status::Invalid(path + ": has no tensor '" + p.name + "' (a parameter of " + m.label() + ")");
   }
   uint64_t at = 0;
@@ -188,12 +188,12 @@ Status export_gguf(const Session& s, const std::string& base_gguf, const GgufExp
   }
   std::vector<Planned> tensors;
   SG_TRY(plan(m, *base, opts, merged, adapters, &tensors));
-  std::map<GgufType, int64_t> elements;  // per type, over the matrices
+  int64_t elements[64] = {};  // per GgufType id, over the matrices
   for (const Planned& e : tensors)
-    if (e.base->shape.size() > 1) elements[e.type] += e.base->numel();
+    if (e.base->shape.size() > 1) elements[static_cast<uint32_t>(e.type)] += e.base->numel();
   GgufType most = GgufType::F32;
-  for (auto& [type, n] : elements)
-    if (n > elements[most]) most = type;
+  for (const Planned& e : tensors)
+    if (elements[static_cast<uint32_t>(e.type)] > elements[static_cast<uint32_t>(most)]) most = e.type;
   const std::string h = header(*base, tensors, file_type_of(most));
   std::unique_ptr<AtomicFile> out;
   SG_TRY(AtomicFile::create(path, &out));
