@@ -145,6 +145,17 @@ inline int64_t rss_kib() {
   return 0;
 }
 
+// This process's peak resident set (VmHWM), in KiB, and its reset to the
+// current one (false where /proc/self/clear_refs cannot be written).
+inline int64_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  FAIL("no VmHWM in /proc/self/status");
+  return 0;
+}
+inline bool reset_peak_rss() { return static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5" << std::flush); }
+
 inline void run(Session& s, const std::string& program) {
   int p = -1;
   Status st = s.find_program(program, &p);

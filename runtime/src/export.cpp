@@ -104,12 +104,14 @@ class Exporter {
     SG_TRY(fold_state(used));
     drop(used);
     plan_memory();
-    flatbuffers::FlatBufferBuilder b(1 << 20);
-    sg::FinishModelBuffer(b, sg::Model::Pack(b, r_.get()));
-    out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+    {  // the weights exist once in the object tree, the builder and `out`: each freed when copied on
+      flatbuffers::FlatBufferBuilder b(1 << 20);
+      sg::FinishModelBuffer(b, sg::Model::Pack(b, r_.get()));
+      r_.reset();
+      out->assign(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+    }
     append_footer(out);
-    std::unique_ptr<Model> check;  // what we wrote must load
-    return Model::load_bytes(*out, m_.label() + " (exported)", &check);
+    return Model::check_bytes(*out, m_.label() + " (exported)");  // what we wrote must load
   }
 
  private:
@@ -402,6 +404,7 @@ class Exporter {
         continue;
       std::vector<uint8_t> v;
       SG_TRY(read(static_cast<int>(id), &v));
+      merged_.erase(static_cast<int>(id));  // its bytes are the buffer's now
       if (t.init == InitKind::buffer) r_->buffers[t.init_buffer]->data = std::move(v);  // re-exported: current values
       else set_buffer(*r_->tensors[id], std::move(v));
     }

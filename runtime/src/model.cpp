@@ -43,6 +43,13 @@ Status Model::load_bytes(std::vector<uint8_t> bytes, const std::string& label, s
   return load(std::move(m), label, out);
 }
 
+Status Model::check_bytes(std::span<const uint8_t> bytes, const std::string& label) {
+  auto m = std::unique_ptr<Model>(new Model());
+  m->bytes_ = bytes;
+  std::unique_ptr<Model> loaded;
+  return load(std::move(m), label, &loaded);
+}
+
 void Model::release_file_pages(std::span<const uint8_t> part) const {
   if (mapped_.size() > 0 && part.data() >= mapped_.data() && part.data() + part.size() <= mapped_.data() + mapped_.size())
     mapped_.release(static_cast<size_t>(part.data() - mapped_.data()), part.size());

@@ -24,6 +24,8 @@ class Model {
   // Reads, checksums, verifies and validates; errors are prefixed with the path.
   static Status load_file(const std::string& path, std::unique_ptr<Model>* out);
   static Status load_bytes(std::vector<uint8_t> bytes, const std::string& label, std::unique_ptr<Model>* out);
+  // load_bytes's checks on bytes the caller keeps (an export's output), without a copy.
+  static Status check_bytes(std::span<const uint8_t> bytes, const std::string& label);
 
   const sg::Model& root() const { return *root_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
