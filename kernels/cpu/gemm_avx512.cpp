@@ -24,25 +24,22 @@ struct F32x16 {
   static reg set1(float v) { return _mm512_set1_ps(v); }
   static float convert(float v) { return v; }
 
-  // FP8 / FP4 codes -> f32 by table permutes, 16 at a time, times sc (as the
-  // scalar path's lut[code] * sc). 8-bit codes: 128 magnitudes in eight registers
+  static __mmask16 first(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
+
+  // FP8 / FP4 codes -> f32 by table permutes, 16 at a time, each 16 then put
+  // through scale(values, j) (j: its first element; as the scalar path's
+  // lut[code] * scale). 8-bit codes: 128 magnitudes in eight registers
   // (vpermt2ps picks from 32, bits 5 and 6 pick the pair) and the sign bit.
-  template <DType D>
-  static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, float* out) {
-    const __m512 m = _mm512_set1_ps(sc);
-    auto finish = [&](__m512 v, int64_t j) {
-      const int64_t left = n - j;
-      _mm512_mask_storeu_ps(out + j, left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1),
-                            sc == 1.0f ? v : _mm512_mul_ps(v, m));
-    };
+  template <DType D, class Scale>
+  static bool decode_with(const Source& s, int64_t i0, int64_t n, Scale scale, float* out) {
+    auto finish = [&](__m512 v, int64_t j) { _mm512_mask_storeu_ps(out + j, first(n - j), scale(v, j)); };
     if constexpr (D == DType::e4m3) {  // any 8-bit table
       const uint8_t* src = static_cast<const uint8_t*>(s.data) + i0;
       __m512 t[8];
       for (int i = 0; i < 8; ++i) t[i] = _mm512_loadu_ps(s.lut + 16 * i);
       for (int64_t j = 0; j < n; j += 16) {
         const int64_t left = n - j;
-        const __m512i c = _mm512_maskz_cvtepu8_epi32(
-            0xFFFF, _mm_maskz_loadu_epi8(left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), src + j));
+        const __m512i c = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(first(left), src + j));
         const __mmask16 b5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(0x20));
         const __mmask16 b6 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(0x40));
         const __m512 lo = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[0], c, t[1]), _mm512_permutex2var_ps(t[2], c, t[3]));
@@ -66,6 +63,21 @@ struct F32x16 {
     } else {
       return false;
     }
+  }
+  // sc is an inner or block scale (MX, NVFP4), 1 without one.
+  template <DType D>
+  static bool decode_fast(const Source& s, int64_t i0, int64_t n, float sc, float* out) {
+    const __m512 m = _mm512_set1_ps(sc);
+    return decode_with<D>(s, i0, n, [&](__m512 v, int64_t) { return sc == 1.0f ? v : _mm512_mul_ps(v, m); }, out);
+  }
+  // Element j times sc[j / kblock]: kblock 1 (a scale per K index) or a
+  // multiple of 16 (each vector of 16 shares one: NVFP4's blocks, MX's).
+  template <DType D>
+  static bool decode_fast_blocks(const Source& s, int64_t i0, int64_t n, const float* sc, int64_t kblock, float* out) {
+    if (kblock == 1)
+      return decode_with<D>(s, i0, n, [&](__m512 v, int64_t j) { return _mm512_mul_ps(v, _mm512_maskz_loadu_ps(first(n - j), sc + j)); }, out);
+    if (kblock % 16) return false;
+    return decode_with<D>(s, i0, n, [&](__m512 v, int64_t j) { return _mm512_mul_ps(v, _mm512_set1_ps(sc[j / kblock])); }, out);
   }
 };
 
