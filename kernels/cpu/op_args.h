@@ -42,6 +42,8 @@ struct OpArgs {
   Activation act{};
 };
 
+struct QuantStats;  // cpu/quantize.h
+
 // Kernels fail only on data they cannot trust (a label out of range).
 using CpuKernel = Status (*)(const OpArgs&);
 
@@ -62,6 +64,11 @@ Status k_matmul_f32(const OpArgs& a);   // matmul.cpp
 Status k_dequant_matmul(const OpArgs& a);  // dequant_matmul.cpp: x @ a q8_0 / q4_1 frozen base
 Status k_fill(const OpArgs& a);         // elementwise.cpp
 Status k_quantize(const OpArgs& a);     // quant_ops.cpp: scaled quantization with amax state
+// k_quantize in its two parts: the codes and scales (outputs 0 and 1; NVFP4's
+// tensor scale also goes to the state), then what a training run adds to the
+// state (counters, amax history, the stochastic rounding's step).
+Status quantize_outputs(const OpArgs& a, QuantStats* stats);
+void record_quantize(const OpArgs& a, const QuantStats& stats);
 Status k_qmatmul(const OpArgs& a);      // quant_ops.cpp: GEMM of quantized operands
 Status k_dge_grad(const OpArgs& a);     // fp4_ops.cpp: FP4 differentiable gradient estimator
 Status k_clamp_outliers(const OpArgs& a);  // fp4_ops.cpp: per-row quantile clamp and residual

@@ -35,8 +35,7 @@ uint32_t sr_key(int state_tensor, float encodes) {
 
 }  // namespace
 
-Status k_quantize(const OpArgs& a) {
-  const Attrs& at = *a.attrs;
+Status quantize_outputs(const OpArgs& a, QuantStats* stats) {
   const float* x = a.in[0].f();
   float* state = a.out[2].f();
   const Shape& xs = a.in[0].shape();
@@ -47,7 +46,6 @@ Status k_quantize(const OpArgs& a) {
   p.margin = spec.margin;
   p.measure_amax = spec.history > 0;  // a static scale takes no amax at run time
   QuantGranularity g = spec.granularity;
-  bool update = at.i("update", 1) != 0;  // eval and infer programs leave the state alone
   int64_t hist = spec.history;
   void* q = a.out[0].data;
   std::unique_ptr<float[]> rotated;  // not zero-filled: hadamard_rows writes every element
@@ -96,7 +94,15 @@ Status k_quantize(const OpArgs& a) {
     }
   }
   if (st.error) return Status::Runtime(std::string("quantize: ") + st.error);
-  if (!update) return Status::Ok();
+  *stats = st;
+  return Status::Ok();
+}
+
+void record_quantize(const OpArgs& a, const QuantStats& st) {
+  if (a.attrs->i("update", 1) == 0) return;  // eval and infer programs leave the state alone
+  const ScaleSpec& spec = a.quant[0];
+  const int64_t hist = spec.history;
+  float* state = a.out[2].f();
   state[kStateSaturated] += static_cast<float>(st.saturated);
   state[kStateKept] += static_cast<float>(st.kept_scales);
   state[kStateUnderflow] += static_cast<float>(st.underflow);
@@ -107,6 +113,12 @@ Status k_quantize(const OpArgs& a) {
   } else if (spec.stochastic) {
     state[kStateHistoryPos] += 1;  // the next step's random words
   }
+}
+
+Status k_quantize(const OpArgs& a) {
+  QuantStats st;
+  SG_TRY(quantize_outputs(a, &st));
+  record_quantize(a, st);
   return Status::Ok();
 }
 

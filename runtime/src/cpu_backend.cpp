@@ -9,6 +9,7 @@
 #include "backends.h"
 #include "cpu/op_args.h"
 #include "cpu_fusion.h"
+#include "cpu_quant_replay.h"
 
 namespace sgrt {
 namespace {
@@ -22,6 +23,7 @@ struct BoundOp {
   // staged_bias (where args.bias points) before the op runs.
   const float* bias_source = nullptr;
   std::vector<float> staged_bias{};
+  std::shared_ptr<QuantReplay::Entry> replay{};  // a quantize replayed (cpu_quant_replay.h), or null
 };
 
 class CpuBackend final : public Backend {
@@ -44,6 +46,11 @@ class CpuBackend final : public Backend {
     arena_ = static_cast<uint8_t*>(p);
     size_ = bytes;
     const std::vector<TensorInfo>& ts = model.tensors();
+    std::vector<bool> written(ts.size(), false);
+    for (const ProgramInfo& p : model.programs())
+      for (const OpInfoLoaded& op : p.ops)
+        for (int id : op.out) written[id] = true;
+    const bool replay = quant_replay_enabled();
     for (const ProgramInfo& p : model.programs()) {
       std::vector<BoundOp> ops;
       for (const OpInfoLoaded& op : p.ops) {
@@ -64,6 +71,7 @@ class CpuBackend final : public Backend {
           return Status::Unsupported(op.loc + ": the cpu backend has no kernel for " + std::string(op_info(op.code).name) +
                                      "(" + sig + ")");
         }
+        if (replay) b.replay = replay_.entry_for(model, op, written);
         ops.push_back(std::move(b));
       }
       if (fuse_) fuse_adds(model, p, &ops);
@@ -133,6 +141,7 @@ class CpuBackend final : public Backend {
   Status write(uint64_t offset, const void* src, size_t bytes) override {
     if (offset > size_ || bytes > size_ - offset) return Status::Runtime("cpu backend: write outside the arena");
     std::memcpy(arena_ + offset, src, bytes);
+    replay_.invalidate(offset, bytes);
     return Status::Ok();
   }
 
@@ -154,7 +163,7 @@ class CpuBackend final : public Backend {
  private:
   static Status run_op(BoundOp& b) {
     if (b.bias_source) std::memcpy(b.staged_bias.data(), b.bias_source, sizeof(float) * b.staged_bias.size());
-    Status st = b.fn(b.args);
+    Status st = b.replay ? QuantReplay::run(*b.replay, b.args) : b.fn(b.args);
     if (!st.ok()) return st.with_context(b.op->loc);
     return st;
   }
@@ -175,6 +184,7 @@ class CpuBackend final : public Backend {
   uint8_t* arena_ = nullptr;
   size_t size_ = 0;
   std::vector<std::vector<BoundOp>> programs_;
+  QuantReplay replay_;
 };
 
 }  // namespace
