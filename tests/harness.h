@@ -136,24 +136,19 @@ inline void feed_tiny_llama(Session& s) {
   }
 }
 
-// This process's resident set (VmRSS), in KiB.
-inline int64_t rss_kib() {
+// A "Key:  N kB" line of /proc/self/status, in KiB.
+inline int64_t proc_status_kib(const std::string& key) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  FAIL("no VmRSS in /proc/self/status");
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  FAIL("no " << key << " in /proc/self/status");
   return 0;
 }
 
-// This process's peak resident set (VmHWM), in KiB, and its reset to the
-// current one (false where /proc/self/clear_refs cannot be written).
-inline int64_t peak_rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  FAIL("no VmHWM in /proc/self/status");
-  return 0;
-}
+// This process's resident set (VmRSS) and its peak (VmHWM), in KiB; the peak's
+// reset to the current one (false where /proc/self/clear_refs cannot be written).
+inline int64_t rss_kib() { return proc_status_kib("VmRSS"); }
+inline int64_t peak_rss_kib() { return proc_status_kib("VmHWM"); }
 inline bool reset_peak_rss() { return static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5" << std::flush); }
 
 inline void run(Session& s, const std::string& program) {
