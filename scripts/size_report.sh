@@ -50,7 +50,9 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # FP8/FP4 decode) ~89 KB more (aarch64: 3,072,058 bytes; libsgrt.so unchanged,
 # since the C API reaches neither the export nor the GGUF reader; building
 # gguf_export.cpp with -Os made it 15 KB but pulled 200 KB of GGUF and
-# safetensors code into libsgrt.so through its out-of-line COMDAT copies). Leaving the
+# safetensors code into libsgrt.so through its out-of-line COMDAT copies), and
+# the CPU's replayed quantizations 11.5 KB (3,083,628; a std::map keyed by a
+# tuple and shared_ptr entries had made them 35 KB, mostly symbol names). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is the next saving. The
 # archive holds every object; a program linking it statically takes only the
@@ -61,8 +63,8 @@ limit=3100000
 # (until then a CPU-only x86-64 build failed the aarch64 limit); 3,712,060 with
 # the row reductions' x86 copies (session 21); 3,803,440 with the tokenizer and
 # text generation of sgrt_generate (session 22, +91 KB; libsgrt.so 1,518,416 ->
-# 1,637,256); 3,903,978 with the GGUF export and the one-row GEMM path
-# (session 23; libsgrt.so 1,653,648).
+# 1,637,256); 3,915,238 with the GGUF export, the one-row GEMM path and the
+# replayed quantizations (session 23; libsgrt.so 1,657,752).
 limit_x86=3950000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -92,7 +92,7 @@ TEST_CASE("the frozen base's quantize ops are replayed, a trained parameter's ne
   const TensorInfo& wt = m->tensors()[w];
   for (const OpInfoLoaded& op : m->programs()[m->find_program("eval")].ops) {
     if (op.code != OpCode::Quantize || op.in[0] != w) continue;
-    std::shared_ptr<QuantReplay::Entry> e = r.entry_for(*m, op, written);
+    QuantReplay::Entry* e = r.entry_for(*m, op, written);
     REQUIRE(e);
     CHECK(e == r.entry_for(*m, op, written));  // one entry per input and spec
     e->valid = true;

@@ -23,7 +23,7 @@ struct BoundOp {
   // staged_bias (where args.bias points) before the op runs.
   const float* bias_source = nullptr;
   std::vector<float> staged_bias{};
-  std::shared_ptr<QuantReplay::Entry> replay{};  // a quantize replayed (cpu_quant_replay.h), or null
+  QuantReplay::Entry* replay = nullptr;  // a quantize replayed (cpu_quant_replay.h; replay_ owns it), or null
 };
 
 class CpuBackend final : public Backend {

@@ -8,26 +8,32 @@
 
 namespace sgrt {
 
-std::shared_ptr<QuantReplay::Entry> QuantReplay::entry_for(const Model& m, const OpInfoLoaded& op,
-                                                            const std::vector<bool>& written) {
+QuantReplay::Entry* QuantReplay::entry_for(const Model& m, const OpInfoLoaded& op, const std::vector<bool>& written) {
   if (op.code != OpCode::Quantize) return nullptr;
   const ScaleSpec& spec = op.quant[0];
   const int in = op.in[0];
   const TensorInfo& t = m.tensors()[in];
   if (!t.persistent || written[in] || spec.history > 0 || spec.stochastic) return nullptr;
-  const Key key{in, static_cast<int>(spec.granularity), static_cast<int>(spec.mode), static_cast<int>(spec.dtype),
-                spec.margin, spec.static_log2, spec.hadamard};
-  std::shared_ptr<Entry>& e = entries_[key];
-  if (!e) {
-    e = std::make_shared<Entry>();
-    e->input_begin = t.offset;
-    e->input_end = t.offset + t.bytes;
-  }
-  return e;
+  Entry want;
+  want.input = in;
+  want.granularity = static_cast<int>(spec.granularity);
+  want.mode = static_cast<int>(spec.mode);
+  want.dtype = static_cast<int>(spec.dtype);
+  want.margin = spec.margin;
+  want.static_log2 = spec.static_log2;
+  want.hadamard = spec.hadamard;
+  for (const auto& e : entries_)
+    if (e->input == want.input && e->granularity == want.granularity && e->mode == want.mode && e->dtype == want.dtype &&
+        e->margin == want.margin && e->static_log2 == want.static_log2 && e->hadamard == want.hadamard)
+      return e.get();
+  want.input_begin = t.offset;
+  want.input_end = t.offset + t.bytes;
+  entries_.push_back(std::make_unique<Entry>(std::move(want)));
+  return entries_.back().get();
 }
 
 void QuantReplay::invalidate(uint64_t offset, uint64_t bytes) {
-  for (auto& [key, e] : entries_)
+  for (const auto& e : entries_)
     if (offset < e->input_end && e->input_begin < offset + bytes) e->valid = false;
 }
 

@@ -6,14 +6,12 @@
 // init, Session::write). So its outputs are kept aside on its first run and
 // copied back on the next ones, and the kept counters go through
 // record_quantize: the state is what the kernel would have left, bit for bit.
-// The quantize ops of every program that quantize one input alike share a
-// copy. It costs the codes' bytes (a quarter of an f32 weight's for FP8);
+// The quantize ops of every program that quantize one input alike share an
+// entry. It costs the codes' bytes (a quarter of an f32 weight's for FP8);
 // SGRT_CPU_QUANT_REPLAY=0 turns it off.
 #pragma once
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "cpu/op_args.h"
@@ -26,6 +24,10 @@ class QuantReplay {
  public:
   // The outputs of one quantization, once computed.
   struct Entry {
+    // Which: the input tensor, and the spec's granularity, mode, dtype, margin,
+    // static exponent and Hadamard transform.
+    int input = -1, granularity = 0, mode = 0, dtype = 0, margin = 0, static_log2 = 0;
+    bool hadamard = false;
     uint64_t input_begin = 0, input_end = 0;  // the input's arena range
     bool valid = false;
     std::vector<uint8_t> codes, scales;
@@ -33,18 +35,16 @@ class QuantReplay {
     cpu::QuantStats stats;
   };
 
-  // The shared entry for a Quantize op of `m` that qualifies, or null;
+  // The entry (owned here) for a Quantize op of `m` that qualifies, or null;
   // `written[t]`: some op of some program writes tensor t.
-  std::shared_ptr<Entry> entry_for(const Model& m, const OpInfoLoaded& op, const std::vector<bool>& written);
+  Entry* entry_for(const Model& m, const OpInfoLoaded& op, const std::vector<bool>& written);
   // Forgets every entry whose input overlaps [offset, offset + bytes).
   void invalidate(uint64_t offset, uint64_t bytes);
   // k_quantize, replayed from `e` when it holds the outputs.
   static Status run(Entry& e, const cpu::OpArgs& a);
 
  private:
-  // input tensor, granularity, mode, dtype, margin, static exponent, Hadamard
-  using Key = std::tuple<int, int, int, int, int, int, bool>;
-  std::map<Key, std::shared_ptr<Entry>> entries_;
+  std::vector<std::unique_ptr<Entry>> entries_;  // a few per weight: found by a scan at prepare
 };
 
 // Whether SGRT_CPU_QUANT_REPLAY leaves replaying on (the default).
