@@ -13,7 +13,8 @@ QuantReplay::Entry* QuantReplay::entry_for(const Model& m, const OpInfoLoaded& o
   const ScaleSpec& spec = op.quant[0];
   const int in = op.in[0];
   const TensorInfo& t = m.tensors()[in];
-  if (!t.persistent || written[in] || spec.history > 0 || spec.stochastic) return nullptr;
+  // A parameter: an input is written by the host before nearly every run.
+  if (t.role != Role::param || !t.persistent || written[in] || spec.history > 0 || spec.stochastic) return nullptr;
   Entry want;
   want.input = in;
   want.granularity = static_cast<int>(spec.granularity);

@@ -1,5 +1,5 @@
 // Quantizations the CPU backend replays instead of recomputing. A quantize op
-// whose input no program writes (a frozen LoRA base, every weight of an
+// whose input is a parameter no program writes (a frozen LoRA base, every weight of an
 // inference-only model), scaled from that input alone (no amax history, no
 // stochastic rounding), gives the same codes, scales and counters every run
 // until the host writes the input again (Backend::write: a checkpoint, an
