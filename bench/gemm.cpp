@@ -3,7 +3,8 @@
 // per (size, dtype) with the median GFLOP/s, the ratio to OpenBLAS and % of peak.
 // --shapes times f32 products of the training steps' own shapes instead: each
 // MxNxK with an optional "t" per transposed operand (1000x500x784nt: A [1000,784],
-// B stored [500,784]), `gemm_f32` against `cblas_sgemm` alternately.
+// B stored [500,784]), `gemm_f32` against `cblas_sgemm` alternately (`cblas_sgemv`
+// for one row of A: 1x1536x576nt is a decode step's x @ W^T).
 //
 //   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
 #include <algorithm>
@@ -191,10 +192,16 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
     for (float& v : b) v = u(rng);
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     auto ours = [&] { cpu::gemm_f32(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n); };
+    // One row of A: OpenBLAS's matrix-vector routine, its best at that shape.
+    const bool vector = s.m == 1 && !s.ta;
     auto blas = [&] {
 #ifdef SGRT_HAVE_OPENBLAS
-      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-                  1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+      if (vector)  // c = op(B)^T a: B stored [n, k] (tb) is y = B a; stored [k, n], y = B^T a
+        cblas_sgemv(CblasRowMajor, s.tb ? CblasNoTrans : CblasTrans, s.tb ? s.n : s.k, s.tb ? s.k : s.n, 1.0f, b.data(),
+                    ldb, a.data(), 1, 0.0f, c.data(), 1);
+      else
+        cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                    1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
 #endif
     };
     blas();
@@ -211,8 +218,8 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
     const double gblas = 0;
 #endif
     std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
-                "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f}\n",
-                s.text.c_str(), reps, median(to) * 1e3, gf, gblas, gblas > 0 ? gf / gblas : 0.0);
+                "\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f}\n",
+                s.text.c_str(), reps, median(to) * 1e3, gf, vector ? "sgemv" : "sgemm", gblas, gblas > 0 ? gf / gblas : 0.0);
     std::fflush(stdout);
   }
 }
