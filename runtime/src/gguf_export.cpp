@@ -59,7 +59,7 @@ void put_str(std::string& s, std::string_view v) {
 uint64_t aligned(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 // Checks the model against the base file and picks each tensor's type.
-Status plan(const Model& m, const GgufFile& base, const GgufExportOptions& o, const std::map<int, std::vector<float>>& merged,
+Status plan(const Model& m, const GgufFile& base, const GgufExportOptions& o, const std::map<int, LoraJoin>& joins,
             const std::set<int>& adapters, std::vector<Planned>* out) {
   const std::string& path = base.path();
   std::vector<bool> bound(m.tensors().size(), false);
@@ -72,7 +72,7 @@ Status plan(const Model& m, const GgufFile& base, const GgufExportOptions& o, co
     if (ne_reversed != p.type.shape)
       return Status::Invalid(path + ": tensor '" + t.name + "' is " + shape_str(ne_reversed) + " (ggml ne reversed), " +
                              m.label() + " has " + shape_str(p.type.shape));
-    Planned e{&t, id, GgufType::F32, merged.count(id) > 0};
+    Planned e{&t, id, GgufType::F32, joins.count(id) > 0};
     if (t.shape.size() > 1) e.type = dtype_is_block(p.type.dtype) && !e.merged ? gguf_type_of(p.type.dtype) : gguf_type_of(o.matrix_dtype);
     int64_t block_elems = 1, block_bytes = 0;
     gguf_type_layout(static_cast<uint32_t>(e.type), &block_elems, &block_bytes);
@@ -137,15 +137,14 @@ std::string header(const GgufFile& base, const std::vector<Planned>& tensors, ui
 }
 
 // A tensor's bytes as its planned type: a kept block param's own bytes, or
-// its f32 values (merged, or read where the optimizer keeps them) encoded.
-Status tensor_bytes(const Session& s, const Planned& e, const std::map<int, std::vector<float>>& merged,
-                    std::vector<uint8_t>* out) {
+// its f32 values (merged here, one weight at a time, or read where the
+// optimizer keeps them) encoded.
+Status tensor_bytes(const Session& s, const Planned& e, const std::map<int, LoraJoin>& joins, std::vector<uint8_t>* out) {
   const TensorInfo& p = s.model().tensors()[e.param];
   out->resize(e.bytes);
   if (!e.merged && dtype_is_block(p.type.dtype)) return s.read(e.param, out->data(), out->size());
-  std::vector<float> read;
-  if (!e.merged) SG_TRY(read_param(s, e.param, &read));
-  const std::vector<float>& v = e.merged ? merged.at(e.param) : read;
+  std::vector<float> v;
+  SG_TRY(e.merged ? merged_weight(s, joins.at(e.param), &v) : read_param(s, e.param, &v));
   for (size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]) || (e.type == GgufType::F16 && std::fabs(v[i]) > 65504.0f))
       return Status::Invalid(p.name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) + ", which " +
@@ -178,16 +177,16 @@ Status export_gguf(const Session& s, const std::string& base_gguf, const GgufExp
   SG_TRY(GgufFile::open(base_gguf, &base));
   SG_TRY(check_gguf_architecture(*base));
   const Model& m = s.model();
-  std::map<int, std::vector<float>> merged;
+  std::map<int, LoraJoin> joins;
   std::set<int> adapters;
   if (opts.merge_lora) {
-    SG_TRY(merge_adapters(s, &merged, &adapters));
+    SG_TRY(joins_by_weight(m, &joins, &adapters));
   } else if (int a = first_adapter(m); a >= 0) {
     return Status::Invalid(m.label() + ": has LoRA adapters (" + m.tensors()[a].name +
                            ", ...); a GGUF holds the model's own weights: merge them in (--merge)");
   }
   std::vector<Planned> tensors;
-  SG_TRY(plan(m, *base, opts, merged, adapters, &tensors));
+  SG_TRY(plan(m, *base, opts, joins, adapters, &tensors));
   int64_t elements[64] = {};  // per GgufType id, over the matrices
   for (const Planned& e : tensors)
     if (e.base->shape.size() > 1) elements[static_cast<uint32_t>(e.type)] += e.base->numel();
@@ -201,14 +200,14 @@ Status export_gguf(const Session& s, const std::string& base_gguf, const GgufExp
   std::vector<uint8_t> bytes;
   uint64_t written = 0;
   for (const Planned& e : tensors) {
-    SG_TRY(tensor_bytes(s, e, merged, &bytes));
+    SG_TRY(tensor_bytes(s, e, joins, &bytes));
     bytes.resize(aligned(bytes.size(), base->alignment()), 0);
     SG_TRY(out->write(bytes.data(), bytes.size()));
     written += bytes.size();
   }
   SG_TRY(out->commit());
   if (summary) {
-    *summary = {static_cast<int>(tensors.size()), static_cast<int>(merged.size()), 0, h.size() + written};
+    *summary = {static_cast<int>(tensors.size()), static_cast<int>(joins.size()), 0, h.size() + written};
     for (const Planned& e : tensors) summary->kept_blocks += !e.merged && dtype_is_block(m.tensors()[e.param].type.dtype);
   }
   return Status::Ok();

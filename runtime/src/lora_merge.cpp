@@ -9,6 +9,8 @@ namespace {
 
 constexpr const char* kSuffixA = ".lora_A";
 
+bool is_adapter_a(const TensorInfo& t) { return t.role == Role::param && t.name.ends_with(kSuffixA); }
+
 class Tracer {
  public:
   explicit Tracer(const ProgramInfo& p) : p_(p) {}
@@ -125,7 +127,7 @@ Status find_lora_joins(const Model& m, const ProgramInfo& p, std::vector<LoraJoi
   bool any = false;
   for (size_t a = 0; a < m.tensors().size(); ++a) {
     const TensorInfo& t = m.tensors()[a];
-    if (t.role != Role::param || !t.name.ends_with(kSuffixA)) continue;
+    if (!is_adapter_a(t)) continue;
     any = true;
     std::string name_b = t.name.substr(0, t.name.size() - 1) + "B";
     int b = m.find_tensor(name_b);
@@ -158,23 +160,22 @@ Status merged_weight(const Session& s, const LoraJoin& j, std::vector<float>* ou
 
 int first_adapter(const Model& m) {
   for (size_t a = 0; a < m.tensors().size(); ++a)
-    if (m.tensors()[a].role == Role::param && m.tensors()[a].name.ends_with(kSuffixA)) return static_cast<int>(a);
+    if (is_adapter_a(m.tensors()[a])) return static_cast<int>(a);
   return -1;
 }
 
-Status merge_adapters(const Session& s, std::map<int, std::vector<float>>* merged, std::set<int>* adapters) {
-  const Model& m = s.model();
+Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters) {
   int p = m.find_program("infer");
   if (p < 0) p = m.find_program("eval");
   if (p < 0) return Status::Invalid(m.label() + ": has no infer or eval program to find its LoRA adapters in");
-  std::vector<LoraJoin> joins;
-  SG_TRY(find_lora_joins(m, m.programs()[p], &joins));
-  for (const LoraJoin& j : joins) {
-    SG_TRY(merged_weight(s, j, &(*merged)[j.w]));
+  std::vector<LoraJoin> found;
+  SG_TRY(find_lora_joins(m, m.programs()[p], &found));
+  for (const LoraJoin& j : found) {
+    (*joins)[j.w] = j;
     adapters->insert({j.a, j.b});
   }
   for (size_t a = 0; a < m.tensors().size(); ++a)
-    if (m.tensors()[a].role == Role::param && m.tensors()[a].name.ends_with(kSuffixA) && !adapters->count(static_cast<int>(a)))
+    if (is_adapter_a(m.tensors()[a]) && !adapters->count(static_cast<int>(a)))
       return Status::Invalid(m.tensors()[a].name + ": not used by program " + m.programs()[p].name + ", so it cannot be merged");
   return Status::Ok();
 }

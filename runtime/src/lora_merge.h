@@ -33,9 +33,9 @@ Status merged_weight(const Session& s, const LoraJoin& j, std::vector<float>* ou
 // The id of the model's first NAME.lora_A parameter, or -1 (no adapters).
 int first_adapter(const Model& m);
 
-// Every adapter of s's model merged, W + scale B A by weight id, traced in its
+// Every adapter pair of the model by its base weight's id, traced in its
 // `infer` program (`eval` where it has none); `adapters` gets every lora_A and
 // lora_B id. An adapter that program leaves out is refused by name.
-Status merge_adapters(const Session& s, std::map<int, std::vector<float>>* merged, std::set<int>* adapters);
+Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters);
 
 }  // namespace sgrt
