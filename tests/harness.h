@@ -15,6 +15,7 @@
 #include "compile.h"
 #include "dsl.h"
 #include "serialize.h"
+#include "sgrt/params.h"
 #include "sgrt/session.h"
 
 namespace sgrt::test {
@@ -102,6 +103,15 @@ inline std::vector<float> read_f32(const Session& s, const std::string& name) {
   int id = tensor_id(s, name);
   std::vector<float> v(numel(s.model().tensors()[id].type.shape));
   Status st = s.read(id, v.data(), v.size() * sizeof(float));
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return v;
+}
+
+// A parameter's f32 values wherever the optimizer keeps them (sgrt/params.h),
+// decoded when stored as blocks.
+inline std::vector<float> param_f32(const Session& s, const std::string& name) {
+  std::vector<float> v;
+  Status st = read_param(s, tensor_id(s, name), &v);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return v;
 }

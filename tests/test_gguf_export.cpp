@@ -25,7 +25,6 @@
 #include "sgrt/gguf.h"
 #include "sgrt/gguf_export.h"
 #include "sgrt/gguf_weights.h"
-#include "sgrt/params.h"
 #include "tiny_lora_llama.h"
 #include "tool_runner.h"
 
@@ -100,16 +99,10 @@ std::vector<float> values(const GgufFile& f, const std::string& name) {
   return v;
 }
 
-std::vector<float> param(const Session& s, const std::string& name) {
-  std::vector<float> v;
-  Status st = read_param(s, test::tensor_id(s, name), &v);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return v;
-}
-
 // W + (alpha / rank) B A of the adapted weight `w` ("blk.0.attn_q"), in double.
 std::vector<double> merged_here(const Session& s, const std::string& w) {
-  const std::vector<float> w0 = param(s, w + ".weight"), a = param(s, w + ".lora_A"), b = param(s, w + ".lora_B");
+  const std::vector<float> w0 = test::param_f32(s, w + ".weight"), a = test::param_f32(s, w + ".lora_A"),
+                           b = test::param_f32(s, w + ".lora_B");
   const size_t cols = a.size() / kRank, rows = b.size() / kRank;
   REQUIRE(rows * cols == w0.size());
   std::vector<double> out(w0.size());
@@ -211,7 +204,7 @@ TEST_CASE("merged GGUF: the base's metadata and tensor list, the merged values, 
   }
   for (const char* n : {"token_embd.weight", "blk.1.ffn_norm.weight", "output_norm.weight"}) {
     CAPTURE(n);
-    CHECK(values(*f, n) == param(*s, n));  // the session's, not the base's 7s
+    CHECK(values(*f, n) == test::param_f32(*s, n));  // the session's, not the base's 7s
   }
   CHECK(rel_err(logits_of_file(out), want) <= 1e-5);
 }
@@ -310,7 +303,7 @@ TEST_CASE("refusals name what is wrong and leave the output as it was") {
   refused(base_gguf(dir, {.extra = "rope_freqs.weight"}), "base.gguf: tensor 'rope_freqs.weight' is not a parameter");
   refused(base_gguf(dir, {.misshape = "blk.0.attn_k.weight"}), "tensor 'blk.0.attn_k.weight' is [16, 64] (ggml ne reversed)");
   refused(base_gguf(dir), "GGUF export writes matrices as f32, f16, bf16 or q8_0, not e4m3", DType::e4m3);
-  std::vector<float> emb = param(*s, "token_embd.weight");
+  std::vector<float> emb = test::param_f32(*s, "token_embd.weight");
   emb[5] = 1e5f;
   test::write_vec(*s, "token_embd.weight", emb);
   refused(base_gguf(dir), "token_embd.weight: element 5 is 100000.000000, which F16 cannot hold; choose --dtype f32 or bf16", DType::f16);

@@ -19,7 +19,6 @@
 
 #include "harness.h"
 #include "sgrt/export.h"
-#include "sgrt/params.h"
 #include "tiny_lora_llama.h"
 #include "tool_runner.h"
 
@@ -64,13 +63,6 @@ std::unique_ptr<Session> exported(const Session& from, ExportQuant q, bool merge
   return s;
 }
 
-std::vector<float> param(const Session& s, const std::string& name) {
-  std::vector<float> v;
-  Status st = read_param(s, test::tensor_id(s, name), &v);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return v;
-}
-
 int count_ops(const Model& m, const std::string& program, OpCode code = OpCode::kCount) {
   int n = 0;
   for (const OpInfoLoaded& o : m.programs()[m.find_program(program)].ops) n += code == OpCode::kCount || o.code == code;
@@ -99,7 +91,8 @@ TEST_CASE("merged export: no adapter left, W + (alpha/rank) B A, the unmerged lo
     for (const char* w : {"blk.0.attn_q", "blk.1.ffn_down"}) {
       CAPTURE(w);
       const std::string wn = std::string(w) + ".weight";
-      std::vector<float> w0 = param(*s, wn), a = param(*s, std::string(w) + ".lora_A"), b = param(*s, std::string(w) + ".lora_B");
+      std::vector<float> w0 = test::param_f32(*s, wn), a = test::param_f32(*s, std::string(w) + ".lora_A"),
+                         b = test::param_f32(*s, std::string(w) + ".lora_B");
       const std::vector<float> got = test::read_f32(*d, wn);
       REQUIRE(got.size() == w0.size());
       const size_t cols = a.size() / kRank, rows = b.size() / kRank;
@@ -129,7 +122,7 @@ TEST_CASE("merged export --quantize fp8 / nvfp4: the merged weights quantized, l
     // plain export (test_export.cpp): the f32 base must give the same file.
     auto plain = test::open_session(llama("f32", 0));
     for (const TensorInfo& t : plain->model().tensors())
-      if (t.role == Role::param) test::write_vec(*plain, t.name, param(*merged, t.name));
+      if (t.role == Role::param) test::write_vec(*plain, t.name, test::param_f32(*merged, t.name));
     test::feed_tiny_llama(*plain);
     for (auto [q, tol] : {std::pair{ExportQuant::fp8, 0.05}, std::pair{ExportQuant::nvfp4, 0.2}}) {
       CAPTURE(static_cast<int>(q));

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "harness.h"
-#include "sgrt/params.h"
 #include "sgrt/safetensors.h"
 
 using namespace sgrt;
@@ -36,13 +35,6 @@ std::shared_ptr<const Model> model(const std::string& level) {
   Status st = test::compile_lua(lua, &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return m;
-}
-
-std::vector<float> param(const Session& s, const std::string& name) {
-  std::vector<float> v;
-  Status st = read_param(s, test::tensor_id(s, name), &v);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return v;
 }
 
 }  // namespace
@@ -89,13 +81,13 @@ TEST_CASE("parameters round-trip through a file into another session, at fp32 an
     CAPTURE(name);
     auto m = model(level);
     auto a = test::open_session(m, "cpu", 1), b = test::open_session(m, "cpu", 2);
-    REQUIRE(param(*a, "l1.w") != param(*b, "l1.w"));
+    REQUIRE(test::param_f32(*a, "l1.w") != test::param_f32(*b, "l1.w"));
     test::TempFile f(".safetensors");
     REQUIRE(export_safetensors(*a, f.path, DType::f32).ok());
     Status st = import_safetensors(*b, f.path);
     REQUIRE_MESSAGE(st.ok(), st.message());
-    CHECK(param(*b, "l1.w") == param(*a, "l1.w"));
-    CHECK(param(*b, "l1.b") == param(*a, "l1.b"));
+    CHECK(test::param_f32(*b, "l1.w") == test::param_f32(*a, "l1.w"));
+    CHECK(test::param_f32(*b, "l1.b") == test::param_f32(*a, "l1.b"));
     // The working copy the graph reads is remade from the imported master.
     std::vector<float> x{0.5f, -1, 2, 1, 0, -0.25f};
     test::write_vec(*a, "x", x);
@@ -107,12 +99,12 @@ TEST_CASE("parameters round-trip through a file into another session, at fp32 an
 TEST_CASE("a value the FP16 master cannot hold is refused before anything is written") {
   auto m = model("O2");
   auto s = test::open_session(m);
-  std::vector<float> before = param(*s, "l1.w");
+  std::vector<float> before = test::param_f32(*s, "l1.w");
   std::vector<SafeTensor> t{{"l1.w", DType::f32, {4, 3}, std::vector<float>(12, 0.5f)}, {"l1.b", DType::f32, {4}, {0, 0, 1e6f, 0}}};
   test::TempFile f(".safetensors");
   REQUIRE(write_safetensors(f.path, t).ok());
   Status st = import_safetensors(*s, f.path);
   CHECK_FALSE(st.ok());
   CHECK(st.message().find("l1.b") != std::string::npos);
-  CHECK(param(*s, "l1.w") == before);  // l1.w came first in the file and still was not written
+  CHECK(test::param_f32(*s, "l1.w") == before);  // l1.w came first in the file and still was not written
 }
