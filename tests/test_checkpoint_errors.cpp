@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include <sys/stat.h>
 
 #include "harness.h"
+#include "sgrt/checkpoint.h"
+#include "sgrt/gguf_weights.h"
 #include "tool_runner.h"
 
 using namespace sgrt;
@@ -208,8 +211,16 @@ std::string with_field(std::string bytes, size_t offset, int64_t v) {
   return with_crc(std::move(bytes));
 }
 
-// Header offsets (format 4): magic, two identities, then these i64 fields.
-constexpr size_t kStepAt = 24, kTotalAt = 32, kBatchesPerEpochAt = 48, kExamplesPerStepAt = 56;
+// Header offsets (format 5): magic, two identities, then these i64 fields;
+// then the init file: u32 path length, path, u64 identity.
+constexpr size_t kStepAt = 24, kTotalAt = 32, kBatchesPerEpochAt = 48, kExamplesPerStepAt = 56, kInitAt = 64;
+
+// FNV-1a (64-bit), written out here from its definition.
+uint64_t fnv1a(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
 
 }  // namespace
 
@@ -237,16 +248,65 @@ TEST_CASE("a checkpoint with a valid checksum but fields out of range is refused
   expect_bad_input(cmd("eval", 16, {"--checkpoint", ck}), {ck, "step -1 is negative"});
 }
 
-TEST_CASE("a format 3 checkpoint (no examples per step) still loads") {
-  Trained t(16);
-  std::string v4 = test::slurp(t.file());
-  REQUIRE(v4.compare(0, 8, "SGCKPT04") == 0);
+TEST_CASE("format 4 (no init file) and format 3 (nor examples per step) checkpoints still load") {
+  Trained t(16);  // no --init-weights: an empty path
+  const std::string v5 = test::slurp(t.file());
+  REQUIRE(v5.compare(0, 8, "SGCKPT05") == 0);
+  uint32_t path_len = 1;
+  std::memcpy(&path_len, v5.data() + kInitAt, 4);
+  REQUIRE(path_len == 0);
+  std::string v4 = v5.substr(0, kInitAt) + v5.substr(kInitAt + 4 + 8);
+  v4[7] = '4';
   std::string v3 = v4.substr(0, kExamplesPerStepAt) + v4.substr(kExamplesPerStepAt + 8);
   v3[7] = '3';
-  { std::ofstream(t.file(), std::ios::binary) << with_crc(v3); }
-  test::ToolResult r = test::run_tool(cmd("eval", 16, {"--checkpoint", t.ck}));
-  CHECK_MESSAGE(r.code == 0, r.err);
-  CHECK(r.out.find("step 3: test loss") != std::string::npos);
+  for (const std::string& old : {v4, v3}) {
+    CAPTURE(old.substr(0, 8));
+    { std::ofstream(t.file(), std::ios::binary) << with_crc(old); }
+    test::ToolResult r = test::run_tool(cmd("eval", 16, {"--checkpoint", t.ck}));
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(r.out.find("step 3: test loss") != std::string::npos);
+  }
+  std::string v6 = v5;
+  v6[7] = '6';
+  expect_resume_fails(with_crc(v6), {"checkpoint format version 6, this sgrt reads versions 3 to 5"});
+}
+
+TEST_CASE("a run records the file it started from (absolute path, header identity) and keeps it when resumed") {
+  Trained t(16);
+  const std::string content = safetensors(mlp_entries());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, content.data(), 8);
+  test::TempDir dir;
+  // Named relative to this process's folder, which the tool inherits.
+  const std::string relative = std::filesystem::relative(dir.file("w.safetensors", content)).string();
+  REQUIRE(relative.rfind("..", 0) == 0);
+  test::ToolResult r = test::run_tool(cmd("train", 16, {"--steps", "3", "--stop-after", "1", "--quiet", "--checkpoint", t.ck,
+                                                        "--overwrite", "--init-weights", relative}));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CheckpointMeta meta;
+  Status st = read_checkpoint_meta(t.ck, &meta);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(meta.step == 1);
+  CHECK(meta.init_file == std::filesystem::canonical(dir.path).string() + "/w.safetensors");
+  CHECK(meta.init_identity == fnv1a(content.substr(0, 8 + header_len)));
+  // Only the header counts: other values, the same identity; another tensor table, another one.
+  uint64_t same = 0, other = 0;
+  std::string values = content;
+  values.back() = 1;
+  REQUIRE(weights_file_identity(dir.file("values.safetensors", values), &same).ok());
+  CHECK(same == meta.init_identity);
+  std::vector<Entry> renamed = mlp_entries();
+  renamed[3].name = "fc2.c";
+  REQUIRE(weights_file_identity(dir.file("renamed.safetensors", safetensors(renamed)), &other).ok());
+  CHECK(other != meta.init_identity);
+
+  r = test::run_tool(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--resume"}));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CheckpointMeta resumed;
+  REQUIRE(read_checkpoint_meta(t.ck, &resumed).ok());
+  CHECK(resumed.step == 3);
+  CHECK(resumed.init_file == meta.init_file);
+  CHECK(resumed.init_identity == meta.init_identity);
 }
 
 TEST_CASE("a checkpoint is refused by a model whose training step differs: activation, loss, optimizer, recipe") {

@@ -50,7 +50,7 @@ std::map<std::string, std::string> readme_synopses() {
 TEST_CASE("sgrt --version names the version, the formats it reads and its backends") {
   test::ToolResult r = test::run_tool({"--version"});
   CHECK(r.code == 0);
-  CHECK(std::regex_search(r.out, std::regex("^sgrt [0-9]+\\.[0-9]+\\.[0-9]+ \\(model schema v3, checkpoint format v4, backends: cpu")));
+  CHECK(std::regex_search(r.out, std::regex("^sgrt [0-9]+\\.[0-9]+\\.[0-9]+ \\(model schema v3, checkpoint format v5, backends: cpu")));
 }
 
 TEST_CASE("every command's --help explains each flag it accepts, and the README lists the same flags") {

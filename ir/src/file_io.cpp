@@ -4,19 +4,24 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 namespace sgrt {
 
-Status read_file(const std::string& path, std::vector<uint8_t>* out) {
+Status read_file(const std::string& path, std::vector<uint8_t>* out) { return read_file_prefix(path, SIZE_MAX, out); }
+
+Status read_file_prefix(const std::string& path, size_t max_bytes, std::vector<uint8_t>* out) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Status::Io(path + ": cannot open: " + std::strerror(errno));
   out->clear();
   uint8_t buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->insert(out->end(), buf, buf + n);
+  while (out->size() < max_bytes && (n = std::fread(buf, 1, std::min(sizeof buf, max_bytes - out->size()), f)) > 0)
+    out->insert(out->end(), buf, buf + n);
   bool failed = std::ferror(f);
   std::fclose(f);
   if (failed) return Status::Io(path + ": read error");

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fnv1a.h"
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
 #include "sgrt/model_file.h"
@@ -49,29 +50,25 @@ namespace {
 // FNV-1a, fed field by field.
 class Hash {
  public:
-  void mix(const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
-  }
+  void mix(const void* p, size_t n) { h_ = fnv1a(p, n, h_); }
   template <class T>
   void mix(const T& v) { mix(&v, sizeof v); }
   void mix(const std::string& s) { mix(s.size()); mix(s.data(), s.size()); }
   uint64_t value() const { return h_; }
 
  private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
+  uint64_t h_ = kFnvBasis;
 };
 
 // Ranges every checkpoint holds, whoever wrote it (the trainer checks the
 // rest against its run: total > 0, batches per epoch equal to its data's).
 Status check_meta(const CheckpointMeta& c) {
-  if (c.step < 0) return Status::Invalid("step " + std::to_string(c.step) + " is negative");
-  if (c.total_steps < 0) return Status::Invalid("planned total " + std::to_string(c.total_steps) + " is negative");
+  const std::pair<const char*, int64_t> counts[] = {
+      {"step", c.step}, {"planned total", c.total_steps}, {"batches per epoch", c.batches_per_epoch}, {"examples per step", c.examples_per_step}};
+  for (auto [name, v] : counts)
+    if (v < 0) return Status::Invalid(name + (" " + std::to_string(v)) + " is negative");
   if (c.total_steps > 0 && c.step > c.total_steps)
     return Status::Invalid("step " + std::to_string(c.step) + " is past the planned total of " + std::to_string(c.total_steps));
-  if (c.batches_per_epoch < 0)
-    return Status::Invalid("batches per epoch " + std::to_string(c.batches_per_epoch) + " is negative");
-  if (c.examples_per_step < 0)
-    return Status::Invalid("examples per step " + std::to_string(c.examples_per_step) + " is negative");
   return Status::Ok();
 }
 
@@ -79,6 +76,37 @@ Status check_meta(const CheckpointMeta& c) {
 // other ranks keep (no storage here), so its checkpoints are the whole model's.
 bool saved(const TensorInfo& t) { return in_checkpoint(t) || (t.persistent && t.sharded); }
 uint64_t saved_bytes(const TensorInfo& t) { return dtype_bytes(t.type.dtype, numel(t.type.shape)); }
+
+constexpr uint32_t kMaxPath = 4096;  // the init file's path
+// Magic, 2 identities, 5 run fields; path length, path, its identity; record count.
+constexpr size_t kMaxHeader = 8 + 2 * 8 + 5 * 8 + 4 + kMaxPath + 8 + 4;
+
+struct Header {
+  uint64_t model_id = 0, step_id = 0;
+  CheckpointMeta meta;
+  uint32_t count = 0;  // tensor records that follow
+};
+
+// Everything before the tensor records, its fields' ranges checked.
+Status read_header(Reader& r, const std::string& path, Header* h) {
+  char magic[8];
+  if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
+  const int version = magic[7] - '0';
+  if (version < 3 || version > kCheckpointFormat)
+    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads versions 3 to " +
+                           kMagic[7]);
+  CheckpointMeta& c = h->meta;
+  uint32_t init_len = 0;
+  if (!r.get(&h->model_id) || !r.get(&h->step_id) || !r.get(&c.step) || !r.get(&c.total_steps) || !r.get(&c.seed) ||
+      !r.get(&c.batches_per_epoch) || (version >= 4 && !r.get(&c.examples_per_step)) ||
+      (version >= 5 && !r.get(&init_len)))
+    return Status::Invalid(path + ": truncated header");
+  if (init_len > kMaxPath) return Status::Invalid(path + ": corrupt header (an init file path of " + std::to_string(init_len) + " bytes)");
+  c.init_file.resize(init_len);
+  if (!r.take(c.init_file.data(), init_len) || (version >= 5 && !r.get(&c.init_identity)) || !r.get(&h->count))
+    return Status::Invalid(path + ": truncated header");
+  return check_meta(c).with_context(path);
+}
 
 }  // namespace
 
@@ -147,6 +175,8 @@ Status save_checkpoint(const Session& s, const std::string& dir, const Checkpoin
 }
 
 Status save_checkpoint(const Model& m, const TensorSource& read, const std::string& dir, const CheckpointMeta& meta) {
+  if (meta.init_file.size() > kMaxPath)
+    return Status::Invalid(meta.init_file.substr(0, 64) + "...: an init file path longer than " + std::to_string(kMaxPath) + " bytes");
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create: " + std::strerror(errno));
   std::vector<uint8_t> b(kMagic, kMagic + 8);
   put(&b, model_identity(m));
@@ -156,6 +186,9 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
   put(&b, meta.seed);
   put(&b, meta.batches_per_epoch);
   put(&b, meta.examples_per_step);
+  put(&b, static_cast<uint32_t>(meta.init_file.size()));
+  b.insert(b.end(), meta.init_file.begin(), meta.init_file.end());
+  put(&b, meta.init_identity);
   uint32_t count = 0;
   for (const TensorInfo& t : m.tensors()) count += saved(t);
   put(&b, count);
@@ -180,18 +213,11 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
   size_t n = 0;
   SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
   Reader r(b.data(), n);
-  char magic[8];
-  uint64_t id = 0, saved_step_id = 0;
-  uint32_t count = 0;
-  if (!r.take(magic, 8) || std::memcmp(magic, kMagic, 7) != 0) return Status::Invalid(path + ": not an sgrt checkpoint");
-  const bool v3 = magic[7] == '3';  // no examples per step
-  if (magic[7] != kMagic[7] && !v3)
-    return Status::Invalid(path + ": checkpoint format version " + std::string(1, magic[7]) + ", this sgrt reads versions 3 and " +
-                           kMagic[7]);
-  CheckpointMeta got;
-  if (!r.get(&id) || !r.get(&saved_step_id) || !r.get(&got.step) || !r.get(&got.total_steps) || !r.get(&got.seed) ||
-      !r.get(&got.batches_per_epoch) || (!v3 && !r.get(&got.examples_per_step)) || !r.get(&count))
-    return Status::Invalid(path + ": truncated header");
+  Header head;
+  SG_TRY(read_header(r, path, &head));
+  const uint64_t id = head.model_id, saved_step_id = head.step_id;
+  const uint32_t count = head.count;
+  CheckpointMeta& got = head.meta;
   const Model& m = s.model();
   if (id != model_identity(m))
     return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
@@ -199,7 +225,6 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
   if (uint64_t mine = step_id ? step_id : step_identity(m); mine != 0 && saved_step_id != mine)
     return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
                            "hyperparameters, schedule or recipe differ from " + m.label() + "'s)");
-  SG_TRY(check_meta(got).with_context(path));
   std::vector<std::pair<int, const uint8_t*>> found;
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t len = 0;
@@ -221,6 +246,17 @@ Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta,
   for (auto [t, data] : found)  // a ZeRO-1 rank keeps only its own share of the moments
     if (m.tensors()[t].bytes > 0) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
   *meta = got;
+  return Status::Ok();
+}
+
+Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {
+  const std::string path = file_in(dir);
+  std::vector<uint8_t> b;
+  SG_TRY(read_file_prefix(path, kMaxHeader, &b));
+  Reader r(b.data(), b.size());
+  Header head;
+  SG_TRY(read_header(r, path, &head));
+  *meta = head.meta;
   return Status::Ok();
 }
 

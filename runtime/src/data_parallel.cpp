@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "fnv1a.h"
 #include "formats/formats.h"
 #include "rank_step.h"
 #include "sgrt/checkpoint.h"
@@ -36,13 +37,6 @@ std::vector<int> amax_histories(const Model& m, int program) {
 }
 
 constexpr size_t kMaxMessage = size_t{1} << 30;  // under MPI's int counts
-
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
-
-uint64_t fnv1a(uint64_t h, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 Status read_f32(const Session& s, int id, std::vector<float>* v) {
   v->resize(s.model().tensors()[id].bytes / sizeof(float));
@@ -348,7 +342,7 @@ Status check_agree(Communicator& c, uint64_t value, const std::string& what, Sta
   return Status::Ok();
 }
 
-uint64_t model_hash(const Model& m) { return fnv1a(kFnvBasis, m.file_bytes().data(), m.file_bytes().size()); }
+uint64_t model_hash(const Model& m) { return fnv1a(m.file_bytes().data(), m.file_bytes().size()); }
 
 Status check_identical(Session& s, Communicator& c) {
   if (c.size() == 1) return Status::Ok();
@@ -358,7 +352,7 @@ Status check_identical(Session& s, Communicator& c) {
     if (!is_shared(s.model().tensors()[id])) continue;
     buf.resize(s.model().tensors()[id].bytes);
     SG_TRY(s.read(static_cast<int>(id), buf.data(), buf.size()));
-    hash = fnv1a(hash, buf.data(), buf.size());
+    hash = fnv1a(buf.data(), buf.size(), hash);
   }
   return check_agree(c, hash, "parameters or optimizer state (a hash of their bytes): the ranks diverged", StatusCode::runtime_error);
 }

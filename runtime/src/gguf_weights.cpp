@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
+#include "fnv1a.h"
 #include "formats/gguf_blocks.h"
+#include "sgrt/file_io.h"
 #include "sgrt/params.h"
 #include "sgrt/safetensors.h"
 
 namespace sgrt {
 namespace {
+
+bool is_gguf_name(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
 
 Shape row_major(const GgufTensor& t) { return Shape(t.shape.rbegin(), t.shape.rend()); }
 
@@ -117,8 +122,25 @@ Status import_gguf(Session& s, const std::string& path) {
 }
 
 Status import_weights(Session& s, const std::string& path) {
-  bool gguf = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
-  return gguf ? import_gguf(s, path) : import_safetensors(s, path);
+  return is_gguf_name(path) ? import_gguf(s, path) : import_safetensors(s, path);
+}
+
+Status weights_file_identity(const std::string& path, uint64_t* id) {
+  if (is_gguf_name(path)) {
+    std::unique_ptr<GgufFile> f;
+    SG_TRY(GgufFile::open(path, &f));
+    *id = fnv1a(f->header_bytes().data(), f->header_bytes().size());
+    return Status::Ok();
+  }
+  std::vector<uint8_t> b;  // safetensors: u64 header length, then the JSON header
+  uint64_t n = 0;
+  SG_TRY(read_file_prefix(path, 8, &b));
+  if (b.size() == 8) std::memcpy(&n, b.data(), 8);
+  if (b.size() < 8 || n > (uint64_t{1} << 30)) return Status::Invalid(path + ": not a safetensors file (no header)");
+  SG_TRY(read_file_prefix(path, 8 + n, &b));
+  if (b.size() != 8 + n) return Status::Invalid(path + ": truncated safetensors header");
+  *id = fnv1a(b.data(), b.size());
+  return Status::Ok();
 }
 
 Status llama_config(const GgufFile& f, std::map<std::string, std::string>* out) {

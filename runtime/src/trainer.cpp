@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 
 #include "sg_generated.h"
@@ -156,6 +157,17 @@ Status continue_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
   return Status::Ok();
 }
 
+// A fresh run's parameters from --init-weights, the file recorded for the
+// tools that need it again (export's tokenizer, a GGUF export's base).
+Status start_from_file(Session& s, const std::string& path, CheckpointMeta* run) {
+  SG_TRY(import_weights(s, path));
+  SG_TRY(weights_file_identity(path, &run->init_identity));
+  std::error_code ec;
+  run->init_file = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) return Status::Io(path + ": cannot make its path absolute: " + ec.message());
+  return Status::Ok();
+}
+
 // Initial state of a run: fresh (parameters from their initializers or from
 // safetensors) or resumed from the checkpoint, whose seed and planned total win.
 // A checkpoint resumes on any number of ranks whose step reads as many
@@ -163,7 +175,7 @@ Status continue_run(Session& s, const TrainOptions& opts, CheckpointMeta* run) {
 Status start_run(Session& s, const TrainOptions& opts, const std::string& step, CheckpointMeta* run) {
   SG_TRY(s.init(run->seed, run->total_steps));
   if (opts.continue_from) return continue_run(s, opts, run);
-  if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : import_weights(s, opts.init_weights);
+  if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : start_from_file(s, opts.init_weights, run);
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;
   SG_TRY(load_checkpoint(s, opts.checkpoint_dir, &saved, opts.resume_step_identity));
@@ -333,7 +345,11 @@ Status train(Session& s, const Dataset& data, const TrainOptions& opts, TrainRes
   SG_TRY(check_agree(comm, static_cast<uint64_t>(data.size(Split::train)), "training data (its number of examples)",
                      StatusCode::invalid_input));
   RunLock dir_lock;
-  CheckpointMeta run{0, total, opts.seed, per_epoch, global_samples};
+  CheckpointMeta run;
+  run.total_steps = total;
+  run.seed = opts.seed;
+  run.batches_per_epoch = per_epoch;
+  run.examples_per_step = global_samples;
   if (lead) {
     SG_TRY(claim_checkpoint_dir(opts, &dir_lock));
     const std::string step = std::to_string(ranks) + (ranks > 1 ? " ranks" : " rank") + " x batch " + std::to_string(micro) +

@@ -10,6 +10,8 @@
 namespace sgrt {
 
 Status read_file(const std::string& path, std::vector<uint8_t>* out);
+// The first max_bytes of the file (all of a shorter one).
+Status read_file_prefix(const std::string& path, size_t max_bytes, std::vector<uint8_t>* out);
 
 // Writes to PATH.tmp.<pid>, fsyncs, renames over PATH and fsyncs the folder:
 // a reader sees the old file or the new one, never a part.

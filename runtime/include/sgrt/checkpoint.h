@@ -8,12 +8,16 @@
 //     total, batches per epoch and examples per step. The trainer's shuffle is
 //     a pure function of (seed, epoch), so these fix the data loader's
 //     position too, on any number of ranks;
+//   - the weights file the run started from (sgrt train --init-weights), by
+//     absolute path and header identity, so the tools that need that file
+//     again (a GGUF's tokenizer and metadata) find it;
 //   - the model's identity: names, dtypes and shapes of the saved tensors,
 //     and the whole compiled training step (ops, attributes, types, scales,
 //     recipe), so a model with another activation, loss or hyperparameter
 //     does not take it.
-// Format version 4 (magic "SGCKPT04"; version 3, without examples per step,
-// still loads); docs/optimizer.md has the layout.
+// Format version 5 (magic "SGCKPT05"; versions 4, without the init file, and
+// 3, without examples per step either, still load); docs/optimizer.md has the
+// layout.
 #pragma once
 #include <functional>
 #include <string>
@@ -22,7 +26,7 @@
 
 namespace sgrt {
 
-constexpr int kCheckpointFormat = 4;
+constexpr int kCheckpointFormat = 5;
 
 // The tensors a checkpoint holds: every persistent one but inputs and caches.
 bool in_checkpoint(const TensorInfo& t);
@@ -38,6 +42,8 @@ struct CheckpointMeta {
   uint64_t seed = 0;              // initialization and per-epoch shuffling
   int64_t batches_per_epoch = 0;  // data position: epoch step / this, batch step % this
   int64_t examples_per_step = 0;  // ranks x batch x accumulate; 0: not recorded (format 3, the C API)
+  std::string init_file;          // absolute path of the --init-weights file; empty: none (or format 3, 4)
+  uint64_t init_identity = 0;     // its weights_file_identity (sgrt/gguf_weights.h) when the run started
 };
 
 Status save_checkpoint(const Session& s, const std::string& dir, const CheckpointMeta& meta);
@@ -53,6 +59,10 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
 // model has another batch per rank (a resume on another number of ranks,
 // docs/distributed.md).
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
+// The header alone (no session, no tensor read): for a tool that needs the
+// run's init file before it builds anything. load_checkpoint still checks the
+// whole file.
+Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta);
 
 // Moves a run between two compilations of one model (a recipe switch:
 // sgrt train --final-recipe): every tensor a checkpoint holds is copied by

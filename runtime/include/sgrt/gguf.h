@@ -67,6 +67,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_start() const { return data_start_; }  // file offset of the data section
   uint64_t file_size() const { return map_.size(); }
+  // Everything before the data section (header, metadata, tensor table), as in the file.
+  std::span<const uint8_t> header_bytes() const { return {map_.data(), static_cast<size_t>(data_start_)}; }
 
   const std::vector<GgufKv>& metadata() const { return kvs_; }
   const GgufKv* find(std::string_view key) const;

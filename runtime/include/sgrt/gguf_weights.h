@@ -27,6 +27,12 @@ Status import_gguf(Session& s, const std::string& path);
 // import_safetensors (sgrt/safetensors.h).
 Status import_weights(Session& s, const std::string& path);
 
+// A weights file's identity, for finding the same file again (a checkpoint
+// records the --init-weights file's, sgrt/checkpoint.h): FNV-1a of its header,
+// a GGUF's metadata and tensor table or a safetensors file's JSON header, so
+// another model, tokenizer or tensor type changes it and a copy keeps it.
+Status weights_file_identity(const std::string& path, uint64_t* id);
+
 // The model configuration the file's metadata gives, as DSL config values for
 // models/llama.lua: n_layer, n_embd, n_head, n_kv_head, ffn, rope_base, eps,
 // vocab, context, tie (1 when the file has no output.weight: the head is the
