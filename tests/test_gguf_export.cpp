@@ -18,10 +18,12 @@
 //    line: -o FILE.gguf without --gguf-base, GGUF options for safetensors.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "formats/gguf_blocks.h"
 #include "gguf_builder.h"
 #include "harness.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/gguf.h"
 #include "sgrt/gguf_export.h"
 #include "sgrt/gguf_weights.h"
@@ -341,4 +343,52 @@ TEST_CASE("command line: a GGUF from a script's initialized weights; its options
   refused({"-o", dir.path + "/x.safetensors", "--dtype", "q8_0"}, "--dtype q8_0 is for a GGUF's matrices");
   refused({"-o", dir.path + "/x.gguf", "--gguf-base", base, "--dtype", "q4_1"}, "--dtype takes f32, f16, bf16 or");
   CHECK(dir.list() == std::set<std::string>{"base.gguf", "out.gguf"});
+}
+
+TEST_CASE("command line: --gguf-base defaults to the GGUF the checkpoint's run started from, while its header is unchanged") {
+  test::TempDir dir;
+  const std::string base = base_gguf(dir), ck = dir.path + "/ck", out = dir.path + "/out.gguf", ref = dir.path + "/ref.gguf";
+  auto s = adapted();
+  CheckpointMeta meta;  // as sgrt train --init-weights base.gguf records it
+  meta.step = 2;
+  meta.init_file = base;
+  REQUIRE(weights_file_identity(base, &meta.init_identity).ok());
+  Status st = save_checkpoint(*s, ck, meta);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  {
+    std::ofstream flags(ck + "/model.flags");
+    for (auto& [k, v] : test::kTinyLora) flags << "--set " << k << "=" << v << "\n";
+    flags << "--set lora_rank=" << kRank << "\n";
+  }
+  REQUIRE(write(*s, base, ref).ok());
+  const std::vector<std::string> args = {"export-weights", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", out};
+  // Its tensor data may change (the checkpoint holds the weights): the header is what identifies it.
+  std::string bytes = test::slurp(base), data_changed = bytes;
+  data_changed.back() ^= 1;
+  { std::ofstream(base, std::ios::binary) << data_changed; }
+  test::ToolResult r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(out) == test::slurp(ref));
+  // Another header (a metadata value changed), or no file: refused, naming it; nothing written.
+  std::filesystem::remove(out);
+  std::string renamed = bytes;
+  const size_t at = renamed.find("tiny");
+  REQUIRE(at != std::string::npos);
+  renamed[at] = 'T';
+  { std::ofstream(base, std::ios::binary) << renamed; }
+  r = test::run_tool(args);
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find(ck + ": its run started from " + base + ", which has changed since") != std::string::npos, r.err);
+  std::filesystem::remove(base);
+  r = test::run_tool(args);
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find("which is gone (No such file or directory); give --gguf-base FILE.gguf") != std::string::npos, r.err);
+  CHECK_FALSE(std::filesystem::exists(out));
+  // A checkpoint that records no GGUF still needs --gguf-base.
+  meta.init_file.clear();
+  REQUIRE(save_checkpoint(*s, ck, meta).ok());
+  r = test::run_tool(args);
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find("needs --gguf-base BASE.gguf (the GGUF the model came from); " + ck + "'s run did not start from one") !=
+                    std::string::npos, r.err);
 }

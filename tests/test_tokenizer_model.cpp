@@ -26,6 +26,7 @@
 #include "sgrt/chat_template.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
+#include "sgrt/gguf_weights.h"
 #include "sgrt/generate.h"
 #include "sgrt/model_file.h"
 #include "sgrt/sgrt.h"
@@ -126,6 +127,37 @@ void check_refused(const test::ToolResult& r, const std::string& must) {
   CHECK(r.err.find(must) != std::string::npos);
 }
 
+// The checkpoint of a training run of tiny_llama(extra) (batch 2, block 8;
+// random weights) with the flags sgrt train records beside it.
+void write_checkpoint(const std::string& ck, const CheckpointMeta& meta, const std::map<std::string, std::string>& extra = {}) {
+  auto s = test::open_session(tiny_llama(extra));
+  randomize_params(*s);
+  Status st = save_checkpoint(*s, ck, meta);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  std::ofstream flags(ck + "/model.flags");
+  for (auto& [k, v] : tiny_sets(extra)) flags << "--set " << k << "=" << v << "\n";
+}
+
+// The expected text: the unmerged model compiled for generation, the
+// checkpoint's weights, sgrt::generate, greedy, decoded as sgrt run prints it.
+struct Greedy {
+  std::unique_ptr<Session> ref = test::open_session(tiny_llama({{"batch", "1"}, {"block", "48"}, {"kv_cache", "true"}}));
+  std::unique_ptr<Tokenizer> tok = test::make(chat_spec());
+  Greedy() { randomize_params(*ref); }
+  std::string operator()(const std::vector<int32_t>& ids, int64_t n) {
+    std::vector<int32_t> out;
+    GenerateStats stats;
+    Status st = generate(*ref, ids, n, tok->eos(), SamplingOptions{}, [&](int32_t id) {
+      if (id != tok->eos()) out.push_back(id);
+      return Status::Ok();
+    }, &stats);
+    REQUIRE_MESSAGE(st.ok(), st.message());
+    std::string text;
+    REQUIRE(tok->decode(out, &text).ok());
+    return utf8_replace_invalid(text) + "\n";
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a tokenizer stored by export comes back equal, and encodes as the original") {
@@ -205,14 +237,9 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   test::TempDir dir;
   const std::string ck = dir.path + "/ck", gguf = dir.path + "/tok.gguf", chat = dir.path + "/chat.sg";
   std::ofstream(gguf, std::ios::binary) << tokenizer_gguf(chat_spec());
-  {  // the checkpoint of a training run at batch 2, block 8, with the flags sgrt train records
-    auto s = test::open_session(tiny_llama());
-    randomize_params(*s);
-    Status st = save_checkpoint(*s, ck, 3);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    std::ofstream flags(ck + "/model.flags");
-    for (auto& [k, v] : tiny_sets()) flags << "--set " << k << "=" << v << "\n";
-  }
+  CheckpointMeta meta;
+  meta.step = 3;
+  write_checkpoint(ck, meta);
   const std::vector<std::string> gen = {"--set", "batch=1", "--set", "block=48", "--set", "kv_cache=true"};
   std::vector<std::string> args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--tokenizer", gguf, "-o", chat};
   args.insert(args.end(), gen.begin(), gen.end());
@@ -220,22 +247,8 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("adapters merged, with its tokenizer") != std::string::npos);
 
-  // The expected text: the unmerged model compiled for generation, the checkpoint's weights, sgrt::generate.
-  auto ref = test::open_session(tiny_llama({{"batch", "1"}, {"block", "48"}, {"kv_cache", "true"}}));
-  randomize_params(*ref);
   auto tok = test::make(chat_spec());
-  auto expected = [&](std::vector<int32_t> ids, int64_t n) {
-    std::vector<int32_t> out;
-    GenerateStats stats;
-    Status st = generate(*ref, ids, n, tok->eos(), SamplingOptions{}, [&](int32_t id) {
-      if (id != tok->eos()) out.push_back(id);
-      return Status::Ok();
-    }, &stats);
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    std::string text;
-    REQUIRE(tok->decode(out, &text).ok());
-    return utf8_replace_invalid(text) + "\n";
-  };
+  Greedy expected;
   r = test::run_tool({"run", chat, "--prompt", "ab c", "--tokens", "6"});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out == expected({kBos, kAb, ' ', 'c'}, 6));
@@ -311,4 +324,73 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   CHECK(sgrt_generate(cs, "ab", nullptr, append_text, &got) == SGRT_INVALID_ARGUMENT);
   CHECK(std::string(sgrt_last_error()).find("carries no tokenizer") != std::string::npos);
   sgrt_destroy(cs);
+}
+
+TEST_CASE("a checkpoint whose run started from a GGUF: export and run take its tokenizer; the file gone or changed, refused") {
+  test::TempDir dir;
+  const std::string ck = dir.path + "/ck", gguf = dir.path + "/tok.gguf", chat = dir.path + "/chat.sg";
+  std::ofstream(gguf, std::ios::binary) << tokenizer_gguf(chat_spec());
+  CheckpointMeta meta;  // as sgrt train --init-weights tok.gguf records it
+  meta.step = 3;
+  meta.init_file = gguf;
+  REQUIRE(weights_file_identity(gguf, &meta.init_identity).ok());
+  write_checkpoint(ck, meta);
+  Greedy expected;
+  const std::vector<int32_t> prompt = {kBos, kAb, ' ', 'c'};
+
+  // export without --tokenizer stores the run's; the file then runs as text.
+  std::vector<std::string> args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", chat,
+                                   "--set", "batch=1", "--set", "block=48", "--set", "kv_cache=true"};
+  test::ToolResult r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK_MESSAGE(r.out.find("with the tokenizer of " + gguf + " (the run's --init-weights)") != std::string::npos, r.out);
+  r = test::run_tool({"run", chat, "--prompt", "ab c", "--tokens", "6"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out == expected(prompt, 6));
+
+  // run MODEL.lua --checkpoint: compiled for generation, the checkpoint's weights, the run's tokenizer.
+  r = test::run_tool({"run", "models/llama.lua", "--checkpoint", ck, "--set", "block=48", "--prompt", "ab c", "--tokens", "6"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out == expected(prompt, 6));
+  CHECK(r.err.find("prompt: 4 tokens") != std::string::npos);
+
+  // --no-tokenizer: none stored.
+  const std::string plain = dir.path + "/plain.sg";
+  args[6] = plain;
+  args.push_back("--no-tokenizer");
+  r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("tokenizer") == std::string::npos);
+  check_refused(test::run_tool({"run", plain, "--chat", "--prompt", "ab"}), "--chat applies to a model with a tokenizer");
+  // A checkpoint that records no GGUF (format 4, or safetensors weights) of a
+  // model of 260 tokens bound to a data set is not run as bytes.
+  const std::string old_ck = dir.path + "/old_ck";
+  write_checkpoint(old_ck, CheckpointMeta{}, {{"instruct", "true"}});
+  check_refused(test::run_tool({"run", "models/llama.lua", "--checkpoint", old_ck, "--prompt", "ab"}),
+                "models/llama.lua: predicts 260 tokens, not bytes: give --tokenizer FILE.gguf");
+
+  // The GGUF's metadata changed, or the file gone: refused, nothing written.
+  const std::string bytes = test::slurp(gguf);
+  std::string changed = bytes;
+  const size_t at = changed.find("<|im_start|>");
+  REQUIRE(at != std::string::npos);
+  changed[at + 2] = 'X';
+  { std::ofstream(gguf, std::ios::binary) << changed; }
+  const std::string none = dir.path + "/none.sg";
+  args = {"export", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", none};
+  check_refused(test::run_tool(args), ck + ": its run started from " + gguf +
+                                          ", which has changed since (its metadata or tensor table differs); give --tokenizer "
+                                          "FILE.gguf (or --no-tokenizer)");
+  std::filesystem::remove(gguf);
+  check_refused(test::run_tool(args), ck + ": its run started from " + gguf + ", which is gone");
+  check_refused(test::run_tool({"run", "models/llama.lua", "--checkpoint", ck, "--prompt", "ab"}), "which is gone");
+  CHECK_FALSE(std::filesystem::exists(none));
+  // Given explicitly, a tokenizer is taken from anywhere.
+  const std::string moved = dir.file("moved.gguf", bytes);
+  r = test::run_tool({"run", "models/llama.lua", "--checkpoint", ck, "--tokenizer", moved, "--set", "block=48", "--prompt", "ab c",
+                      "--tokens", "6"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out == expected(prompt, 6));
+  check_refused(test::run_tool({"run", chat, "--tokenizer", moved, "--prompt", "ab"}),
+                "--tokenizer applies to run MODEL.lua --checkpoint DIR");
 }

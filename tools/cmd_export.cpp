@@ -2,12 +2,14 @@
 // (runtime/include/sgrt/export.h does the work; the C API exposes the same).
 // With a script, a model for generation may be compiled from a checkpoint
 // trained at another shape: --set batch, block and kv_cache are free
-// (docs/lora.md); --tokenizer stores a GGUF's tokenizer in the file.
+// (docs/lora.md); --tokenizer stores a GGUF's tokenizer in the file, by
+// default that of the GGUF the checkpoint's run started from (run_gguf.h).
 #include <cstdio>
 
 #include "commands.h"
 #include "gguf_config.h"
 #include "model_source.h"
+#include "run_gguf.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
 #include "sgrt/tokenizer_gguf.h"
@@ -23,11 +25,14 @@ Status cmd_export(int argc, char** argv) {
   opts.infer_only = a.has("--infer-only") || opts.merge_lora;
   SG_TRY(parse_export_quant(a.get("--quantize"), &opts.quantize).with_context("--quantize"));
   std::unique_ptr<Tokenizer> tok;
-  if (a.has("--tokenizer")) {
-    const std::string path = a.get("--tokenizer");
-    if (!is_gguf(path)) return Status::Invalid("--tokenizer expects a .gguf file, got '" + path + "'");
+  std::string tok_path;  // --tokenizer, or by default the GGUF the checkpoint's run started from
+  bool from_run = false;
+  if (a.has("--no-tokenizer") && a.has("--tokenizer")) return Status::Invalid("--tokenizer and --no-tokenizer contradict each other");
+  if (!a.has("--no-tokenizer")) SG_TRY(gguf_of_run(a, "--tokenizer", &tok_path, &from_run, " (or --no-tokenizer)"));
+  if (!tok_path.empty()) {
+    if (!is_gguf(tok_path)) return Status::Invalid("--tokenizer expects a .gguf file, got '" + tok_path + "'");
     std::unique_ptr<GgufFile> f;
-    SG_TRY(GgufFile::open(path, &f));
+    SG_TRY(GgufFile::open(tok_path, &f));
     SG_TRY(tokenizer_from_gguf(*f, &tok));
     opts.tokenizer = tok.get();
   }
@@ -44,10 +49,11 @@ Status cmd_export(int argc, char** argv) {
   CheckpointMeta meta;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
   const int64_t step = meta.step;
+  const std::string tok_note = !tok ? "" : from_run ? ", with the tokenizer of " + tok_path + " (the run's --init-weights)" : ", with its tokenizer";
   SG_TRY(export_to_file(*s, opts, a.get("--output")));
   std::printf("exported %s (step %lld%s%s%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
               opts.infer_only ? ", inference only" : "", opts.merge_lora ? ", adapters merged" : "", a.has("--quantize") ? ", weights " : "",
-              a.get("--quantize").c_str(), tok ? ", with its tokenizer" : "", a.get("--output").c_str());
+              a.get("--quantize").c_str(), tok_note.c_str(), a.get("--output").c_str());
   return Status::Ok();
 }
 

@@ -5,7 +5,9 @@
 // plus --tokens (at most the file's context); --set kv_cache=true (the
 // default here) decodes with a KV cache. Text goes to stdout as it comes; the
 // speeds to stderr at the end. `sgrt run FILE.sg` of an export that carries
-// its tokenizer (sgrt export --tokenizer) runs the same way from the file alone.
+// its tokenizer (sgrt export --tokenizer) runs the same way from the file alone,
+// and `sgrt run MODEL.lua --checkpoint DIR` of a run that started from a GGUF
+// from the checkpoint's weights and that GGUF's tokenizer (run_gguf.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +91,35 @@ Status print_generation(Session& s, const Tokenizer& tok, const std::vector<int3
   return Status::Ok();
 }
 
+// The GGUF's tokenizer and the prompt's ids; --set block (the prompt plus
+// --tokens, at most `context`), kv_cache and batch for generating one
+// sequence; *count cut to what the block holds.
+Status plan_generation(Args* a, const GgufFile& f, int64_t context, std::unique_ptr<Tokenizer>* tok, std::vector<int32_t>* ids,
+                       int64_t* count) {
+  SG_TRY(tokenizer_from_gguf(f, tok));
+  SG_TRY(prompt_of(*a, **tok, f.path(), ids));
+  const int64_t n = static_cast<int64_t>(ids->size());
+  if (n >= context)
+    return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, the model's context is " + std::to_string(context) +
+                           " tokens (leave room for at least one new token)");
+  if (!has_set(*a, "block")) a->sets.push_back({"block", std::to_string(std::min(context, n + *count))});
+  if (!has_set(*a, "kv_cache")) a->sets.push_back({"kv_cache", "true"});  // prefill once, then one token per step
+  const int64_t block = std::atoll(set_value(*a, "block").c_str());
+  if (n >= block) return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, --set block=" + std::to_string(block) + " leaves no room");
+  *count = std::min(*count, block - n);
+  if (has_set(*a, "batch") && set_value(*a, "batch") != "1") return Status::Invalid("generation runs one sequence: --set batch=1");
+  if (!has_set(*a, "batch")) a->sets.push_back({"batch", "1"});
+  return Status::Ok();
+}
+
+Status session_for(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
+  SG_TRY(apply_threads(a));
+  std::unique_ptr<Backend> be;
+  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
+  SG_TRY(Session::create(std::move(m), std::move(be), s));
+  return (*s)->init(0, 0);
+}
+
 }  // namespace
 
 Status cmd_generate(int argc, char** argv) {
@@ -99,6 +130,7 @@ Status cmd_generate(int argc, char** argv) {
     return Status::Invalid("run --init-weights FILE.gguf takes one MODEL.lua (models/llama.lua)");
   const std::string path = a.get("--init-weights");
   if (!is_gguf(path)) return Status::Invalid("run --init-weights expects a .gguf file, got '" + path + "'");
+  if (a.has("--tokenizer")) return Status::Invalid("run --init-weights FILE.gguf reads the prompt with that file's tokenizer; leave out --tokenizer");
   int64_t count;
   SamplingOptions o;
   SG_TRY(sampling_options(a, &count, &o));
@@ -109,32 +141,42 @@ Status cmd_generate(int argc, char** argv) {
   std::map<std::string, std::string> config;
   SG_TRY(apply_gguf_config(&a, &config));
   std::unique_ptr<Tokenizer> tok;
-  SG_TRY(tokenizer_from_gguf(*f, &tok));
   std::vector<int32_t> ids;
-  SG_TRY(prompt_of(a, *tok, f->path(), &ids));
-  const int64_t n = static_cast<int64_t>(ids.size()), context = std::atoll(set_value(a, "context").c_str());
-  if (n >= context)
-    return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, the model's context is " + std::to_string(context) +
-                           " tokens (leave room for at least one new token)");
-  if (!has_set(a, "block")) a.sets.push_back({"block", std::to_string(std::min(context, n + count))});
-  if (!has_set(a, "kv_cache")) a.sets.push_back({"kv_cache", "true"});  // prefill once, then one token per step
-  const int64_t block = std::atoll(set_value(a, "block").c_str());
-  if (n >= block) return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, --set block=" + std::to_string(block) + " leaves no room");
-  count = std::min(count, block - n);
-  if (has_set(a, "batch") && set_value(a, "batch") != "1") return Status::Invalid("generation runs one sequence: --set batch=1");
-
+  SG_TRY(plan_generation(&a, *f, std::atoll(set_value(a, "context").c_str()), &tok, &ids, &count));
   if (a.has("--adapter")) SG_TRY(adapter_rank(a.get("--adapter"), &a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
-  SG_TRY(apply_threads(a));
-  std::unique_ptr<Backend> be;
-  SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   std::unique_ptr<Session> s;
-  SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(0, 0));
+  SG_TRY(session_for(a, std::move(m), &s));
   SG_TRY(import_gguf(*s, path));
   if (a.has("--adapter")) SG_TRY(import_safetensors(*s, a.get("--adapter"), ParamSet::trained));
 
+  return print_generation(*s, *tok, ids, count, o);
+}
+
+Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
+  if (!a.has("--checkpoint"))
+    return Status::Invalid("--tokenizer applies to run MODEL.lua --checkpoint DIR (a llama trained from a GGUF, whose tokenizer it names)");
+  if (a.positional.size() != 1 || !is_script(a.positional[0]))
+    return Status::Invalid("run --checkpoint DIR of a model with a tokenizer compiles it for generation: give its MODEL.lua");
+  if (a.has("--adapter")) return Status::Invalid("--adapter applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
+  int64_t count;
+  SamplingOptions o;
+  SG_TRY(sampling_options(a, &count, &o));
+  std::unique_ptr<GgufFile> f;
+  SG_TRY(GgufFile::open(gguf, &f));
+  uint32_t context = UINT32_MAX;  // a tokenizer-only GGUF sets no bound on the block
+  if (f->has("llama.context_length")) SG_TRY(f->get_u32("llama.context_length", &context));
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<int32_t> ids;
+  SG_TRY(plan_generation(&a, *f, context, &tok, &ids, &count));
+  std::shared_ptr<const Model> m;
+  uint64_t step_id = 0;  // the training step the checkpoint comes from: the script at the checkpoint's shape
+  SG_TRY(load_checkpoint_model(&a, "MODEL.lua", &m, &step_id, {"batch", "block", "kv_cache"}));
+  std::unique_ptr<Session> s;
+  SG_TRY(session_for(a, std::move(m), &s));
+  CheckpointMeta meta;
+  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
   return print_generation(*s, *tok, ids, count, o);
 }
 

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "model_source.h"
+#include "run_gguf.h"
 #include "sg_generated.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/export.h"
@@ -48,6 +49,9 @@ Status cmd_run(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
   if (a.has("--adapter")) return Status::Invalid("--adapter applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
+  std::string gguf;  // --tokenizer, or the GGUF the checkpoint's run started from
+  SG_TRY(gguf_of_run(a, "--tokenizer", &gguf));
+  if (!gguf.empty()) return run_checkpoint_tokenized(std::move(a), gguf);
   std::shared_ptr<const Model> m;
   SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
   if (!a.has("--checkpoint") && !carries_weights(*m))
@@ -67,6 +71,9 @@ Status cmd_run(int argc, char** argv) {
   SG_TRY(find_io(*m, &tokens, &logits));
   const Shape& ts = m->tensors()[tokens].type.shape;
   int64_t batch = ts[0], block = ts[1], vocab = numel(m->tensors()[logits].type.shape) / (batch * block);
+  if (vocab > 256)
+    return Status::Invalid(m->label() + ": predicts " + std::to_string(vocab) + " tokens, not bytes: give --tokenizer FILE.gguf "
+                           "(the GGUF it was trained from) with its MODEL.lua");
   std::string prompt = a.has("--prompt") ? a.get("--prompt") : "\n";
   if (prompt.empty()) return Status::Invalid("--prompt is empty (give at least one byte)");
   if (static_cast<int64_t>(prompt.size()) > block)

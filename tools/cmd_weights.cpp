@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "model_source.h"
+#include "run_gguf.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/gguf_export.h"
 #include "sgrt/peft.h"
@@ -16,10 +17,14 @@ namespace sgrt::tool {
 namespace {
 
 // The GGUF-only options against the output's kind, before any work.
-Status check_gguf_options(const Args& a, bool gguf, DType dtype) {
+// *base: --gguf-base, or by default the GGUF the checkpoint's run started from.
+Status check_gguf_options(const Args& a, bool gguf, DType dtype, std::string* base) {
   if (gguf) {
-    if (!a.has("--gguf-base")) return Status::Invalid("-o FILE.gguf needs --gguf-base BASE.gguf (the GGUF the model came from)");
     if (a.has("--peft") || a.has("--trained")) return Status::Invalid("a GGUF holds the whole model: leave out --peft and --trained");
+    SG_TRY(gguf_of_run(a, "--gguf-base", base));
+    if (base->empty())
+      return Status::Invalid("-o FILE.gguf needs --gguf-base BASE.gguf (the GGUF the model came from)" +
+                             std::string(a.has("--checkpoint") ? "; " + a.get("--checkpoint") + "'s run did not start from one" : ""));
     return Status::Ok();
   }
   for (const char* flag : {"--gguf-base", "--merge"})
@@ -41,7 +46,8 @@ Status cmd_export_weights(int argc, char** argv) {
   if (!dtype_from_name(dname.c_str(), &dtype) ||
       (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::q8_0))
     return Status::Invalid("--dtype takes f32, f16, bf16 or (a GGUF's matrices) q8_0, not '" + dname + "'");
-  SG_TRY(check_gguf_options(a, gguf, dtype));
+  std::string base;
+  SG_TRY(check_gguf_options(a, gguf, dtype, &base));
   int64_t seed;
   SG_TRY(a.get_int("--seed", 1, &seed));
   std::shared_ptr<const Model> m;
@@ -55,7 +61,7 @@ Status cmd_export_weights(int argc, char** argv) {
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   if (gguf) {
     GgufExportSummary sum;
-    SG_TRY(export_gguf(*s, a.get("--gguf-base"), {dtype, a.has("--merge")}, out, &sum));
+    SG_TRY(export_gguf(*s, base, {dtype, a.has("--merge")}, out, &sum));
     std::printf("wrote %s (step %lld) to %s: %d tensors, %d with their LoRA adapters merged, %d kept as the base's "
                 "blocks, matrices as %s, %.1f MB\n",
                 m->label().c_str(), static_cast<long long>(step), out.c_str(), sum.tensors, sum.merged, sum.kept_blocks,

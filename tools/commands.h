@@ -18,6 +18,8 @@ Status cmd_run(int argc, char** argv);  // cmd_run.cpp: sample text from a langu
 Status cmd_generate(int argc, char** argv);  // cmd_generate.cpp: `run --init-weights FILE.gguf`, a pretrained llama
 // cmd_generate.cpp: `run FILE.sg` of a model that carries its tokenizer (sgrt export --tokenizer)
 Status run_tokenized(const Args& a, std::shared_ptr<const Model> m);
+// cmd_generate.cpp: `run MODEL.lua --checkpoint DIR` of a run that started from a GGUF (run_gguf.h), with its tokenizer
+Status run_checkpoint_tokenized(Args a, const std::string& gguf);
 Status cmd_export_weights(int argc, char** argv);  // cmd_weights.cpp: parameters to safetensors
 Status cmd_ops(int argc, char** argv);  // cmd_ops.cpp: the op table as Markdown (docs/ops.md)
 Status cmd_predict(int argc, char** argv);  // cmd_predict.cpp: a classifier's classes for a file's examples

@@ -96,9 +96,11 @@ const std::vector<CommandHelp>& commands() {
            {"--infer-only", nullptr, "keep only the programs that do not train (eval, infer, prefill, ...)"},
            {"--quantize", "Q", "store weights as fp8, fp8-channel, fp4 or nvfp4 (with --infer-only)"},
            {"--merge", nullptr, "fold the LoRA adapters into their base weights (implies --infer-only; docs/lora.md)"},
-           {"--tokenizer", "FILE.gguf", "store the GGUF's tokenizer in the file, so sgrt run FILE.sg takes text; with "
-                                        "MODEL.lua, --set batch=1 --set block=N --set kv_cache=true --set prefill_chunk=64 "
-                                        "make a model for generation (batch, block and kv_cache may differ from the checkpoint's)"},
+           {"--tokenizer", "FILE.gguf", "store the GGUF's tokenizer in the file, so sgrt run FILE.sg takes text (default: the "
+                                        "GGUF the checkpoint's run started from, if any); with MODEL.lua, --set batch=1 --set "
+                                        "block=N --set kv_cache=true --set prefill_chunk=64 make a model for generation (batch, "
+                                        "block and kv_cache may differ from the checkpoint's)"},
+           {"--no-tokenizer", nullptr, "store no tokenizer, not even that of the GGUF the run started from"},
        })},
       {"run", "[MODEL.sg|MODEL.lua]",
        "sample text from a trained language model (--checkpoint DIR), from a pretrained GGUF model "
@@ -106,6 +108,8 @@ const std::vector<CommandHelp>& commands() {
        with_compile_flags({
            kCheckpointModel,
            {"--init-weights", "FILE.gguf", "a pretrained llama-architecture GGUF: its weights, config and tokenizer"},
+           {"--tokenizer", "FILE.gguf", "with MODEL.lua --checkpoint DIR: the GGUF whose tokenizer reads the prompt (default: "
+                                        "the one the run started from, if any; the model is compiled for generation)"},
            {"--prompt", "TEXT", "the text to continue (default: a newline)"},
            {"--chat", nullptr, "with a tokenizer: wrap the prompt in the model's chat template as a user turn"},
            {"--system", "TEXT", "with --chat: a system message before the prompt"},
@@ -126,7 +130,8 @@ const std::vector<CommandHelp>& commands() {
            kOutput,
            {"--dtype", "D", "f32 (default), f16 or bf16; a GGUF's matrices also q8_0"},
            {"--gguf-base", "FILE.gguf", "with -o FILE.gguf: the GGUF the model came from, whose metadata (tokenizer, chat template) "
-                                        "and tensor list the output keeps (docs/gguf.md)"},
+                                        "and tensor list the output keeps (default: the GGUF the checkpoint's run started from; "
+                                        "docs/gguf.md)"},
            {"--merge", nullptr, "with -o FILE.gguf: fold the LoRA adapters into their base weights"},
            {"--seed", "S", "initialization seed when no checkpoint is given (default 1)"},
            {"--trained", nullptr, "only the trained parameters (a LoRA run's adapters, for run --adapter)"},
