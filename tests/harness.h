@@ -37,20 +37,22 @@ struct TempFile {
 
 // Runs the DSL and the compiler on `lua`; errors come back as a Status.
 // plan = false: the scale planner off, as --no-plan (true leaves the script's choice).
+// infer_only: frozen weights, no gradient or optimizer state in the arena.
 inline Status compile_graph(const std::string& lua, compiler::Graph* g, const std::map<std::string, std::string>& set = {},
-                            bool plan = true) {
+                            bool plan = true, bool infer_only = false) {
   TempFile f(".lua", lua);
   dsl::ScriptOptions opts;
   opts.set = set;
   SG_TRY(dsl::load_script(f.path, opts, g));
   if (!plan) g->plan_scales = false;
+  g->infer_only = infer_only;
   return compiler::compile(*g);
 }
 
 inline Status compile_lua(const std::string& lua, std::shared_ptr<const Model>* out,
-                          const std::map<std::string, std::string>& set = {}) {
+                          const std::map<std::string, std::string>& set = {}, bool infer_only = false) {
   compiler::Graph g;
-  SG_TRY(compile_graph(lua, &g, set));
+  SG_TRY(compile_graph(lua, &g, set, true, infer_only));
   std::unique_ptr<Model> m;
   SG_TRY(Model::load_bytes(compiler::serialize(g), "test.sg", &m));
   *out = std::move(m);

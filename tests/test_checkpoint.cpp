@@ -214,3 +214,81 @@ sg.optimizer.adamw{ lr = 1e-3 }
     std::remove((ck + "/checkpoint.sgck.tmp." + std::to_string(pid)).c_str());  // a killed writer's temporary
   }
 }
+
+namespace {
+
+// Eight 4 MiB weights trained by AdamW (so a checkpoint holds state an
+// inference-only compilation does not keep); infer_only: without its step.
+std::shared_ptr<const Model> weights_model(int count, bool infer_only) {
+  std::shared_ptr<const Model> m;
+  Status st = test::compile_lua(R"(
+local sg = require "sg"
+local x = sg.input("x", {2, 1024})
+local y = x
+for i = 0, sg.config{ count = 8 }.count - 1 do
+  y = sg.matmul(y, sg.param("w" .. i, {1024, 1024}, {"normal", 0, 0.02}), {trans_b = true})
+end
+sg.output("y", y)
+sg.loss(sg.sum(sg.reshape(y, {2 * 1024})))
+sg.optimizer.adamw{ lr = 0.1 }
+)", &m, {{"count", std::to_string(count)}}, infer_only);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  return m;
+}
+
+std::shared_ptr<const Model> eight_weights(bool infer_only) { return weights_model(8, infer_only); }
+
+}  // namespace
+
+TEST_CASE("a checkpoint is written and read a tensor at a time, never whole in memory beside the session") {
+  auto s = test::open_session(eight_weights(false), "cpu", 3);
+  test::TempDir dir;
+  const int64_t weights_kib = 8 * 4096;  // the file: weights, and AdamW's two moments as much again each
+#if defined(__SANITIZE_ADDRESS__)
+  const bool peak_known = false;  // ASan keeps freed memory in quarantine, resident
+#else
+  const bool peak_known = test::reset_peak_rss();
+#endif
+  int64_t at_start = test::rss_kib();
+  Status st = save_checkpoint(*s, dir.path, 1);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // One tensor's buffer (4 MiB) where a whole file (96 MiB) was assembled before.
+  if (peak_known) CHECK(test::peak_rss_kib() - at_start < weights_kib / 2);
+  auto back = test::open_session(eight_weights(false), "cpu", 4);
+  CHECK(test::read_f32(*back, "w5") != test::read_f32(*s, "w5"));
+  at_start = test::rss_kib();
+  if (peak_known) REQUIRE(test::reset_peak_rss());
+  int64_t step = 0;
+  st = load_checkpoint(*back, dir.path, &step);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // The mapped file's pages dropped as the checksum and each tensor pass them.
+  if (peak_known) CHECK(test::peak_rss_kib() - at_start < weights_kib / 2);
+  else MESSAGE("under ASan, or /proc/self/clear_refs not writable: the peaks are not checked");
+  CHECK(test::rss_kib() - at_start < weights_kib / 4);
+  for (int i = 0; i < 8; ++i) CHECK(test::read_f32(*back, "w" + std::to_string(i)) == test::read_f32(*s, "w" + std::to_string(i)));
+}
+
+TEST_CASE("an inference-only session takes the training checkpoint's weights through the model it was trained as") {
+  auto trained = eight_weights(false);
+  auto s = test::open_session(trained, "cpu", 3);
+  test::TempDir dir;
+  REQUIRE(save_checkpoint(*s, dir.path, 2).ok());
+  auto infer = test::open_session(eight_weights(true), "cpu", 4);
+  CheckpointMeta meta;
+  // Checked against itself, it is another model: no moments, no train state.
+  Status st = load_checkpoint(*infer, dir.path, &meta);
+  CHECK(st.message().find("checkpoint belongs to another model") != std::string::npos);
+  st = load_checkpoint(*infer, dir.path, *trained, &meta);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(meta.step == 2);
+  for (int i = 0; i < 8; ++i) CHECK(test::read_f32(*infer, "w" + std::to_string(i)) == test::read_f32(*s, "w" + std::to_string(i)));
+  // Another model named as the trained one is refused before anything is written.
+  auto fresh = test::open_session(eight_weights(true), "cpu", 4);
+  const std::vector<float> before = test::read_f32(*fresh, "w0");
+  st = load_checkpoint(*fresh, dir.path, *weights_model(7, false), &meta);
+  CHECK(st.message().find("checkpoint belongs to another model") != std::string::npos);
+  // A session keeping a tensor that the checkpoint's model has not (w8): named.
+  st = load_checkpoint(*test::open_session(weights_model(9, true), "cpu", 4), dir.path, *trained, &meta);
+  CHECK_MESSAGE(st.message().find("holds no tensor 'w8'") != std::string::npos, st.message());
+  CHECK(test::read_f32(*fresh, "w0") == before);
+}

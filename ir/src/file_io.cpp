@@ -90,8 +90,8 @@ Status write_file_atomic(const std::string& path, const void* data, size_t size)
   return f->commit();
 }
 
-uint32_t crc32_of(const void* data, size_t size) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+uint32_t crc32_of(const void* data, size_t size, uint32_t prior) {
+  uLong crc = prior;
   const Bytef* p = static_cast<const Bytef*>(data);
   while (size > 0) {
     uInt chunk = size > (1u << 30) ? (1u << 30) : static_cast<uInt>(size);

@@ -9,6 +9,7 @@
 #include "fnv1a.h"
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
+#include "sgrt/mapped_file.h"
 #include "sgrt/model_file.h"
 
 namespace sgrt {
@@ -178,7 +179,9 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
   if (meta.init_file.size() > kMaxPath)
     return Status::Invalid(meta.init_file.substr(0, 64) + "...: an init file path longer than " + std::to_string(kMaxPath) + " bytes");
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create: " + std::strerror(errno));
-  std::vector<uint8_t> b(kMagic, kMagic + 8);
+  std::vector<uint8_t> b;
+  b.reserve(kMaxHeader);
+  b.insert(b.end(), kMagic, kMagic + 8);
   put(&b, model_identity(m));
   put(&b, step_identity(m));
   put(&b, meta.step);
@@ -192,61 +195,102 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
   uint32_t count = 0;
   for (const TensorInfo& t : m.tensors()) count += saved(t);
   put(&b, count);
+  // Streamed a tensor at a time (its record's header, then its bytes): the
+  // file is never whole in memory beside the session.
+  std::unique_ptr<AtomicFile> out;
+  SG_TRY(AtomicFile::create(file_in(dir), &out));
+  uint32_t crc = 0;
+  auto write = [&](const void* p, size_t n) {
+    crc = crc32_of(p, n, crc);
+    return out->write(p, n);
+  };
+  std::vector<uint8_t> data;
   for (size_t id = 0; id < m.tensors().size(); ++id) {
     const TensorInfo& t = m.tensors()[id];
     if (!saved(t)) continue;
     put(&b, static_cast<uint32_t>(t.name.size()));
     b.insert(b.end(), t.name.begin(), t.name.end());
     put(&b, saved_bytes(t));
-    size_t at = b.size();
-    b.resize(at + saved_bytes(t));
-    SG_TRY(read(static_cast<int>(id), b.data() + at, saved_bytes(t)));
+    SG_TRY(write(b.data(), b.size()));
+    b.clear();
+    data.resize(saved_bytes(t));
+    SG_TRY(read(static_cast<int>(id), data.data(), data.size()));
+    SG_TRY(write(data.data(), data.size()));
   }
-  append_footer(&b);
-  return write_file_atomic(file_in(dir), b.data(), b.size());
+  SG_TRY(write(b.data(), b.size()));  // a model with no saved tensor: the header alone
+  uint8_t footer[kFooterBytes];
+  footer_of(crc, footer);
+  SG_TRY(out->write(footer, kFooterBytes));
+  return out->commit();
 }
 
-Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id) {
+namespace {
+
+// The checkpoint of `trained` (its identities; step_id, when not 0, the
+// training step's instead) into s, whose model is `trained` or another
+// compilation of it keeping a part of its state under the same names, dtypes
+// and shapes. Everything is checked before anything is written.
+Status load_into(Session& s, const std::string& dir, const Model& trained, uint64_t step_id, CheckpointMeta* meta) {
   std::string path = file_in(dir);
-  std::vector<uint8_t> b;
-  SG_TRY(read_file(path, &b));
+  MappedFile f;  // read through once for the checksum, then a tensor at a time: each page dropped once read
+  SG_TRY(MappedFile::open(path, &f));
   size_t n = 0;
-  SG_TRY(check_footer(b.data(), b.size(), &n).with_context(path));
-  Reader r(b.data(), n);
+  SG_TRY(check_footer(f.data(), f.size(), &n, [&f](size_t at, size_t len) { f.release(at, len); }).with_context(path));
+  Reader r(f.data(), n);
   Header head;
   SG_TRY(read_header(r, path, &head));
-  const uint64_t id = head.model_id, saved_step_id = head.step_id;
-  const uint32_t count = head.count;
-  CheckpointMeta& got = head.meta;
   const Model& m = s.model();
-  if (id != model_identity(m))
-    return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + m.label() + "'s)");
+  if (head.model_id != model_identity(trained))
+    return Status::Invalid(path + ": checkpoint belongs to another model (its parameters differ from " + trained.label() + "'s)");
   // A model without a training step (an inference-only export) runs no update to compare.
-  if (uint64_t mine = step_id ? step_id : step_identity(m); mine != 0 && saved_step_id != mine)
+  if (uint64_t mine = step_id ? step_id : step_identity(trained); mine != 0 && head.step_id != mine)
     return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
-                           "hyperparameters, schedule or recipe differ from " + m.label() + "'s)");
+                           "hyperparameters, schedule or recipe differ from " + trained.label() + "'s)");
   std::vector<std::pair<int, const uint8_t*>> found;
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < head.count; ++i) {
     uint32_t len = 0;
     uint64_t bytes = 0;
     std::string name;
     if (!r.get(&len) || len > 4096) return Status::Invalid(path + ": corrupt tensor record");
     name.resize(len);
     if (!r.take(name.data(), len) || !r.get(&bytes)) return Status::Invalid(path + ": corrupt tensor record");
-    int t = m.find_tensor(name);
-    if (t < 0 || !saved(m.tensors()[t]) || saved_bytes(m.tensors()[t]) != bytes)
+    const int tt = trained.find_tensor(name), t = m.find_tensor(name);
+    if (tt < 0 || !saved(trained.tensors()[tt]) || saved_bytes(trained.tensors()[tt]) != bytes)
       return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
-    found.push_back({t, r.here()});
+    if (t >= 0 && saved(m.tensors()[t])) {  // else state this compilation does not keep (an optimizer's, for inference)
+      if (!(m.tensors()[t].type == trained.tensors()[tt].type))
+        return Status::Invalid(path + ": tensor '" + name + "' is " + type_str(trained.tensors()[tt].type) + ", " + m.label() +
+                               " has " + type_str(m.tensors()[t].type));
+      found.push_back({t, r.here()});
+    }
     if (!r.skip(bytes)) return Status::Invalid(path + ": truncated tensor '" + name + "'");
   }
   uint32_t expected = 0;
-  for (const TensorInfo& t : m.tensors()) expected += saved(t);
-  if (count != expected || r.here() != b.data() + n)
-    return Status::Invalid(path + ": holds " + std::to_string(count) + " tensor records, the model has " + std::to_string(expected));
+  for (const TensorInfo& t : trained.tensors()) expected += saved(t);
+  if (head.count != expected || r.here() != f.data() + n)
+    return Status::Invalid(path + ": holds " + std::to_string(head.count) + " tensor records, the model has " + std::to_string(expected));
+  std::vector<bool> loaded(m.tensors().size());
+  for (auto [t, data] : found) loaded[t] = true;
+  for (size_t t = 0; t < loaded.size(); ++t)
+    if (saved(m.tensors()[t]) && !loaded[t])
+      return Status::Invalid(path + ": holds no tensor '" + m.tensors()[t].name + "' (" + m.label() + " keeps it)");
   for (auto [t, data] : found)  // a ZeRO-1 rank keeps only its own share of the moments
-    if (m.tensors()[t].bytes > 0) SG_TRY(s.write(t, data, m.tensors()[t].bytes));
-  *meta = got;
+    if (m.tensors()[t].bytes > 0) {
+      SG_TRY(s.write(t, data, m.tensors()[t].bytes));
+      f.release(static_cast<size_t>(data - f.data()), m.tensors()[t].bytes);
+    }
+  *meta = head.meta;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id) {
+  return load_into(s, dir, s.model(), step_id, meta);
+}
+
+Status load_checkpoint(Session& s, const std::string& dir, const Model& trained, CheckpointMeta* meta) {
+  return load_into(s, dir, trained, 0, meta);
 }
 
 Status read_checkpoint_meta(const std::string& dir, CheckpointMeta* meta) {

@@ -43,11 +43,11 @@ Status Model::load_bytes(std::vector<uint8_t> bytes, const std::string& label, s
   return load(std::move(m), label, out);
 }
 
-Status Model::check_bytes(std::span<const uint8_t> bytes, const std::string& label) {
+Status Model::check_bytes(std::span<const uint8_t> bytes, const std::string& label, bool footer) {
   auto m = std::unique_ptr<Model>(new Model());
   m->bytes_ = bytes;
   std::unique_ptr<Model> loaded;
-  return load(std::move(m), label, &loaded);
+  return load(std::move(m), label, &loaded, footer);
 }
 
 void Model::release_file_pages(std::span<const uint8_t> part) const {
@@ -55,10 +55,13 @@ void Model::release_file_pages(std::span<const uint8_t> part) const {
     mapped_.release(static_cast<size_t>(part.data() - mapped_.data()), part.size());
 }
 
-Status Model::load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out) {
+Status Model::load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out, bool footer) {
   m->label_ = label;
-  size_t payload = 0;
-  SG_TRY(check_footer(m->bytes_.data(), m->bytes_.size(), &payload).with_context(label));
+  size_t payload = m->bytes_.size();
+  const MappedFile& mapped = m->mapped_;  // a mapped file's pages are dropped as the checksum passes them
+  if (footer)
+    SG_TRY(check_footer(m->bytes_.data(), m->bytes_.size(), &payload, [&mapped](size_t at, size_t len) { mapped.release(at, len); })
+               .with_context(label));
   if (!sg::ModelBufferHasIdentifier(m->bytes_.data()))
     return Status::Invalid(label + ": not a scaled-graph file (identifier is not SGIR)");
   flatbuffers::Verifier verifier(m->bytes_.data(), payload);

@@ -38,6 +38,7 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-uint32_t crc32_of(const void* data, size_t size);
+// CRC-32 (zlib's); `prior`, the CRC of the bytes before these, continues it.
+uint32_t crc32_of(const void* data, size_t size, uint32_t prior = 0);
 
 }  // namespace sgrt

@@ -4,6 +4,7 @@
 // a FlatBuffer (identifier "SGIR") followed by the footer.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "sgrt/status.h"
@@ -23,9 +24,14 @@ constexpr uint32_t kSchemaVersion = 3;
 // upgraded as it is read, ir/include/sgrt/scale_codec.h).
 constexpr size_t kFooterBytes = 8;
 
+// The footer of a file whose bytes before it have CRC-32 `crc` (streamed writers).
+void footer_of(uint32_t crc, uint8_t out[kFooterBytes]);
 void append_footer(std::vector<uint8_t>* bytes);
-// On success *payload is the file's size without its footer.
-Status check_footer(const uint8_t* data, size_t size, size_t* payload);
+// On success *payload is the file's size without its footer. `checked`, when
+// given, is told each range (offset, bytes) as soon as it is checksummed: a
+// reader of a mapped file releases those pages (sgrt/mapped_file.h).
+Status check_footer(const uint8_t* data, size_t size, size_t* payload,
+                    const std::function<void(size_t, size_t)>& checked = {});
 // Ok for 1 <= version <= kSchemaVersion; newer: "written by schema version N,
 // this reader takes ≤ M".
 Status check_schema_version(uint32_t version);

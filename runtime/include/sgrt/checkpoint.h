@@ -59,6 +59,13 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
 // model has another batch per rank (a resume on another number of ranks,
 // docs/distributed.md).
 Status load_checkpoint(Session& s, const std::string& dir, CheckpointMeta* meta, uint64_t step_id = 0);
+// The checkpoint of `trained` (checked against it, as above) into a session
+// of another compilation of the same script that keeps part of its state
+// under the same names, dtypes and shapes: an inference-only one (parameters
+// and forward quantization state; no gradients or optimizer state), or one
+// with another batch, block or KV cache. What the session keeps and the
+// checkpoint lacks is an error naming it.
+Status load_checkpoint(Session& s, const std::string& dir, const Model& trained, CheckpointMeta* meta);
 // The header alone (no session, no tensor read): for a tool that needs the
 // run's init file before it builds anything. load_checkpoint still checks the
 // whole file.

@@ -24,8 +24,9 @@ class Model {
   // Reads, checksums, verifies and validates; errors are prefixed with the path.
   static Status load_file(const std::string& path, std::unique_ptr<Model>* out);
   static Status load_bytes(std::vector<uint8_t> bytes, const std::string& label, std::unique_ptr<Model>* out);
-  // load_bytes's checks on bytes the caller keeps (an export's output), without a copy.
-  static Status check_bytes(std::span<const uint8_t> bytes, const std::string& label);
+  // load_bytes's checks on bytes the caller keeps (an export's output), without
+  // a copy; footer false: the FlatBuffer alone, its footer not yet appended.
+  static Status check_bytes(std::span<const uint8_t> bytes, const std::string& label, bool footer = true);
 
   const sg::Model& root() const { return *root_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -70,7 +71,7 @@ class Model {
   ProgramInfo& program(int i) { return programs_[static_cast<size_t>(i)]; }
 
  private:
-  static Status load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out);
+  static Status load(std::unique_ptr<Model> m, const std::string& label, std::unique_ptr<Model>* out, bool footer = true);
   Status decode();
   std::vector<uint8_t> owned_;  // load_bytes's
   MappedFile mapped_;           // load_file's
