@@ -127,6 +127,49 @@ void check_refused(const test::ToolResult& r, const std::string& must) {
   CHECK(r.err.find(must) != std::string::npos);
 }
 
+// A pretrained tiny llama as a GGUF: tiny_llama()'s shape in llama.*
+// metadata, chat_spec()'s tokenizer, every frozen weight an F32 tensor of
+// small random values (the LoRA adapters keep their initializers).
+std::string llama_gguf(const test::TempDir& dir) {
+  test::GgufBuilder g;
+  g.str("general.architecture", "llama")
+      .u32("llama.block_count", 2)
+      .u32("llama.embedding_length", 32)
+      .u32("llama.attention.head_count", 2)
+      .u32("llama.attention.head_count_kv", 1)
+      .u32("llama.feed_forward_length", 64)
+      .u32("llama.context_length", 64)
+      .kv("llama.attention.layer_norm_rms_epsilon", GgufValueType::F32, test::le(1e-5f));
+  const std::string tok = tokenizer_gguf(chat_spec());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 0.3f);
+  uint64_t offset = 0;
+  const auto model = tiny_llama();
+  for (const TensorInfo& t : model->tensors()) {
+    if (t.role != Role::param || t.name.find(".lora_") != std::string::npos) continue;
+    g.tensor(t.name, std::vector<uint64_t>(t.type.shape.rbegin(), t.type.shape.rend()), static_cast<uint32_t>(GgufType::F32), offset);
+    for (int64_t i = 0; i < numel(t.type.shape); ++i) g.data += test::le(t.name.find("norm") != std::string::npos ? 1.0f : n(rng));
+    offset += 4 * static_cast<uint64_t>(numel(t.type.shape));  // whole 32-byte multiples here: aligned
+  }
+  g.str("tokenizer.ggml.model", "gpt2")
+      .str("tokenizer.ggml.pre", "smollm")
+      .strings("tokenizer.ggml.tokens", chat_spec().tokens)
+      .strings("tokenizer.ggml.merges", chat_spec().merges)
+      .i32s("tokenizer.ggml.token_type", chat_spec().token_types)
+      .u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(chat_spec().bos))
+      .u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(chat_spec().eos))
+      .boolean("tokenizer.ggml.add_bos_token", chat_spec().add_bos)
+      .str("tokenizer.chat_template", chat_spec().chat_template);
+  return dir.file("tiny.gguf", g.bytes());
+}
+
+// "test loss X" in a command's output.
+double test_loss(const std::string& out) {
+  const size_t at = out.find("test loss ");
+  REQUIRE_MESSAGE(at != std::string::npos, out);
+  return std::stod(out.substr(at + 10));
+}
+
 // The checkpoint of a training run of tiny_llama(extra) (batch 2, block 8;
 // random weights) with the flags sgrt train records beside it.
 void write_checkpoint(const std::string& ck, const CheckpointMeta& meta, const std::map<std::string, std::string>& extra = {}) {
@@ -393,4 +436,38 @@ TEST_CASE("a checkpoint whose run started from a GGUF: export and run take its t
   CHECK(r.out == expected(prompt, 6));
   check_refused(test::run_tool({"run", chat, "--tokenizer", moved, "--prompt", "ab"}),
                 "--tokenizer applies to run MODEL.lua --checkpoint DIR");
+}
+
+TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and export find the file through the checkpoint") {
+  test::TempDir dir;
+  const std::string gguf = llama_gguf(dir), ck = dir.path + "/ck", data = dir.path + "/d.jsonl";
+  {
+    std::ofstream d(data);
+    for (int i = 0; i < 12; ++i) d << "{\"prompt\": \"ab c" << i << "\", \"response\": \"c ab " << 11 - i << "\"}\n";
+  }
+  test::ToolResult r = test::run_tool({"train", "models/llama.lua", "--init-weights", gguf, "--data", data, "--set", "instruct=true",
+                                       "--set", "lora_rank=2", "--set", "lora_alpha=3", "--set", "block=64", "--set", "batch=2",
+                                       "--steps", "3", "--stop-after", "2", "--checkpoint", ck, "--quiet"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  // Resumed without --init-weights: the data set's tokenizer is the recorded GGUF's.
+  r = test::run_tool({"train", "models/llama.lua", "--data", data, "--checkpoint", ck, "--resume", "--quiet"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const double trained = test_loss(r.out);
+  // eval: the script compiled without its training step, the same held-out loss.
+  r = test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("step 3: test loss") != std::string::npos);
+  CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-4));
+  r = test::run_tool({"run", "models/llama.lua", "--checkpoint", ck, "--chat", "--prompt", "ab c1", "--tokens", "3"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK_MESSAGE(r.err.find("generation: ") != std::string::npos, r.err);
+  const std::string chat = dir.path + "/chat.sg";
+  r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--set", "batch=1", "--set", "kv_cache=true",
+                      "-o", chat});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("with the tokenizer of " + gguf) != std::string::npos);
+  // The file moved: each says where it was and what to give.
+  std::filesystem::rename(gguf, dir.path + "/moved.gguf");
+  check_refused(test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data}),
+                "its run started from " + gguf + ", which is gone (No such file or directory); give --init-weights FILE.gguf");
 }

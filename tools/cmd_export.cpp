@@ -36,9 +36,13 @@ Status cmd_export(int argc, char** argv) {
     SG_TRY(tokenizer_from_gguf(*f, &tok));
     opts.tokenizer = tok.get();
   }
-  std::shared_ptr<const Model> m;
+  // The model exported and the one the checkpoint was trained as: with
+  // --infer-only (or --merge), the script compiled without its training step.
+  std::shared_ptr<const Model> m, trained;
+  const std::vector<std::string> free_keys = {"batch", "block", "kv_cache"};
   uint64_t step_id = 0;  // the training step the checkpoint comes from, when --set reshapes the script
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m, &step_id, {"batch", "block", "kv_cache"}));
+  if (opts.infer_only) SG_TRY(load_inference_model(&a, "MODEL.sg (or MODEL.lua)", free_keys, &m, &trained));
+  else SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m, &step_id, free_keys));
   if (!a.has("--checkpoint") && !carries_weights(*m))
     return Status::Invalid(m->label() + ": export needs --checkpoint DIR (its weights are not in the file)");
   std::unique_ptr<Backend> be;
@@ -47,7 +51,9 @@ Status cmd_export(int argc, char** argv) {
   SG_TRY(Session::create(m, std::move(be), &s));
   SG_TRY(s->init(0, 0));
   CheckpointMeta meta;
-  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
+  if (a.has("--checkpoint"))
+    SG_TRY(trained ? load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta)
+                   : load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
   const int64_t step = meta.step;
   const std::string tok_note = !tok ? "" : from_run ? ", with the tokenizer of " + tok_path + " (the run's --init-weights)" : ", with its tokenizer";
   SG_TRY(export_to_file(*s, opts, a.get("--output")));

@@ -170,13 +170,12 @@ Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> ids;
   SG_TRY(plan_generation(&a, *f, context, &tok, &ids, &count));
-  std::shared_ptr<const Model> m;
-  uint64_t step_id = 0;  // the training step the checkpoint comes from: the script at the checkpoint's shape
-  SG_TRY(load_checkpoint_model(&a, "MODEL.lua", &m, &step_id, {"batch", "block", "kv_cache"}));
+  std::shared_ptr<const Model> m, trained;  // inference-only; the script as the checkpoint was trained
+  SG_TRY(load_inference_model(&a, "MODEL.lua", {"batch", "block", "kv_cache"}, &m, &trained));
   std::unique_ptr<Session> s;
   SG_TRY(session_for(a, std::move(m), &s));
   CheckpointMeta meta;
-  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &meta, step_id));
+  SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   return print_generation(*s, *tok, ids, count, o);
 }
 

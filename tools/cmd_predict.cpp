@@ -110,8 +110,8 @@ Status cmd_predict(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
   if (!a.has("--input")) return Status::Invalid("predict needs --input FILE (a .csv, .npy, image or folder of images)");
-  std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg", &m));
+  std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
+  SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
   SG_TRY(apply_threads(a));
   const TensorInfo* x;
   int logits;
@@ -126,8 +126,8 @@ Status cmd_predict(int argc, char** argv) {
   if (!a.has("--checkpoint") && !carries_weights(*m))
     return Status::Invalid("predict needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   SG_TRY(s->init(0, 0));
-  int64_t step = 0;
-  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  CheckpointMeta meta;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   int program;
   if (!s->find_program("infer", &program).ok()) SG_TRY(s->find_program("eval", &program));
 

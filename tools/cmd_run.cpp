@@ -52,8 +52,8 @@ Status cmd_run(int argc, char** argv) {
   std::string gguf;  // --tokenizer, or the GGUF the checkpoint's run started from
   SG_TRY(gguf_of_run(a, "--tokenizer", &gguf));
   if (!gguf.empty()) return run_checkpoint_tokenized(std::move(a), gguf);
-  std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg or MODEL.lua", &m));
+  std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
+  SG_TRY(load_inference_model(&a, "MODEL.sg or MODEL.lua", {}, &m, &trained));
   if (!a.has("--checkpoint") && !carries_weights(*m))
     return Status::Invalid(m->label() + ": run needs --checkpoint DIR (from sgrt train --checkpoint DIR); an exported file carries its weights");
   if (has_tokenizer(*m)) return run_tokenized(a, std::move(m));
@@ -86,8 +86,8 @@ Status cmd_run(int argc, char** argv) {
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
   SG_TRY(s->init(0, 0));
-  int64_t step = 0;
-  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  CheckpointMeta meta;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   int prog;
   SG_TRY(s->find_program("infer", &prog));
 

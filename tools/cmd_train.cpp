@@ -15,6 +15,7 @@
 #include "model_source.h"
 #include "own_data_tool.h"
 #include "profile_report.h"
+#include "run_gguf.h"
 #include "sg_generated.h"
 #include "sgrt/checked_math.h"
 #include "sgrt/checkpoint.h"
@@ -61,12 +62,16 @@ Status check_memory(const Args& a, const Model& m) {
 }
 
 // The tokenizer of --init-weights FILE.gguf when the model's data set reads
-// text in the model's tokens (instruct); null otherwise.
-Status data_tokenizer(const Args& a, const Model& m, std::unique_ptr<Tokenizer>* out) {
+// text in the model's tokens (instruct); null otherwise. of_checkpoint (eval,
+// a resumed run): by default that of the GGUF the checkpoint's run started from.
+Status data_tokenizer(const Args& a, const Model& m, bool of_checkpoint, std::unique_ptr<Tokenizer>* out) {
   const sg::DataBinding* d = m.root().data();
-  if (!d || !d->dataset() || d->dataset()->str() != "instruct" || !is_gguf(a.get("--init-weights"))) return Status::Ok();
+  if (!d || !d->dataset() || d->dataset()->str() != "instruct") return Status::Ok();
+  std::string path = a.get("--init-weights");
+  if (path.empty() && of_checkpoint) SG_TRY(gguf_of_run(a, "--init-weights", &path));
+  if (!is_gguf(path)) return Status::Ok();
   std::unique_ptr<GgufFile> f;
-  SG_TRY(GgufFile::open(a.get("--init-weights"), &f));
+  SG_TRY(GgufFile::open(path, &f));
   return tokenizer_from_gguf(*f, out);
 }
 
@@ -77,12 +82,12 @@ Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_pt
   return Session::create(std::move(m), std::move(be), s);
 }
 
-Status open_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s,
+Status open_session(const Args& a, std::shared_ptr<const Model> m, bool of_checkpoint, std::unique_ptr<Session>* s,
                     std::unique_ptr<Dataset>* data) {
   SG_TRY(check_memory(a, *m));  // before the data set loads
   SG_TRY(apply_threads(a));
   std::unique_ptr<Tokenizer> tok;
-  SG_TRY(data_tokenizer(a, *m, &tok));
+  SG_TRY(data_tokenizer(a, *m, of_checkpoint, &tok));
   SG_TRY(open_dataset(*m, a.get("--data"), data, tok.get(), open_own_data));
   return new_session(a, std::move(m), s);
 }
@@ -286,7 +291,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   }
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
-  SG_TRY(open_session(a, m, &s, &data));
+  SG_TRY(open_session(a, m, opts.resume, &s, &data));
   std::unique_ptr<Dataset> train_part, validation;
   if (a.has("--val-split")) {
     double f;
@@ -368,17 +373,18 @@ Status train_ranks(Args& a, Communicator& comm) {
 Status cmd_eval(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
-  std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg", &m));
+  std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
+  SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
-  SG_TRY(open_session(a, m, &s, &data));
+  SG_TRY(open_session(a, m, true, &s, &data));
   // An exported graph carries its weights; anything else needs a checkpoint.
   if (!a.has("--checkpoint") && !carries_weights(s->model()))
     return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
   SG_TRY(s->init(0, 0));
-  int64_t step = 0;
-  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  CheckpointMeta meta;
+  if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
+  const int64_t step = meta.step;
   EvalReport e;
   SG_TRY(evaluate(*s, *data, Split::test, &e));
   std::printf("step %lld: test loss %.4f", static_cast<long long>(step), e.loss);

@@ -79,7 +79,10 @@ const std::vector<CommandHelp>& commands() {
            {"--final-steps", "N", "how many of the run's last steps --final-recipe trains"},
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",
-       with_compile_flags({kCheckpointModel, kData, kBackend, kMaxMemory, kThreads})},
+       with_compile_flags({kCheckpointModel, kData,
+                           {"--init-weights", "FILE.gguf", "the GGUF whose tokenizer reads an instruct data set (default: the one "
+                                                           "the checkpoint's run started from)"},
+                           kBackend, kMaxMemory, kThreads})},
       {"predict", "[MODEL.sg|MODEL.lua]",
        "a trained classifier's class and its probability for each example of a file (one line each)",
        with_compile_flags({

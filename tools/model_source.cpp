@@ -99,30 +99,37 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
   return {{kModelFile, std::string(sg.begin(), sg.end())}, {kFlagsFile, flags}};
 }
 
-Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out, uint64_t* saved_step,
-                             const std::vector<std::string>& free_keys) {
-  if (saved_step) *saved_step = 0;
+namespace {
+
+// What the two loaders below share. No checkpoint flags (no --checkpoint, or a
+// folder without model.flags): *plain. A compiled model (named, or the
+// folder's): *compiled. A script: the checkpoint's flags adopted into *a and,
+// when `reshape` and a free key was given another value, *as_saved: the
+// arguments the checkpoint was trained with.
+Status adopt_checkpoint_flags(Args* a, const std::string& what, bool reshape, const std::vector<std::string>& free_keys,
+                              bool* plain, std::unique_ptr<Model>* compiled, std::unique_ptr<Args>* as_saved) {
+  *plain = false;
   if (a->positional.size() > 1) return Status::Invalid("takes one " + what);
   const std::string dir = a->get("--checkpoint");
   if (dir.empty() || !exists(dir + "/" + kFlagsFile)) {
     if (a->positional.empty())
       return Status::Invalid(dir.empty() ? "needs " + what + " or --checkpoint DIR"
                                          : dir + ": holds no " + kModelFile + " (written by sgrt train --checkpoint); name the model");
-    return load_model(*a, a->positional[0], out);
+    *plain = true;
+    return Status::Ok();
   }
   const std::string flags_path = dir + "/" + kFlagsFile;
   std::vector<Flag> recorded;
   SG_TRY(read_flags(flags_path, &recorded));
   std::vector<Flag> given = compile_flags(*a);
   bool script = !a->positional.empty() && is_script(a->positional[0]);
-  std::unique_ptr<Model> compiled;  // without a script: the .sg named, or the folder's
-  if (!script) SG_TRY(Model::load_file(a->positional.empty() ? dir + "/" + kModelFile : a->positional[0], &compiled));
+  if (!script) SG_TRY(Model::load_file(a->positional.empty() ? dir + "/" + kModelFile : a->positional[0], compiled));
   std::vector<std::string> reshaped;  // free keys given a value other than the checkpoint's
   for (const Flag& g : given) {
     const Flag* r = nullptr;
     for (const Flag& f : recorded)
       if (key_of(f) == key_of(g)) r = &f;
-    const bool free = saved_step && std::find(free_keys.begin(), free_keys.end(), key_of(g)) != free_keys.end();
+    const bool free = reshape && std::find(free_keys.begin(), free_keys.end(), key_of(g)) != free_keys.end();
     if (free && script && (!r || r->second != g.second)) {
       reshaped.push_back(key_of(g));
       continue;
@@ -131,15 +138,12 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
       return Status::Invalid(shown(g) + " conflicts with the checkpoint's " + shown(*r) + " (" + flags_path + ")" +
                              (free ? "; another " + key_of(g) + " needs the script, to compile it" : ""));
     if (r || script) continue;
-    const auto* recipe = compiled->root().recipe();
+    const auto* recipe = (*compiled)->root().recipe();
     if (g.first == "--recipe" && recipe && recipe->str() == g.second) continue;
-    return Status::Invalid(shown(g) + " conflicts with the checkpoint's model (" + compiled->label() + ", recipe " +
+    return Status::Invalid(shown(g) + " conflicts with the checkpoint's model (" + (*compiled)->label() + ", recipe " +
                            (recipe ? recipe->str() : "?") + "), compiled without it; give the script to compile another");
   }
-  if (!script) {
-    *out = std::move(compiled);
-    return Status::Ok();
-  }
+  if (!script) return Status::Ok();
   for (const Flag& r : recorded) {  // adopt what the training run was compiled with
     bool given_too = false;
     for (const Flag& g : given) given_too |= key_of(g) == key_of(r);
@@ -147,17 +151,51 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
     if (r.first == "--set") a->sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
     else a->flags[r.first] = r.second.empty() ? "1" : r.second;
   }
-  if (!reshaped.empty()) {  // the training step the checkpoint must come from: this script as it was trained
-    Args as_saved = *a;
-    std::erase_if(as_saved.sets, [&](const auto& kv) { return std::find(reshaped.begin(), reshaped.end(), kv.first) != reshaped.end(); });
+  if (!reshaped.empty()) {  // the script as the checkpoint was trained
+    *as_saved = std::make_unique<Args>(*a);
+    std::erase_if((*as_saved)->sets, [&](const auto& kv) { return std::find(reshaped.begin(), reshaped.end(), kv.first) != reshaped.end(); });
     for (const Flag& r : recorded)
       if (r.first == "--set" && std::find(reshaped.begin(), reshaped.end(), key_of(r)) != reshaped.end())
-        as_saved.sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
+        (*as_saved)->sets.push_back({key_of(r), r.second.substr(r.second.find('=') + 1)});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out, uint64_t* saved_step,
+                             const std::vector<std::string>& free_keys) {
+  if (saved_step) *saved_step = 0;
+  bool plain;
+  std::unique_ptr<Model> compiled;
+  std::unique_ptr<Args> as_saved;
+  SG_TRY(adopt_checkpoint_flags(a, what, saved_step != nullptr, free_keys, &plain, &compiled, &as_saved));
+  if (compiled) {
+    *out = std::move(compiled);
+    return Status::Ok();
+  }
+  if (as_saved) {  // the training step the checkpoint must come from
     std::shared_ptr<const Model> m;
-    SG_TRY(load_model(as_saved, a->positional[0], &m));
+    SG_TRY(load_model(*as_saved, a->positional[0], &m));
     *saved_step = step_identity(*m);
   }
   return load_model(*a, a->positional[0], out);
+}
+
+Status load_inference_model(Args* a, const std::string& what, const std::vector<std::string>& free_keys,
+                            std::shared_ptr<const Model>* out, std::shared_ptr<const Model>* trained) {
+  bool plain;
+  std::unique_ptr<Model> compiled;
+  std::unique_ptr<Args> as_saved;
+  SG_TRY(adopt_checkpoint_flags(a, what, true, free_keys, &plain, &compiled, &as_saved));
+  if (compiled || plain) {
+    if (compiled) *out = std::move(compiled);
+    else SG_TRY(load_model(*a, a->positional[0], out));
+    *trained = *out;
+    return Status::Ok();
+  }
+  SG_TRY(load_model(as_saved ? *as_saved : *a, a->positional[0], trained));
+  return load_model(*a, a->positional[0], out, /*infer_only=*/true);
 }
 
 }  // namespace sgrt::tool

@@ -34,4 +34,13 @@ std::vector<std::pair<std::string, std::string>> checkpoint_model_files(const Ar
 Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<const Model>* out,
                              uint64_t* saved_step = nullptr, const std::vector<std::string>& free_keys = {"batch"});
 
+// The same for a command that runs no training step from the checkpoint
+// (run, export --infer-only or --merge), free_keys free: *out is the script
+// compiled inference-only (no gradients, no optimizer state in its arena) and
+// *trained the script as the checkpoint was trained, which it is loaded
+// through (load_checkpoint(s, dir, *trained, ...), sgrt/checkpoint.h). A
+// compiled model, or no checkpoint flags: both are the model as given.
+Status load_inference_model(Args* a, const std::string& what, const std::vector<std::string>& free_keys,
+                            std::shared_ptr<const Model>* out, std::shared_ptr<const Model>* trained);
+
 }  // namespace sgrt::tool
