@@ -466,8 +466,16 @@ TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and e
                       "-o", chat});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("with the tokenizer of " + gguf) != std::string::npos);
+  r = test::run_tool({"info", ck});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK_MESSAGE(r.out.find(ck + "/checkpoint.sgck: step 3 of 3, seed 1, 2 examples a step, 5 steps an epoch") == 0, r.out);
+  CHECK(r.out.find("\nstarted from: " + gguf + " (there, its header unchanged)\n") != std::string::npos);
+  CHECK(r.out.find("\nmodel: " + ck + "/model.sg (") != std::string::npos);
+  CHECK(r.out.find("--set instruct=true") != std::string::npos);
   // The file moved: each says where it was and what to give.
   std::filesystem::rename(gguf, dir.path + "/moved.gguf");
+  r = test::run_tool({"info", ck});
+  CHECK(r.out.find("\nstarted from: " + gguf + ", which is gone (No such file or directory)\n") != std::string::npos);
   check_refused(test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data}),
                 "its run started from " + gguf + ", which is gone (No such file or directory); give --init-weights FILE.gguf");
 }

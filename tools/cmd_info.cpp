@@ -1,4 +1,6 @@
 // `sgrt info`: tensors, dtypes, scales, memory plan and programs of a model.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -300,10 +302,14 @@ Status print_coverage(const Model& m, const std::string& backend, bool json) {
 Status cmd_info(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
-  if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua, or FILE.gguf)");
+  if (a.positional.size() != 1) return Status::Invalid("info takes one MODEL.sg (or MODEL.lua, FILE.gguf, a checkpoint folder)");
   if (a.positional[0].ends_with(".gguf")) {
     if (!a.flags.empty() || !a.sets.empty()) return Status::Invalid("info FILE.gguf takes no flags");
     return print_gguf_info(a.positional[0]);
+  }
+  if (struct stat st {}; ::stat(a.positional[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (!a.flags.empty() || !a.sets.empty()) return Status::Invalid("info DIR (a checkpoint folder) takes no flags");
+    return print_checkpoint_info(a.positional[0]);
   }
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m));

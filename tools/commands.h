@@ -11,6 +11,7 @@ namespace sgrt::tool {
 Status cmd_compile(int argc, char** argv);
 Status cmd_info(int argc, char** argv);
 Status print_gguf_info(const std::string& path);  // cmd_info_gguf.cpp: `sgrt info FILE.gguf`
+Status print_checkpoint_info(const std::string& dir);  // cmd_info_checkpoint.cpp: `sgrt info DIR`
 Status cmd_train(int argc, char** argv);
 Status cmd_eval(int argc, char** argv);
 Status cmd_export(int argc, char** argv);  // cmd_export.cpp: deployable graph, weights folded in

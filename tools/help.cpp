@@ -38,8 +38,9 @@ const std::vector<CommandHelp>& commands() {
   static const std::vector<CommandHelp> all = {
       {"compile", "MODEL.lua", "compile a model script to a .sg file (default: next to the script)",
        with_compile_flags({kOutput})},
-      {"info", "MODEL.sg|MODEL.lua|FILE.gguf",
-       "tensors, dtypes, scales, memory plan and programs of a model; a GGUF file's metadata and tensors",
+      {"info", "MODEL.sg|MODEL.lua|FILE.gguf|DIR",
+       "tensors, dtypes, scales, memory plan and programs of a model; a GGUF file's metadata and tensors; a checkpoint "
+       "folder's step, seed, data position, the file its run started from and its model",
        with_compile_flags({
            {"--json", nullptr, "print JSON instead of tables"},
            {"--dot", "FILE.dot", "write the training step as a Graphviz graph"},

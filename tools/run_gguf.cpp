@@ -11,6 +11,16 @@
 
 namespace sgrt::tool {
 
+Status check_init_file(const CheckpointMeta& meta) {
+  const std::string& file = meta.init_file;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return Status::Invalid("which is gone (" + std::string(std::strerror(errno)) + ")");
+  uint64_t id = 0;
+  SG_TRY(weights_file_identity(file, &id));
+  if (id != meta.init_identity) return Status::Invalid("which has changed since (its metadata or tensor table differs)");
+  return Status::Ok();
+}
+
 Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* from_run, const char* otherwise) {
   if (from_run) *from_run = false;
   path->clear();
@@ -22,18 +32,10 @@ Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* fro
   CheckpointMeta meta;
   SG_TRY(read_checkpoint_meta(a.get("--checkpoint"), &meta));
   if (!is_gguf(meta.init_file)) return Status::Ok();
-  const std::string& file = meta.init_file;
-  const std::string give = "; give " + std::string(flag) + " FILE.gguf" + otherwise;
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0)
-    return Status::Invalid(a.get("--checkpoint") + ": its run started from " + file + ", which is gone (" + std::strerror(errno) +
-                           ")" + give);
-  uint64_t id = 0;
-  SG_TRY(weights_file_identity(file, &id));
-  if (id != meta.init_identity)
-    return Status::Invalid(a.get("--checkpoint") + ": its run started from " + file +
-                           ", which has changed since (its metadata or tensor table differs)" + give);
-  *path = file;
+  if (Status st = check_init_file(meta); !st.ok())
+    return Status::Invalid(a.get("--checkpoint") + ": its run started from " + meta.init_file + ", " + st.message() + "; give " +
+                           flag + " FILE.gguf" + otherwise);
+  *path = meta.init_file;
   if (from_run) *from_run = true;
   return Status::Ok();
 }

@@ -7,7 +7,15 @@
 
 #include "args.h"
 
+namespace sgrt {
+struct CheckpointMeta;
+}
+
 namespace sgrt::tool {
+
+// Ok when meta.init_file (a checkpoint's record) is still there with the same
+// header identity; else why not: "which is gone (...)", "which has changed since (...)".
+Status check_init_file(const CheckpointMeta& meta);
 
 // `flag`'s value when given. Otherwise, with --checkpoint DIR, the GGUF its
 // run started from, checked to be there and unchanged (an error names the
