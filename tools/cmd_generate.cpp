@@ -92,8 +92,9 @@ Status print_generation(Session& s, const Tokenizer& tok, const std::vector<int3
 }
 
 // The GGUF's tokenizer and the prompt's ids; --set block (the prompt plus
-// --tokens, at most `context`), kv_cache and batch for generating one
-// sequence; *count cut to what the block holds.
+// --tokens, rounded up to whole prefill chunks, at most `context`), kv_cache,
+// prefill_chunk and batch for generating one sequence; *count cut to what the
+// block holds.
 Status plan_generation(Args* a, const GgufFile& f, int64_t context, std::unique_ptr<Tokenizer>* tok, std::vector<int32_t>* ids,
                        int64_t* count) {
   SG_TRY(tokenizer_from_gguf(f, tok));
@@ -102,9 +103,16 @@ Status plan_generation(Args* a, const GgufFile& f, int64_t context, std::unique_
   if (n >= context)
     return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, the model's context is " + std::to_string(context) +
                            " tokens (leave room for at least one new token)");
-  if (!has_set(*a, "block")) a->sets.push_back({"block", std::to_string(std::min(context, n + *count))});
+  // The prompt is prefilled kChunk tokens at a time: its cost follows its
+  // length, not the block's (which the chunk must divide).
+  constexpr int64_t kChunk = 64;
+  if (!has_set(*a, "block")) {
+    const int64_t whole = (n + *count + kChunk - 1) / kChunk * kChunk;
+    a->sets.push_back({"block", std::to_string(std::min(context, whole))});
+  }
   if (!has_set(*a, "kv_cache")) a->sets.push_back({"kv_cache", "true"});  // prefill once, then one token per step
   const int64_t block = std::atoll(set_value(*a, "block").c_str());
+  if (!has_set(*a, "prefill_chunk") && block % kChunk == 0) a->sets.push_back({"prefill_chunk", std::to_string(kChunk)});
   if (n >= block) return Status::Invalid("--prompt is " + std::to_string(n) + " tokens, --set block=" + std::to_string(block) + " leaves no room");
   *count = std::min(*count, block - n);
   if (has_set(*a, "batch") && set_value(*a, "batch") != "1") return Status::Invalid("generation runs one sequence: --set batch=1");
