@@ -478,4 +478,9 @@ TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and e
   CHECK(r.out.find("\nstarted from: " + gguf + ", which is gone (No such file or directory)\n") != std::string::npos);
   check_refused(test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data}),
                 "its run started from " + gguf + ", which is gone (No such file or directory); give --init-weights FILE.gguf");
+  r = test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data, "--init-weights", dir.path + "/moved.gguf"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-4));
+  check_refused(test::run_tool({"eval", "models/fashion_mlp.lua", "--init-weights", dir.path + "/moved.gguf"}),
+                "--init-weights names the tokenizer of an instruct data set; models/fashion_mlp.lua reads none");
 }

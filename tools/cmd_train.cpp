@@ -375,6 +375,8 @@ Status cmd_eval(int argc, char** argv) {
   SG_TRY(parse_command(argc, argv, &a));
   std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
   SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
+  if (const sg::DataBinding* d = m->root().data(); a.has("--init-weights") && !(d && d->dataset() && d->dataset()->str() == "instruct"))
+    return Status::Invalid("--init-weights names the tokenizer of an instruct data set; " + m->label() + " reads none");
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
   SG_TRY(open_session(a, m, true, &s, &data));
