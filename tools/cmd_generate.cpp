@@ -167,7 +167,6 @@ Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
     return Status::Invalid("--tokenizer applies to run MODEL.lua --checkpoint DIR (a llama trained from a GGUF, whose tokenizer it names)");
   if (a.positional.size() != 1 || !is_script(a.positional[0]))
     return Status::Invalid("run --checkpoint DIR of a model with a tokenizer compiles it for generation: give its MODEL.lua");
-  if (a.has("--adapter")) return Status::Invalid("--adapter applies to a pretrained GGUF model (run MODEL.lua --init-weights FILE.gguf)");
   int64_t count;
   SamplingOptions o;
   SG_TRY(sampling_options(a, &count, &o));
