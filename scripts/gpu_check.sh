@@ -10,7 +10,8 @@
 # (lora.txt; plain PyTorch's LoRA as the peer), `sgrt train` on each backend, a
 # per-op profile of the GPT's step on each backend (`sgrt train --profile`), and
 # compute-sanitizer's memcheck over the CUDA op tests and the CUDA
-# dequant_matmul test. Figures go to $OUT (one file per part) for bench/RESULTS.md.
+# dequant_matmul test. Figures go to $OUT (one file per part, seven in all: a lease
+# brings back eight at most) for bench/RESULTS.md.
 # Exit status: 1 when any test or bench failed (the rest still runs).
 #
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
@@ -52,9 +53,9 @@ vulkan=0
 # CUDA programs replay as graphs by default. Should capture fail on this driver,
 # say so and run everything after op by op (SGRT_CUDA_GRAPH=0), so the lease
 # still measures the rest; the exit status is then 1.
-if ! "$build/tools/sgrt" train models/fashion_mlp.lua --backend cuda --steps 20 --quiet >"$out/graph_smoke.txt" 2>&1 &&
-  SGRT_CUDA_GRAPH=0 "$build/tools/sgrt" train models/fashion_mlp.lua --backend cuda --steps 20 --quiet >>"$out/graph_smoke.txt" 2>&1; then
-  echo "== CUDA graphs FAILED here (graph_smoke.txt); everything below runs with SGRT_CUDA_GRAPH=0" | tee -a "$out/tests.txt"
+if ! "$build/tools/sgrt" train models/fashion_mlp.lua --backend cuda --steps 20 --quiet >>"$out/tests.txt" 2>&1 &&
+  SGRT_CUDA_GRAPH=0 "$build/tools/sgrt" train models/fashion_mlp.lua --backend cuda --steps 20 --quiet >>"$out/tests.txt" 2>&1; then
+  echo "== CUDA graphs FAILED here (the lines above); everything below runs with SGRT_CUDA_GRAPH=0" | tee -a "$out/tests.txt"
   export SGRT_CUDA_GRAPH=0
   status=1
 fi
@@ -67,39 +68,52 @@ else
   echo "== vulkan: no Vulkan device here (see gpu.txt); its tests and benches are skipped" | tee -a "$out/tests.txt"
 fi
 
+backends="cuda $([ "$vulkan" = 1 ] && echo vulkan)"
+# The issue's goals first (the FP8 GEMM's share of peak, the GPT step on both
+# backends, the main job's LoRA step), so a lease cut short still has them;
+# then the comparisons and profiles that explain them.
 step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30
+for b in $backends; do
+  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
+done
+# The main job: a LoRA / QLoRA step of SmolLM2-135M's shape (random base), its
+# figures then where each step's time went (untimed sessions after the timed ones).
+for b in $backends; do
+  step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 5 --models lora,qlora \
+    --recipes fp32,fp8 --profile
+done
+
 # CUDA's graph GEMMs run the fastest of cuBLASLt's candidates, timed at prepare:
 # SGRT_CUDA_VERBOSE=1 logs each choice with its TFLOP/s; the autotune-off line is
 # the heuristic's first choice for comparison.
 SGRT_CUDA_AUTOTUNE=0 step "bench_gemm_graph cuda, autotune off" gemm.jsonl 60 "$build/bench/bench_gemm_graph" \
   --backend cuda --sizes 8192 --recipes fp8 --reps 10
-for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
+for b in $backends; do
   SGRT_CUDA_VERBOSE=1 step "bench_gemm_graph $b" gemm.jsonl 120 "$build/bench/bench_gemm_graph" --backend "$b" \
     --sizes 2048,4096,8192 --recipes fp32,bf16,fp8 --reps 10
   step "bench_dequant_matmul $b" gemm.jsonl 90 "$build/bench/bench_dequant_matmul" --backend "$b" \
     --m 512 --n 4096 --k 4096 --reps 10
+done
+# Launched op by op instead of replaying each program's CUDA graph (the MLP's
+# and the LoRA step's many short kernels are where launches cost).
+SGRT_CUDA_GRAPH=0 step "bench_train cuda, op by op (no graphs)" lora.txt 120 \
+  "$build/bench/bench_train" --backend cuda --steps 5 --models mlp,lora --recipes fp32 --no-pytorch
+if [ "$vulkan" = 1 ]; then
   # Cooperative matrices (opt-in): f32 operands rounded to FP16, fp8's E4M3 forward products exact.
-  [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
+  SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32,fp8 --reps 10
-  step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
-  # The main job: a LoRA / QLoRA step of SmolLM2-135M's shape (random base), its
-  # figures then where each step's time went (untimed sessions after the timed ones).
-  step "bench_train $b, LoRA" lora.txt 240 "$build/bench/bench_train" --backend "$b" --steps 5 --models lora,qlora \
-    --recipes fp32,fp8 --profile
-  # Launched op by op instead of replaying each program's CUDA graph (the MLP's
-  # and the LoRA step's many short kernels are where launches cost).
-  [ "$b" = cuda ] && SGRT_CUDA_GRAPH=0 step "bench_train cuda, op by op (no graphs)" lora.txt 120 \
-    "$build/bench/bench_train" --backend cuda --steps 5 --models mlp,lora --recipes fp32 --no-pytorch
   # The LoRA step's small products without split-K (each split adds a dispatch and a barrier).
-  [ "$b" = vulkan ] && SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan LoRA, no split-K" lora.txt 120 \
+  SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan LoRA, no split-K" lora.txt 120 \
     "$build/bench/bench_train" --backend vulkan --steps 5 --models lora --recipes fp32 --no-pytorch
   # The GPT step with cooperative matrices: every product under fp32 (=1), the
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
-  [ "$b" = vulkan ] && SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \
+  SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \
     "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8,fp4 --no-pytorch
   # Vulkan's products as the first two leases ran them: 128x128 tiles everywhere, no split-K.
-  [ "$b" = vulkan ] && SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan, 128x128 tiles, no split-K" \
+  SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan, 128x128 tiles, no split-K" \
     train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8
+fi
+for b in $backends; do
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
     --recipe fp8 --steps 1200 --log-every 300
   # Where the GPT step's time goes, op by op (bench_train's GPT; README.md as the corpus).
@@ -110,9 +124,9 @@ for b in cuda $([ "$vulkan" = 1 ] && echo vulkan); do
 done
 
 if command -v compute-sanitizer >/dev/null; then
-  step "compute-sanitizer memcheck test_cuda_ops" sanitizer.txt 100 compute-sanitizer --tool memcheck \
+  step "compute-sanitizer memcheck test_cuda_ops" tests.txt 100 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$build/tests/test_cuda_ops"
-  step "compute-sanitizer memcheck test_dequant_matmul_gpu" sanitizer.txt 100 compute-sanitizer --tool memcheck \
+  step "compute-sanitizer memcheck test_dequant_matmul_gpu" tests.txt 100 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$build/tests/test_dequant_matmul_gpu" --test-case='cuda*'
 fi
 echo "figures in $out (exit $status)"
