@@ -34,12 +34,28 @@ __global__ void scatter_kernel(Walk in, const float* x, float* y) {
   SG_GRID_STRIDE(i, in.total) y[walk_offset(in, i)] = x[i];
 }
 
-// y[o] = sum over the reduced axes of x, in row-major (input) order.
-__global__ void sum_to_kernel(Walk out, Walk reduced, const float* x, float* y) {
+// y[o] = sum over the reduced axes of x, in row-major (input) order. `step` > 0:
+// the reduced axes merge into one of that stride (sum_to over leading axes, a
+// bias gradient), so terms load kBatch at a time, independent of the running sum,
+// and are then added in order: the sum waits on memory once per kBatch terms.
+constexpr int kSumBatch = 16;
+__global__ void sum_to_kernel(Walk out, Walk reduced, int64_t step, const float* x, float* y) {
   SG_GRID_STRIDE(o, out.total) {
-    int64_t base = walk_offset(out, o);
+    const float* p = x + walk_offset(out, o);
     float acc = 0.f;
-    for (int64_t r = 0; r < reduced.total; ++r) acc += x[base + walk_offset(reduced, r)];
+    int64_t r = 0;
+    if (step > 0) {
+      for (; r + kSumBatch <= reduced.total; r += kSumBatch) {
+        float v[kSumBatch];
+#pragma unroll
+        for (int u = 0; u < kSumBatch; ++u) v[u] = p[(r + u) * step];
+#pragma unroll
+        for (int u = 0; u < kSumBatch; ++u) acc += v[u];
+      }
+      for (; r < reduced.total; ++r) acc += p[r * step];
+    } else {
+      for (; r < reduced.total; ++r) acc += p[walk_offset(reduced, r)];
+    }
     y[o] = acc;
   }
 }
@@ -99,11 +115,16 @@ Status bind_sum_to(const OpArgs& a, BindCtx& ctx, Launch* out) {
     if (reduce) SG_TRY(add_axis(&reduced, big[k], xs[k]));
     else SG_TRY(add_axis(&kept, big[k], xs[k]));
   }
+  int64_t step = reduced.rank > 0 ? reduced.strides[reduced.rank - 1] : 0;
+  for (int k = 0; k + 1 < reduced.rank; ++k)
+    if (reduced.strides[k] != reduced.dims[k + 1] * reduced.strides[k + 1]) step = 0;
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
-  unsigned grid = grid_for(kept.total, ctx.dev);
+  // One serial sum per output: 32-thread blocks spread a bias's few hundred of
+  // them over as many multiprocessors (a 256-thread block kept them on one).
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((kept.total + 31) / 32, int64_t{ctx.dev.sms} * 16));
   *out = [=](cudaStream_t s) {
-    sum_to_kernel<<<grid, kThreads, 0, s>>>(kept, reduced, x, y);
+    sum_to_kernel<<<std::max(grid, 1u), 32, 0, s>>>(kept, reduced, step, x, y);
     return launched("sum_to_kernel");
   };
   return Status::Ok();
