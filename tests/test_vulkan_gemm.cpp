@@ -77,8 +77,8 @@ std::string tiles_model(const std::string& recipe) {
 }
 
 // Two training steps on Vulkan with every product on `tile`; the bytes of
-// every parameter and optimizer state afterwards, and of the logits.
-std::vector<std::vector<uint8_t>> train_with_tile(const std::shared_ptr<const Model>& m, const char* tile) {
+// every parameter and optimizer state afterwards, and of the logits, by name.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> train_with_tile(const std::shared_ptr<const Model>& m, const char* tile) {
   std::unique_ptr<Session> s;
   {
     test::ScopedEnv forced("SGRT_VULKAN_GEMM_TILE", tile);
@@ -94,12 +94,12 @@ std::vector<std::vector<uint8_t>> train_with_tile(const std::shared_ptr<const Mo
   test::write_vec(*s, "y", y);
   test::run(*s, "train_step");
   test::run(*s, "train_step");
-  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> bytes;
   const std::vector<TensorInfo>& ts = m->tensors();
   for (size_t id = 0; id < ts.size(); ++id)
     if (ts[id].role == Role::param || ts[id].role == Role::opt_state || static_cast<int>(id) == m->outputs().at(0).second) {
-      bytes.emplace_back(ts[id].bytes);
-      REQUIRE(s->read(static_cast<int>(id), bytes.back().data(), bytes.back().size()).ok());
+      bytes.emplace_back(ts[id].name, std::vector<uint8_t>(ts[id].bytes));
+      REQUIRE(s->read(static_cast<int>(id), bytes.back().second.data(), bytes.back().second.size()).ok());
     }
   return bytes;
 }
@@ -114,12 +114,17 @@ TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and
   Status st = test::vulkan_session_with("SGRT_VULKAN_GEMM_TILE", "32", m, &s);
   CHECK(st.message().find("SGRT_VULKAN_GEMM_TILE is 64 or 128, not '32'") != std::string::npos);
 
-  for (const char* recipe : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // f32, E4M3/E5M2 codes, K chunks, block scales
+  for (const std::string recipe : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // f32, E4M3/E5M2 codes, K chunks, block scales
     CAPTURE(recipe);
     REQUIRE(test::compile_lua(tiles_model(recipe), &m).ok());
-    std::vector<std::vector<uint8_t>> small = train_with_tile(m, "64"), large = train_with_tile(m, "128");
+    auto small = train_with_tile(m, "64"), large = train_with_tile(m, "128");
     REQUIRE(small.size() == large.size());
-    for (size_t i = 0; i < small.size(); ++i) CHECK(small[i] == large[i]);
+    for (size_t i = 0; i < small.size(); ++i) {
+      const std::vector<uint8_t>& a = small[i].second;
+      const size_t first = std::mismatch(a.begin(), a.end(), large[i].second.begin()).first - a.begin();
+      INFO(small[i].first << ": first differing byte " << first << " of " << a.size());
+      CHECK(a == large[i].second);
+    }
   }
 }
 

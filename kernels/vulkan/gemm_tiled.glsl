@@ -67,8 +67,10 @@ void main() {
   uint k_begin = SPLIT ? gl_WorkGroupID.z * pc.dim[7] : 0u, k_end = SPLIT ? min(K, k_begin + pc.dim[7]) : K;
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3
-  vec4 acc[4u * R][R];
+  // acc[4 u + i][v]: row 4 (ty + 16 u) + i, columns 4 (tx + 16 v) .. + 3.
+  // precise with fma: one rounding per product-add on every device (a driver may
+  // otherwise fuse a*b + c in one tile shape and not another: different bits).
+  precise vec4 acc[4u * R][R];
   [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) acc[i][v] = vec4(0.0);
   vec4 sum[4u * R][R];  // blockwise FP8: the promoted result; acc holds the chunk's sum
   [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) sum[i][v] = vec4(0.0);
@@ -91,7 +93,7 @@ void main() {
       [[unroll]] for (uint u = 0u; u < R; ++u) { a[u] = As[k][swz(ty + 16u * u, k)]; b[u] = Bs[k][swz(tx + 16u * u, k)]; }
       [[unroll]] for (uint u = 0u; u < R; ++u)
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          [[unroll]] for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] += a[u][i] * b[v];
+          [[unroll]] for (uint v = 0u; v < R; ++v) acc[4u * u + i][v] = fma(vec4(a[u][i]), b[v], acc[4u * u + i][v]);
     }
     barrier();
     if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= k_end)) {

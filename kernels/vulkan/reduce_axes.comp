@@ -9,7 +9,7 @@
 // are added in order, so a long sum waits on memory once per eight terms.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
-#include "common.glsl"
+#include "quant.glsl"
 #include "strided.glsl"
 layout(local_size_x = 64) in;
 
@@ -17,6 +17,13 @@ const bool kMax = OP == OP_ReduceMax;
 const uint kBatch = 8u;
 
 float combine(float acc, float v) { return kMax ? (v > acc ? v : acc) : acc + v; }
+
+// acc / d rounded as the CPU's division (OpFDiv may be off by an ulp: NVIDIA's
+// was on the mean below), quant.glsl's div_rn on the magnitude.
+float divided(float acc, float d) {
+  if (d == 1.0) return acc;
+  return uintBitsToFloat(floatBitsToUint(div_rn(abs(acc), d)) | (floatBitsToUint(acc) & 0x80000000u));
+}
 
 void main() {
   uint kept = pc.p[0], red = pc.p[1];
@@ -35,6 +42,6 @@ void main() {
       }
     }
     for (; r < count; ++r) acc = combine(acc, F[base + strided_offset(r, kept, red)]);
-    F[pc.off[2] + o] = acc / pc.f[0];
+    F[pc.off[2] + o] = divided(acc, pc.f[0]);
   }
 }
