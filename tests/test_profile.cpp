@@ -130,7 +130,9 @@ TEST_CASE("cpu: op times fill the steps, products lead, fused adds read zero") {
 TEST_CASE("vulkan: op times from timestamps fit the steps, products lead") {
   if (!test::vulkan_device_present()) return;
   Timed t;
-  run_profiled("vulkan", {}, &t);
+  // Large enough that a GPU's products outlast its dispatches (on the H200 at m 256,
+  // k 512 they were 34% of the step), small enough for lavapipe in CI.
+  run_profiled("vulkan", {{"m", "1024"}, {"k", "1024"}}, &t);
   check_profile(t);
 }
 
