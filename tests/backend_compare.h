@@ -536,12 +536,16 @@ inline std::shared_ptr<const Model> load_graph(const compiler::Graph& g) {
 }
 
 // `steps` train steps of the graph of `lua` (with `set`) run op by op on the
-// CPU; before each quantize op `backend` gets the op's tensors from the CPU and
-// runs it too: codes, scales and scaling state bit-identical (quantizing is exact
-// arithmetic on the same input, so the CPU is deterministic there). Returns how
-// many quantize ops were compared.
-inline size_t check_quantize_codes(const std::string& backend, const std::string& lua,
-                                   const std::map<std::string, std::string>& set, int steps) {
+// CPU; before each quantize op (each op when `every_op`) `backend` gets the op's
+// tensors from the CPU and runs it too: quantize's codes, scales and scaling
+// state bit-identical (quantizing is exact arithmetic on the same input, so the
+// CPU is deterministic there), a qmatmul's within `product_bound`, any other
+// op's outputs within kF32Bound (the same inputs: only sum orders and libm ulps
+// differ), so a whole-step mismatch is traced to the op that makes it. Returns
+// how many ops were compared.
+inline size_t check_ops_given_cpu_inputs(const std::string& backend, const std::string& lua,
+                                         const std::map<std::string, std::string>& set, int steps, bool every_op,
+                                         double product_bound = kF32Bound) {
   compiler::Graph g;
   Status st = compile_graph(lua, &g, set);
   REQUIRE_MESSAGE(st.ok(), st.message());
@@ -558,7 +562,8 @@ inline size_t check_quantize_codes(const std::string& backend, const std::string
     for (size_t i = 0; i < ops; ++i) {
       const std::string name = "train_step#" + std::to_string(i);
       const OpInfoLoaded& op = m->programs()[m->find_program(name)].ops[0];
-      if (op.code != OpCode::Quantize) {
+      const bool quantize = op.code == OpCode::Quantize;
+      if (!quantize && !every_op) {
         run(*cpu, name);
         continue;
       }
@@ -568,8 +573,17 @@ inline size_t check_quantize_codes(const std::string& backend, const std::string
       run(*other, name);
       ++compared;
       for (int id : op.out) {
-        INFO("step " << step << ", " << op.loc << ": " << m->tensors()[id].name << " " << type_str(m->tensors()[id].type));
-        CHECK(bytes_of(*other, id) == bytes_of(*cpu, id));
+        const TensorInfo& t = m->tensors()[id];
+        INFO("step " << step << ", " << op_info(op.code).name << " at " << op.loc << ": " << t.name << " " << type_str(t.type));
+        if (quantize) {
+          CHECK(bytes_of(*other, id) == bytes_of(*cpu, id));
+        } else {
+          const std::vector<double> ref = decoded(t, bytes_of(*cpu, id)), got = decoded(t, bytes_of(*other, id));
+          INFO("worst element " << worst_index(got, ref) << ": cpu " << ref[worst_index(got, ref)] << ", other "
+                                << got[worst_index(got, ref)]);
+          const double f32 = op.code == OpCode::QMatMul ? product_bound : kF32Bound;
+          CHECK(normalized_error(got, ref) <= (t.type.dtype == DType::f32 ? f32 : bound(t.type.dtype, false)));
+        }
       }
     }
   return compared;
@@ -607,7 +621,7 @@ inline void check_lora_parity(const std::string& backend) {
   check_training_tracks(backend, m);
   for (const char* recipe : {"fp8", "nvfp4"}) {
     INFO("recipe " << std::string(recipe));
-    CHECK(check_quantize_codes(backend, llama_text_lua(recipe), tiny_lora_llama(), 20) > 0);
+    CHECK(check_ops_given_cpu_inputs(backend, llama_text_lua(recipe), tiny_lora_llama(), 20, false) > 0);
   }
   // QLoRA: the frozen projections in q4_1 blocks and the tied embedding in q8_0,
   // decoded inside dequant_matmul and the embedding (widths multiples of 32). lr
