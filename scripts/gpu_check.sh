@@ -15,6 +15,8 @@
 # Exit status: 1 when any test or bench failed (the rest still runs).
 #
 # Usage: [OUT=dir] [BUILD_DIR=build-gpu] [SKIP_BUILD=1] [GEMM_MAX=8192] scripts/gpu_check.sh
+# On a GPU machine without the build's packages: scripts/gpu_bundle.sh here, then
+# `bash .gpu/run.sh` there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -36,13 +38,11 @@ step() {
 
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 
+source scripts/gpu_targets.sh
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON \
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSGRT_CUDA=ON -DSGRT_VULKAN=ON -DSGRT_MPI=OFF \
     -DCMAKE_CUDA_ARCHITECTURES="${SGRT_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-  cmake --build "$build" -j "$(nproc)" --target sgrt test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu test_profile \
-    bench_gemm_cuda bench_gemm_graph bench_dequant_matmul bench_train test_vulkan_ops test_vulkan_backend test_vulkan_lowp \
-    test_vulkan_transformer \
-    test_vulkan_gemm || exit 1
+  cmake --build "$build" -j "$(nproc)" --target sgrt "${cuda_tests[@]}" "${vulkan_tests[@]}" "${gpu_benches[@]}" || exit 1
 fi
 
 # The backends built in, and whether a Vulkan device opens here (a 64^3 matmul).
@@ -59,9 +59,9 @@ if ! "$build/tools/sgrt" train models/fashion_mlp.lua --backend cuda --steps 20 
   export SGRT_CUDA_GRAPH=0
   status=1
 fi
-for t in test_cuda_ops test_cuda_train test_cuda_prepare test_dequant_matmul_gpu test_profile; do step "$t" tests.txt 150 "$build/tests/$t"; done
+for t in "${cuda_tests[@]}"; do step "$t" tests.txt 150 "$build/tests/$t"; done
 if [ "$vulkan" = 1 ]; then
-  for t in test_vulkan_ops test_vulkan_backend test_vulkan_lowp test_vulkan_transformer test_vulkan_gemm; do
+  for t in "${vulkan_tests[@]}"; do
     [ -x "$build/tests/$t" ] && step "$t" tests.txt 90 "$build/tests/$t"
   done
 else
