@@ -300,6 +300,12 @@ TEST_CASE("a run records the file it started from (absolute path, header identit
   REQUIRE(weights_file_identity(dir.file("renamed.safetensors", safetensors(renamed)), &other).ok());
   CHECK(other != meta.init_identity);
 
+  // Resumed, the weights are the checkpoint's: --init-weights is refused (the MLP
+  // reads no instruct data set whose tokenizer it could name), the run untouched.
+  const std::string before = test::slurp(t.file());
+  expect_bad_input(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--resume", "--init-weights", relative}),
+                   {"--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's)"});
+  CHECK(test::slurp(t.file()) == before);
   r = test::run_tool(cmd("train", 16, {"--steps", "3", "--quiet", "--checkpoint", t.ck, "--resume"}));
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CheckpointMeta resumed;

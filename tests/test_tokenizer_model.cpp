@@ -482,5 +482,6 @@ TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and e
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-4));
   check_refused(test::run_tool({"eval", "models/fashion_mlp.lua", "--init-weights", dir.path + "/moved.gguf"}),
-                "--init-weights names the tokenizer of an instruct data set; models/fashion_mlp.lua reads none");
+                "--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's); "
+                "models/fashion_mlp.lua reads none");
 }

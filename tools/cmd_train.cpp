@@ -75,6 +75,16 @@ Status data_tokenizer(const Args& a, const Model& m, bool of_checkpoint, std::un
   return tokenizer_from_gguf(*f, out);
 }
 
+// eval and a resumed run take their weights from the checkpoint: there
+// --init-weights names only the GGUF whose tokenizer reads an instruct data set.
+Status check_init_weights_for_tokenizer(const Args& a, const Model& m) {
+  const sg::DataBinding* d = m.root().data();
+  if (a.has("--init-weights") && !(d && d->dataset() && d->dataset()->str() == "instruct"))
+    return Status::Invalid("--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's); " +
+                           m.label() + " reads none");
+  return Status::Ok();
+}
+
 Status new_session(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
@@ -265,11 +275,12 @@ Status train_ranks(Args& a, Communicator& comm) {
   opts.resume = a.has("--resume");
   opts.overwrite = a.has("--overwrite") && !opts.resume;
   opts.check_seed = opts.resume && a.has("--seed");  // the original command's --seed is fine; another is not
-  opts.init_weights = a.get("--init-weights");       // ignored on resume: the weights are the checkpoint's
+  opts.init_weights = a.get("--init-weights");       // on resume only an instruct data set's tokenizer
   if ((opts.checkpoint_every > 0 || opts.resume || a.has("--overwrite")) && opts.checkpoint_dir.empty())
     return Status::Invalid("--checkpoint-every, --resume and --overwrite need --checkpoint DIR");
   std::shared_ptr<const Model> m;
   if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m, &opts.resume_step_identity));
+  if (opts.resume) SG_TRY(check_init_weights_for_tokenizer(a, *m));
   else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
@@ -375,8 +386,7 @@ Status cmd_eval(int argc, char** argv) {
   SG_TRY(parse_command(argc, argv, &a));
   std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
   SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
-  if (const sg::DataBinding* d = m->root().data(); a.has("--init-weights") && !(d && d->dataset() && d->dataset()->str() == "instruct"))
-    return Status::Invalid("--init-weights names the tokenizer of an instruct data set; " + m->label() + " reads none");
+  SG_TRY(check_init_weights_for_tokenizer(a, *m));
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
   SG_TRY(open_session(a, m, true, &s, &data));

@@ -64,7 +64,7 @@ const std::vector<CommandHelp>& commands() {
            {"--eval-every", "N", "evaluate on held-out data every N steps (also after every epoch)"},
            {"--val-split", "F", "hold out fraction F of the training data for evaluation during training"},
            {"--seed", "S", "initialization and shuffling seed (default 1)"},
-           {"--init-weights", "W.safetensors|W.gguf", "start from these parameters (matched by name; a GGUF's metadata also sets the model's config)"},
+           {"--init-weights", "W.safetensors|W.gguf", "start from these parameters (matched by name; a GGUF's metadata also sets the model's config); with --resume, only the GGUF whose tokenizer reads an instruct data set"},
            kMaxMemory,
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
