@@ -98,6 +98,9 @@ done
 # and the LoRA step's many short kernels are where launches cost).
 SGRT_CUDA_GRAPH=0 step "bench_train cuda, op by op (no graphs)" lora.txt 120 \
   "$build/bench/bench_train" --backend cuda --steps 5 --models mlp,lora --recipes fp32 --no-pytorch
+# The QLoRA step's 4-bit products on the tiled kernel instead of decoded for cuBLASLt.
+SGRT_CUDA_DECODE_BASE=0 step "bench_train cuda QLoRA, tiled dequant_matmul" lora.txt 120 \
+  "$build/bench/bench_train" --backend cuda --steps 5 --models qlora --recipes fp32 --no-pytorch
 if [ "$vulkan" = 1 ]; then
   # Cooperative matrices (opt-in): f32 operands rounded to FP16, fp8's E4M3 forward products exact.
   SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \

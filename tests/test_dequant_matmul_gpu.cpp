@@ -7,7 +7,8 @@
 // q4_1 nibble value and negative q8_0 codes (down to -128) appear, one block of
 // each table has d = 0 (q4_1: all its values are m) and one a subnormal f16 d.
 //
-// Bound: a GEMM element accumulates Q <= 160 f32 products of exactly decoded
+// On CUDA both of dequant_matmul's paths (w decoded for cuBLASLt; the tiled
+// kernel) run. Bound: a GEMM element accumulates Q <= 160 f32 products of exactly decoded
 // values in some order: |y - ref| <= Q 2^-24 sum_q |x_q B_qp| (< 1e-5 of that
 // sum). The embedding copies decoded values: equal bit for bit.
 #include <doctest/doctest.h>
@@ -18,6 +19,7 @@
 
 #include "formats/gguf_blocks.h"
 #include "harness.h"
+#include "scoped_env.h"
 #include "test_cuda_support.h"
 #include "test_vulkan_support.h"
 
@@ -195,5 +197,10 @@ TEST_CASE("vulkan: dequant_matmul (both modes) and the block embedding match a d
 
 TEST_CASE("cuda: dequant_matmul (both modes) and the block embedding match a decoded f64 reference") {
   if (!test::cuda_device_present()) return;
-  for (DType wt : {DType::q8_0, DType::q4_1}) check_backend("cuda", wt);
+  // w decoded into scratch for cuBLASLt (the default at this size), then the tiled kernel.
+  for (const char* decode : {"1", "0"}) {
+    CAPTURE(std::string(decode));
+    test::ScopedEnv e("SGRT_CUDA_DECODE_BASE", decode);
+    for (DType wt : {DType::q8_0, DType::q4_1}) check_backend("cuda", wt);
+  }
 }

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "lt_gemm.h"
 #include "sgrt/kernel_table.h"
 #include "sgrt/status.h"
 #include "sgrt/tensor_info.h"
@@ -74,6 +76,7 @@ struct BindCtx {
   int32_t tag = 0;                // this op's index in the backend's op list (for ErrorRecord)
   bool autotune = false;          // time cuBLASLt's candidates (the real bind only: addresses are live)
   bool verbose = false;           // one stderr line per tuned GEMM
+  bool decode_base = true;        // dequant_matmul: decode w into scratch for cuBLASLt (else the tiled kernel)
   // A norm and the per-tensor quantize of its output, bound one after the other:
   // the norm reduces max |y| into this (device, 256-byte scratch slot) and the
   // quantize only encodes (nullptr: not fused).
@@ -94,6 +97,11 @@ Status bind_classifier(const OpArgs&, BindCtx&, Launch*);   // classifier.cu: cr
 Status bind_optimizer(const OpArgs&, BindCtx&, Launch*);    // optimizer.cu: lr, check_finite, updates, step, dequantize
 Status bind_quantize(const OpArgs&, BindCtx&, Launch*);     // quantize.cu: scaled FP8/FP4/16-bit quantization
 Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul and qmatmul on cuBLASLt
+// matmul.cu: the FP32-output GEMM `s` on a, b, c with a workspace from scratch,
+// planned as every GEMM here (cuBLASLt's first algorithm, or its fastest when the
+// backend tunes), shared for the Launch that runs it.
+Status plan_shared_gemm(BindCtx& ctx, GemmSpec s, const void* a, const void* b, void* c,
+                        std::shared_ptr<const LtGemm>* out);
 Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
 Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, rope_at, dropout, running_stat
 Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention, its gradient, kv_attention

@@ -2,10 +2,16 @@
 // read in place: dequant_matmul decodes tiles of w into shared memory inside the
 // GEMM (never a whole f32 copy of w), and embedding gathers rows of a block table.
 //
-// The GEMM is a tiled FP32 kernel on the CUDA cores (no tensor cores yet: the
-// decoded values are f32, and an exact f32 product keeps the result within the
-// f32-accumulation bound of the f64 reference). C[M, P] = x[M, Q] B[Q, P] with
-// B[q][p] = w[p][q] (x @ w^T) or w[q][p] (transpose_w: x @ w). A 64x64 tile of C
+// C[M, P] = x[M, Q] B[Q, P] with B[q][p] = w[p][q] (x @ w^T) or w[q][p]
+// (transpose_w: x @ w), in FP32 (no tensor cores: the decoded values are f32, and
+// an exact f32 product keeps the result within the f32-accumulation bound of the
+// f64 reference). A w of up to kDecodedMax bytes decoded (every transformer
+// projection) is decoded into scratch at each run, the CPU's values, and
+// multiplied by cuBLASLt as matmul is: the tiled kernel below ran QLoRA's
+// [256, 576] x [576, 1536] products at ~2.9 TFLOP/s on an H200, cuBLASLt's FP32
+// reaches ~50 there. A larger w (a 49152-row tied head: 113 MB decoded), or
+// SGRT_CUDA_DECODE_BASE=0, takes the tiled kernel, which decodes tiles into
+// shared memory inside the GEMM (never a whole f32 copy of w): a 64x64 tile of C
 // per 256-thread block, 4x4 per thread, 32 reduction indices per step (one block
 // of w along its rows when the reduction runs along them); every C element sums q
 // in order (deterministic).
@@ -14,7 +20,9 @@
 // intrinsics so nvcc does not contract q4_1's nibble * d + m into an FMA: the
 // values match the CPU's decode bit for bit.
 #include <cstdint>
+#include <memory>
 
+#include "bind.h"
 #include "common.cuh"
 #include "formats/gguf_blocks.h"
 
@@ -22,6 +30,7 @@ namespace sgrt::cuda {
 namespace {
 
 constexpr int kTileM = 64, kTileP = 64, kTileQ = 32;
+constexpr int64_t kDecodedMax = int64_t{32} << 20;  // bytes of a decoded w in scratch
 
 // Element c of a row of blocks.
 template <DType DT>
@@ -78,6 +87,12 @@ __global__ void __launch_bounds__(kThreads) dequant_matmul_kernel(int64_t M, int
   }
 }
 
+// w [rows, width] as rows of `row_bytes` -> out f32 [rows, width].
+template <DType DT>
+__global__ void decode_kernel(int64_t rows, int64_t width, const uint8_t* w, int64_t row_bytes, float* out) {
+  SG_GRID_STRIDE(i, rows * width) out[i] = block_value<DT>(w + (i / width) * row_bytes, i % width);
+}
+
 // table [V, D] as rows of `row_bytes`, ids [n] -> y [n, D]; a bad id leaves zeros
 // and is recorded.
 template <DType DT>
@@ -117,6 +132,23 @@ Status bind_typed(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const bool trans = a.attrs->i("transpose_w", 0) != 0;
   const int64_t Q = trans ? rows : width, P = trans ? width : rows, M = P > 0 ? a.out[0].n / P : 0;
   const float* x = a.in[0].f();
+  const int64_t decoded_bytes = rows * width * static_cast<int64_t>(sizeof(float));
+  if (ctx.decode_base && M > 0 && P > 0 && Q > 0 && decoded_bytes <= kDecodedMax) {
+    float* wf = static_cast<float*>(ctx.scratch->reserve(static_cast<size_t>(decoded_bytes)));
+    GemmSpec g;  // y[M, P] = x[M, Q] @ op(wf): wf is [P, Q] (x @ w^T) or [Q, P] (transpose_w)
+    g.m = M, g.n = P, g.k = Q;
+    g.trans_b = !trans;
+    g.lda = Q, g.ldb = width, g.ldc = P;
+    std::shared_ptr<const LtGemm> gemm;
+    SG_TRY(plan_shared_gemm(ctx, g, x, wf, y, &gemm));
+    const unsigned decode_grid = grid_for(rows * width, ctx.dev);
+    *out = [=](cudaStream_t s) {
+      decode_kernel<DT><<<decode_grid, kThreads, 0, s>>>(rows, width, wp, row_bytes, wf);
+      SG_TRY(launched("dequant_matmul decode_kernel"));
+      return gemm->run(x, wf, y, s);
+    };
+    return Status::Ok();
+  }
   const dim3 grid(static_cast<unsigned>((P + kTileP - 1) / kTileP), static_cast<unsigned>((M + kTileM - 1) / kTileM));
   if ((M + kTileM - 1) / kTileM > 65535)
     return Status::Unsupported("dequant_matmul: " + std::to_string(M) + " rows of x exceed the launch grid");

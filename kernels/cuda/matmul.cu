@@ -286,20 +286,24 @@ Status bind_matmul_f32(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const float* A = a.in[0].f();
   const float* B = a.in[1].f();
   float* c = a.out[0].f();
-  s.addr_a = reinterpret_cast<uintptr_t>(A), s.addr_b = reinterpret_cast<uintptr_t>(B), s.addr_c = reinterpret_cast<uintptr_t>(c);
-  s.workspace_bytes = kLtWorkspaceBytes;
-  s.workspace = ctx.scratch->reserve(s.workspace_bytes);
-  std::shared_ptr<LtGemm> gemm;
-  {
-    std::unique_ptr<LtGemm> g;
-    SG_TRY(plan_gemm(ctx, s, &g));
-    gemm = std::move(g);
-  }
+  std::shared_ptr<const LtGemm> gemm;
+  SG_TRY(plan_shared_gemm(ctx, s, A, B, c, &gemm));
   *out = [=](cudaStream_t st) { return gemm->run(A, B, c, st); };
   return Status::Ok();
 }
 
 }  // namespace
+
+Status plan_shared_gemm(BindCtx& ctx, GemmSpec s, const void* a, const void* b, void* c,
+                        std::shared_ptr<const LtGemm>* out) {
+  s.addr_a = reinterpret_cast<uintptr_t>(a), s.addr_b = reinterpret_cast<uintptr_t>(b), s.addr_c = reinterpret_cast<uintptr_t>(c);
+  s.workspace_bytes = kLtWorkspaceBytes;
+  s.workspace = ctx.scratch->reserve(s.workspace_bytes);
+  std::unique_ptr<LtGemm> g;
+  SG_TRY(plan_gemm(ctx, s, &g));
+  *out = std::move(g);
+  return Status::Ok();
+}
 
 Status bind_matmul(const OpArgs& a, BindCtx& ctx, Launch* out) {
   return a.code == OpCode::QMatMul ? bind_qmatmul(a, ctx, out) : bind_matmul_f32(a, ctx, out);

@@ -11,7 +11,7 @@
 // when profiling, which times each op's launches). A norm followed by the
 // per-tensor quantize of its y is bound as a pair that shares an amax slot.
 // Switches (docs/cuda.md): SGRT_CUDA_AUTOTUNE=0, SGRT_CUDA_FUSE=0, SGRT_CUDA_GRAPH=0,
-// SGRT_CUDA_VERBOSE=1.
+// SGRT_CUDA_DECODE_BASE=0, SGRT_CUDA_VERBOSE=1.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
     autotune_ = env_on("SGRT_CUDA_AUTOTUNE");
     fuse_norm_quantize_ = env_on("SGRT_CUDA_FUSE");
     graphs_on_ = env_on("SGRT_CUDA_GRAPH");
+    decode_base_ = env_on("SGRT_CUDA_DECODE_BASE");
     const char* verbose = std::getenv("SGRT_CUDA_VERBOSE");
     verbose_ = verbose && std::strcmp(verbose, "0") != 0;
     return Status::Ok();
@@ -237,6 +238,7 @@ class CudaBackend final : public Backend {
     ctx.errors = errors_;
     ctx.autotune = autotune_ && arena != 0;  // timing needs live addresses
     ctx.verbose = verbose_;
+    ctx.decode_base = decode_base_;
     programs_.clear();
     tags_.clear();
     for (const auto& prog : resolved) {
@@ -305,6 +307,7 @@ class CudaBackend final : public Backend {
   bool autotune_ = true;            // SGRT_CUDA_AUTOTUNE=0: cuBLASLt's first heuristic choice
   bool fuse_norm_quantize_ = true;  // SGRT_CUDA_FUSE=0: every op runs its own kernels
   bool graphs_on_ = true;           // SGRT_CUDA_GRAPH=0: run() launches op by op instead of replaying a graph
+  bool decode_base_ = true;         // SGRT_CUDA_DECODE_BASE=0: dequant_matmul on its tiled kernel alone
   bool verbose_ = false;            // SGRT_CUDA_VERBOSE=1: a line per tuned GEMM
 };
 
