@@ -64,9 +64,13 @@ Status check_memory(const Args& a, const Model& m) {
 // The tokenizer of --init-weights FILE.gguf when the model's data set reads
 // text in the model's tokens (instruct); null otherwise. of_checkpoint (eval,
 // a resumed run): by default that of the GGUF the checkpoint's run started from.
-Status data_tokenizer(const Args& a, const Model& m, bool of_checkpoint, std::unique_ptr<Tokenizer>* out) {
+bool reads_instruct(const Model& m) {
   const sg::DataBinding* d = m.root().data();
-  if (!d || !d->dataset() || d->dataset()->str() != "instruct") return Status::Ok();
+  return d && d->dataset() && d->dataset()->str() == "instruct";
+}
+
+Status data_tokenizer(const Args& a, const Model& m, bool of_checkpoint, std::unique_ptr<Tokenizer>* out) {
+  if (!reads_instruct(m)) return Status::Ok();
   std::string path = a.get("--init-weights");
   if (path.empty() && of_checkpoint) SG_TRY(gguf_of_run(a, "--init-weights", &path));
   if (!is_gguf(path)) return Status::Ok();
@@ -78,8 +82,7 @@ Status data_tokenizer(const Args& a, const Model& m, bool of_checkpoint, std::un
 // eval and a resumed run take their weights from the checkpoint: there
 // --init-weights names only the GGUF whose tokenizer reads an instruct data set.
 Status check_init_weights_for_tokenizer(const Args& a, const Model& m) {
-  const sg::DataBinding* d = m.root().data();
-  if (a.has("--init-weights") && !(d && d->dataset() && d->dataset()->str() == "instruct"))
+  if (a.has("--init-weights") && !reads_instruct(m))
     return Status::Invalid("--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's); " +
                            m.label() + " reads none");
   return Status::Ok();
@@ -279,9 +282,10 @@ Status train_ranks(Args& a, Communicator& comm) {
   if ((opts.checkpoint_every > 0 || opts.resume || a.has("--overwrite")) && opts.checkpoint_dir.empty())
     return Status::Invalid("--checkpoint-every, --resume and --overwrite need --checkpoint DIR");
   std::shared_ptr<const Model> m;
-  if (opts.resume) SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m, &opts.resume_step_identity));
-  if (opts.resume) SG_TRY(check_init_weights_for_tokenizer(a, *m));
-  else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
+  if (opts.resume) {
+    SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m, &opts.resume_step_identity));
+    SG_TRY(check_init_weights_for_tokenizer(a, *m));
+  } else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
   if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));

@@ -12,12 +12,16 @@
 
 namespace sgrt::cuda {
 
-constexpr int kThreads = 256;  // every kernel here runs 256-thread blocks
+constexpr int kThreads = 256;  // the kernels' blocks, but for kSerialThreads ones
+// Blocks of kernels whose threads each run a long in-order sum (sum_to, a norm
+// gradient's columns): a few hundred of them spread over that many multiprocessors.
+constexpr int kSerialThreads = 32;
 constexpr int kMaxRank = 8;    // layout kernels pass shapes by value
 
-// Blocks for a grid-stride loop over n items: enough to fill the device, no more.
-inline unsigned grid_for(int64_t n, const Device& d) {
-  int64_t blocks = (n + kThreads - 1) / kThreads, cap = int64_t{d.sms} * 16;
+// Blocks of `threads` for a grid-stride loop over n items: enough to fill the
+// device, no more.
+inline unsigned grid_for(int64_t n, const Device& d, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads, cap = int64_t{d.sms} * 16;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 

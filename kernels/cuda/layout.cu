@@ -120,11 +120,9 @@ Status bind_sum_to(const OpArgs& a, BindCtx& ctx, Launch* out) {
     if (reduced.strides[k] != reduced.dims[k + 1] * reduced.strides[k + 1]) step = 0;
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
-  // One serial sum per output: 32-thread blocks spread a bias's few hundred of
-  // them over as many multiprocessors (a 256-thread block kept them on one).
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((kept.total + 31) / 32, int64_t{ctx.dev.sms} * 16));
+  const unsigned grid = grid_for(kept.total, ctx.dev, kSerialThreads);  // one in-order sum per output
   *out = [=](cudaStream_t s) {
-    sum_to_kernel<<<std::max(grid, 1u), 32, 0, s>>>(kept, reduced, step, x, y);
+    sum_to_kernel<<<grid, kSerialThreads, 0, s>>>(kept, reduced, step, x, y);
     return launched("sum_to_kernel");
   };
   return Status::Ok();

@@ -128,7 +128,7 @@ __global__ void norm_dx_kernel(Norm p) {
 
 // dgain = sum over rows of dy xhat, dbias = sum of dy: one thread per column,
 // rows in order; each batch of rows loads before it is added, so a column waits
-// on memory once per batch (32-thread blocks: the columns spread over the GPU).
+// on memory once per batch (kSerialThreads blocks: the columns spread over the GPU).
 constexpr int kRowBatch = 8;
 __global__ void norm_columns_kernel(Norm p) {
   SG_GRID_STRIDE(c, p.d) {
@@ -246,7 +246,7 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
   p.x = a.in[0].f();
   p.g = a.in[1].f();
   p.amax = ctx.fused_amax;
-  unsigned rows = row_grid(p.rows), cols = static_cast<unsigned>(std::max<int64_t>(1, (p.d + 31) / 32));
+  unsigned rows = row_grid(p.rows), cols = grid_for(p.d, ctx.dev, kSerialThreads);
   switch (a.code) {
     case OpCode::LayerNorm:  // (x, g, b) -> (y, mean, rstd)
       p.b = a.in[2].f();
@@ -266,7 +266,7 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
       p.dx = a.out[0].f(), p.dg = a.out[1].f();
       *out = [=](cudaStream_t s) {
         norm_dx_kernel<<<rows, kThreads, 0, s>>>(p);
-        norm_columns_kernel<<<cols, 32, 0, s>>>(p);
+        norm_columns_kernel<<<cols, kSerialThreads, 0, s>>>(p);
         return launched("norm gradient");
       };
       return Status::Ok();
