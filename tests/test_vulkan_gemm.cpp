@@ -1,8 +1,11 @@
 // The GEMM at 512^3 on Vulkan: agrees with the cpu and reports GFLOP/s (on
 // lavapipe in CI this measures the portable tiled shader run on the CPU).
-// The 64x64 and 128x128 tiles of gemm_tiled.glsl (SGRT_VULKAN_GEMM_TILE) give
-// the same bits: training steps under fp32, fp8, fp8-block and nvfp4, products with ragged
-// edges in both tilings, transposes, and blockwise FP8's 128-element chunks.
+// The 64x64 and 128x128 tiles of gemm_tiled.glsl (SGRT_VULKAN_GEMM_TILE), and
+// qmatmul's operands decoded first into scratch or in the GEMM's loads
+// (SGRT_VULKAN_DECODE_FIRST), give the same bits: training steps under f32 and
+// every scale kind of the codes (per tensor, row and column, MX and NVFP4
+// blocks, fp8-block's tiles), products with ragged edges in both tilings,
+// transposes, and blockwise FP8's 128-element chunks.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -76,12 +79,14 @@ std::string tiles_model(const std::string& recipe) {
   sg.recipe ")" + recipe + "\"\n  sg.optimizer.adamw{ lr = 1e-2 }\n";
 }
 
-// Two training steps on Vulkan with every product on `tile`; the bytes of
-// every parameter and optimizer state afterwards, and of the logits, by name.
-std::vector<std::pair<std::string, std::vector<uint8_t>>> train_with_tile(const std::shared_ptr<const Model>& m, const char* tile) {
+// Two training steps on Vulkan with every product on `tile`, qmatmul operands
+// decoded first or not (`decode`: SGRT_VULKAN_DECODE_FIRST); the bytes of every
+// parameter and optimizer state afterwards, and of the logits, by name.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> train_with_tile(const std::shared_ptr<const Model>& m, const char* tile,
+                                                                          const char* decode) {
   std::unique_ptr<Session> s;
   {
-    test::ScopedEnv forced("SGRT_VULKAN_GEMM_TILE", tile);
+    test::ScopedEnv forced("SGRT_VULKAN_GEMM_TILE", tile), decoding("SGRT_VULKAN_DECODE_FIRST", decode);
     s = test::open_session(m, "vulkan", 3);
   }
   std::mt19937 rng(5);
@@ -106,7 +111,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> train_with_tile(const 
 
 }  // namespace
 
-TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and quantized products") {
+TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles, operands decoded first or as they load: the same bits") {
   if (!test::vulkan_device_present()) return;
   std::shared_ptr<const Model> m;
   REQUIRE(test::compile_lua(tiles_model("fp32"), &m).ok());
@@ -114,16 +119,22 @@ TEST_CASE("vulkan's 64x64 and 128x128 GEMM tiles train to the same bits, f32 and
   Status st = test::vulkan_session_with("SGRT_VULKAN_GEMM_TILE", "32", m, &s);
   CHECK(st.message().find("SGRT_VULKAN_GEMM_TILE is 64 or 128, not '32'") != std::string::npos);
 
-  for (const std::string recipe : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // f32, E4M3/E5M2 codes, K chunks, block scales
+  // f32; E4M3/E5M2 codes per tensor; per row and column (inner scales); MX
+  // blocks; E2M1 per row / column; K chunks; NVFP4 blocks.
+  for (const std::string recipe : {"fp32", "fp8", "fp8-row", "mxfp8", "fp4", "fp8-block", "nvfp4"}) {
     CAPTURE(recipe);
     REQUIRE(test::compile_lua(tiles_model(recipe), &m).ok());
-    auto small = train_with_tile(m, "64"), large = train_with_tile(m, "128");
-    REQUIRE(small.size() == large.size());
-    for (size_t i = 0; i < small.size(); ++i) {
-      const std::vector<uint8_t>& a = small[i].second;
-      const size_t first = std::mismatch(a.begin(), a.end(), large[i].second.begin()).first - a.begin();
-      INFO(small[i].first << ": first differing byte " << first << " of " << a.size());
-      CHECK(a == large[i].second);
+    const auto large = train_with_tile(m, "128", "0");
+    for (const std::string decode : {"0", "1"}) {
+      CAPTURE(decode);
+      const auto small = train_with_tile(m, "64", decode.c_str());
+      REQUIRE(small.size() == large.size());
+      for (size_t i = 0; i < small.size(); ++i) {
+        const std::vector<uint8_t>& a = small[i].second;
+        const size_t first = std::mismatch(a.begin(), a.end(), large[i].second.begin()).first - a.begin();
+        INFO(small[i].first << ": first differing byte " << first << " of " << a.size());
+        CHECK(a == large[i].second);
+      }
     }
   }
 }

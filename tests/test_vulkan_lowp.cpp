@@ -213,35 +213,78 @@ namespace {
 // 600 rows: the weight gradients' K (600) spans two split-K pieces.
 const std::map<std::string, std::string> kLongK = {{"n", "600"}, {"d", "70"}, {"h", "67"}, {"c", "5"}};
 
-// The products of the recipe's training step that a GPU's lowering splits.
-int split_products(const std::string& recipe) {
+// Every dispatch of the recipe's programs as lowered with `opts` (no device needed).
+std::vector<vk::Dispatch> lowered(const std::string& recipe, const std::map<std::string, std::string>& dims,
+                                  const vk::KernelOptions& opts) {
   compiler::Graph g;
-  REQUIRE(test::compile_graph(model(recipe), &g, kLongK).ok());
+  REQUIRE(test::compile_graph(model(recipe), &g, dims).ok());
   std::shared_ptr<const Model> m = test::load_graph(g);
-  vk::KernelOptions opts;
-  opts.split_k_grid = 256;
   vk::Scratch scratch;
-  int n = 0;
-  for (const ProgramInfo& p : m->programs()) {
-    std::vector<vk::Dispatch> ds;
+  std::vector<vk::Dispatch> ds;
+  for (const ProgramInfo& p : m->programs())
     for (size_t i = 0; i < p.ops.size(); ++i)
       REQUIRE(vk::lower_op(p.ops[i], m->tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds).ok());
-    for (const vk::Dispatch& d : ds) n += (d.op & vk::kSplitSums) != 0;
-  }
+  return ds;
+}
+
+// The products of the recipe's training step that a GPU's lowering splits.
+int split_products(const std::string& recipe) {
+  vk::KernelOptions opts;
+  opts.split_k_grid = 256;
+  int n = 0;
+  for (const vk::Dispatch& d : lowered(recipe, kLongK, opts)) n += (d.op & vk::kSplitSums) != 0;
   return n;
 }
 
 }  // namespace
 
+// Decode-first's default: the qmatmuls on 64x64 tiles (a GPU's small products)
+// decode each code operand into scratch first (gemm_decode), and their GEMM
+// reads it there (gemm_tiled.glsl's DEC_A / DEC_B); on 128x128 tiles only when
+// asked; never when turned off.
+TEST_CASE("vulkan qmatmuls on 64x64 tiles decode their operands first by default") {
+  struct Count { int decodes = 0, products = 0, reading_decoded = 0; };
+  auto count = [](uint32_t small_grid, vk::KernelOptions::DecodeFirst mode) {
+    vk::KernelOptions opts;
+    opts.gemm_small_grid = small_grid;
+    opts.decode_first = mode;
+    Count c;
+    for (const vk::Dispatch& d : lowered("fp8", kLarge, opts)) {
+      c.decodes += d.shader == "gemm_decode";
+      const bool qmatmul = d.shader.rfind("gemm_tiled", 0) == 0 && ((d.op >> 2) & 7u) != 0;  // A's dtype not f32
+      c.products += qmatmul;
+      c.reading_decoded += qmatmul && (d.op >> 16 & 3u) == 3u;
+    }
+    return c;
+  };
+  using DF = vk::KernelOptions::DecodeFirst;
+  const Count small = count(UINT32_MAX, DF::small_tiles);
+  CHECK(small.products >= 8);  // train_step's 3 forward, 2 data and 3 weight gradients (and eval's, infer's)
+  CHECK(small.decodes == 2 * small.products);  // both operands are E4M3 / E5M2 codes
+  CHECK(small.reading_decoded == small.products);
+  const Count large = count(0, DF::small_tiles);
+  CHECK(large.products == small.products);
+  CHECK(large.decodes == 0);
+  CHECK(large.reading_decoded == 0);
+  CHECK(count(0, DF::always).decodes == small.decodes);
+  CHECK(count(UINT32_MAX, DF::never).decodes == 0);
+}
+
+// Both with the operands decoded in the GEMM's loads and decoded first into
+// the scratch region, the partial sums after them (as on a GPU's 64x64 tiles).
 TEST_CASE("vulkan split-K products agree with the cpu op by op and as whole steps") {
   if (!test::vulkan_device_present()) return;
   test::ScopedEnv on("SGRT_VULKAN_SPLIT_K", "1");  // on by default on GPUs only
-  for (const char* r : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // matmul; qmatmul's codes, chunks, block scales
-    CAPTURE(r);
-    CHECK(split_products(r) >= 2);  // the two weight gradients with a long K
-    op_by_op(r, kLongK, 0);
+  for (const std::string decode : {"0", "1"}) {
+    CAPTURE(decode);
+    test::ScopedEnv decoding("SGRT_VULKAN_DECODE_FIRST", decode.c_str());
+    for (const char* r : {"fp32", "fp8", "fp8-block", "nvfp4"}) {  // matmul; qmatmul's codes, chunks, block scales
+      CAPTURE(r);
+      CHECK(split_products(r) >= 2);  // the two weight gradients with a long K
+      op_by_op(r, kLongK, 0);
+    }
+    whole_programs("fp8-block", kLongK);
   }
-  whole_programs("fp8-block", kLongK);
 }
 
 namespace {

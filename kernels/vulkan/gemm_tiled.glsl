@@ -25,6 +25,9 @@
 // ([dim[6] splits][M][N]); then OP bit 15 (REDUCE), one invocation per C
 // element, adds the splits' sums in split order and applies the epilogue.
 // Deterministic; the association differs from the unsplit sum's.
+// Decode-first (OP bits 16 / 17, DEC_A / DEC_B): the operand's values, decoded
+// with their inner or block scales by gemm_decode.comp, are f32 words of the
+// scratch buffer from word off[0] / off[1]; the epilogue's scales stay here.
 #ifndef SGRT_GEMM_TILED_GLSL
 #define SGRT_GEMM_TILED_GLSL
 #extension GL_EXT_control_flow_attributes : require
@@ -36,6 +39,7 @@ const bool CHUNKED = ASK >= SK_TILE;  // the lowering pairs chunked operands onl
 const uint CHUNK = 128u;
 const bool SPLIT = (OP & (1u << 14)) != 0u;
 const bool REDUCE = (OP & (1u << 15)) != 0u;
+const bool DEC_A = (OP & (1u << 16)) != 0u, DEC_B = (OP & (1u << 17)) != 0u;
 
 // op(A)[m][k] at As[k][swz(m / 4, k)][m % 4] (16 KiB with Bs at R = 2). The
 // swizzle spreads a column of k over the banks: a load that walks k (A stored
@@ -46,6 +50,14 @@ uint swz(uint q, uint k) { return q ^ (k & 7u); }
 
 // Blockwise FP8: the scale of outer index o in K chunk c.
 float chunk_scale(uint sk, uint so, uint sld, uint o, uint c) { return F[so + (sk == SK_BLOCK2D ? o / CHUNK : o) * sld + c]; }
+
+// op(A)[m][k] and op(B)[k][n], stored at element idx.
+float load_a(uint idx, uint m, uint k) {
+  return DEC_A ? uintBitsToFloat(scratch[pc.off[0] + idx]) : load(ADT, ASK, pc.off[0], idx, pc.off[3], pc.dim[2], m, k);
+}
+float load_b(uint idx, uint n, uint k) {
+  return DEC_B ? uintBitsToFloat(scratch[pc.off[1] + idx]) : load(BDT, BSK, pc.off[1], idx, pc.off[4], pc.dim[3], n, k);
+}
 
 // Split-K's second dispatch: C = (the splits' sums in order) * the epilogue.
 void reduce_splits(uint M, uint N) {
@@ -80,12 +92,12 @@ void main() {
     for (uint e = tid; e < BM * BK; e += 256u) {
       uint m = TA ? e % BM : e / BK, k = TA ? e / BM : e % BK;
       uint gm = row0 + m, gk = k0 + k;
-      As[k][swz(m / 4u, k)][m % 4u] = gm < M && gk < k_end ? load(ADT, ASK, pc.off[0], TA ? gk * lda + gm : gm * lda + gk, pc.off[3], pc.dim[2], gm, gk) : 0.0;
+      As[k][swz(m / 4u, k)][m % 4u] = gm < M && gk < k_end ? load_a(TA ? gk * lda + gm : gm * lda + gk, gm, gk) : 0.0;
     }
     for (uint e = tid; e < BN * BK; e += 256u) {
       uint n = TB ? e / BK : e % BN, k = TB ? e % BK : e / BN;
       uint gn = col0 + n, gk = k0 + k;
-      Bs[k][swz(n / 4u, k)][n % 4u] = gn < N && gk < k_end ? load(BDT, BSK, pc.off[1], TB ? gn * ldb + gk : gk * ldb + gn, pc.off[4], pc.dim[3], gn, gk) : 0.0;
+      Bs[k][swz(n / 4u, k)][n % 4u] = gn < N && gk < k_end ? load_b(TB ? gn * ldb + gk : gk * ldb + gn, gn, gk) : 0.0;
     }
     barrier();
     [[unroll]] for (uint k = 0u; k < BK; ++k) {

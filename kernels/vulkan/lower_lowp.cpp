@@ -1,7 +1,7 @@
 // The low-precision ops (semantics: kernels/cpu/quant_ops.cpp, fp4_ops.cpp):
 // quantize in phases with per-op scratch counters (quantize.comp), qmatmul on
-// gemm_tiled (or gemm_coop, opted in) with operands decoded as they load, the FP4
-// DGE and outlier clamping.
+// gemm_tiled (or gemm_coop, opted in) with operands decoded as they load or,
+// first, into scratch (gemm_decode.comp), the FP4 DGE and outlier clamping.
 #include <algorithm>
 #include <cmath>
 
@@ -16,6 +16,8 @@ enum QuantPhase : uint32_t { kAmax, kScales, kEncode, kState };
 // gemm_tiled.comp's SK_*: where an operand's scales apply (cpu/gemm.h's OperandScale).
 enum ScaleKind : uint32_t { kNoScale, kTensorScale, kOuterScale, kInnerScale, kMxScale, kNvfp4Scale, kTileScale, kBlock2dScale };
 constexpr int64_t kClampMaxCols = 4096;  // clamp_outliers.comp's kMaxCols
+constexpr uint32_t kDecodedA = 1u << 16;     // gemm_tiled.glsl's DEC_A; DEC_B the next bit
+constexpr uint64_t kDecodeFirstWords = 16u << 20;  // 64 MiB of decoded operands at most
 
 bool is_code_format(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::e4m3 || t == DType::e5m2 || t == DType::e2m1;
@@ -119,6 +121,55 @@ Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   return Status::Ok();
 }
 
+// Whether operand `which` is decoded in the GEMM's loads at all: codes, or f32
+// with a scale per element of K.
+bool needs_decoding(const TensorInfo& data, uint32_t kind) {
+  return data.type.dtype != DType::f32 || kind == kInnerScale || kind == kMxScale || kind == kNvfp4Scale;
+}
+
+// Decode-first (KernelOptions::decode_first): a gemm_decode dispatch per operand
+// that needs decoding writes its values to the scratch region (A's, then B's);
+// the product *d reads them there. *used: the region's words taken.
+void decode_first(const Ctx& c, const uint32_t kind[2], const uint32_t ld[2], Dispatch* d, std::vector<Dispatch>* out,
+                  uint32_t* used) {
+  using DF = KernelOptions::DecodeFirst;
+  *used = 0;
+  if (c.opts.decode_first == DF::never || d->shader == "gemm_coop" ||
+      (c.opts.decode_first == DF::small_tiles && d->shader != "gemm_tiled64"))
+    return;
+  uint64_t words = 0;
+  for (int w = 0; w < 2; ++w)
+    if (needs_decoding(c.in(3 * w), kind[w])) words += static_cast<uint64_t>(numel(c.in(3 * w).type.shape));
+  if (words == 0 || words > kDecodeFirstWords) return;
+  for (int w = 0; w < 2; ++w) {
+    const TensorInfo& data = c.in(3 * w);
+    const TensorInfo& scale = c.in(3 * w + 1);
+    if (!needs_decoding(data, kind[w])) continue;
+    const uint32_t n = static_cast<uint32_t>(numel(data.type.shape));
+    const bool trans = (d->op >> w & 1u) != 0;
+    const bool rows_along_k = w == 0 ? trans : !trans;
+    Dispatch e;
+    e.shader = "gemm_decode";
+    e.op = (rows_along_k ? 1u : 0u) | static_cast<uint32_t>(data.type.dtype) << 2 | kind[w] << 8;
+    e.push.off[0] = c.word(data);
+    e.push.off[3] = c.word(scale);
+    e.push.n = n;
+    e.push.p[0] = *used;
+    e.push.dim[0] = static_cast<uint32_t>(data.type.shape.back());
+    e.push.dim[2] = ld[w];
+    e.groups[0] = groups_for(n, c.opts);
+    e.reads = {{data.offset, data.offset + data.bytes}, {scale.offset, scale.offset + scale.bytes}};
+    const Range decoded{kScratchBase + 4ull * *used, kScratchBase + 4ull * (*used + n)};
+    e.writes = {decoded};
+    out->push_back(std::move(e));
+    d->push.off[w] = *used;
+    d->op |= kDecodedA << w;
+    d->reads.push_back(decoded);
+    *used += n;
+  }
+  c.scratch->take_region(*used);
+}
+
 Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   uint32_t kind[2] = {}, ld[2] = {};
   for (int w = 0; w < 2; ++w) SG_TRY(operand(c, w, &kind[w], &ld[w]));
@@ -135,7 +186,9 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.dim[2] = ld[0];
   d->push.dim[3] = ld[1];
   d->push.dim[4] = c.word(c.in(5));
-  return split_k(c, d, out);
+  uint32_t decoded = 0;
+  decode_first(c, kind, ld, d, out, &decoded);
+  return split_k(c, d, out, decoded);
 }
 
 Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {

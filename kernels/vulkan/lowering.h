@@ -30,9 +30,11 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
 // pieces, K is summed in pieces of whole 128-chunks, at least kSplitPiece long,
 // on a dispatch of its own that writes the partial sums to the scratch region
 // (appended to *out); *d then adds them in order and applies the epilogue.
+// The partial sums follow the region's first `region_used` words (the
+// product's decoded operands).
 constexpr int64_t kSplitPiece = 256;  // pieces are whole kFp8Tile chunks (sgrt/scale_spec.h)
 constexpr uint32_t kSplitSums = 1u << 14, kSplitReduce = 1u << 15;  // gemm_tiled.glsl's SPLIT, REDUCE
-Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);
+Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t region_used = 0);
 
 // kernels_lowp.cpp: the low-precision ops.
 Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);

@@ -324,7 +324,7 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
   return Status::Ok();
 }
 
-Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
+Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t region_used) {
   const int64_t m = d->push.p[0], n = d->push.p[1], k = d->push.p[2];
   const int64_t groups = int64_t{d->groups[0]} * d->groups[1];
   if (d->shader == "gemm_coop" || groups >= int64_t{c.opts.split_k_grid} || k < 2 * kSplitPiece) return Status::Ok();
@@ -332,8 +332,8 @@ Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const int64_t piece = ((k + splits - 1) / splits + kFp8Tile - 1) / kFp8Tile * kFp8Tile;
   splits = (k + piece - 1) / piece;
   const int64_t words = splits * m * n;
-  if (splits < 2 || words > INT32_MAX) return Status::Ok();
-  const uint32_t partial = c.scratch->take_region(static_cast<uint32_t>(words));
+  if (splits < 2 || words + region_used > INT32_MAX) return Status::Ok();
+  const uint32_t partial = c.scratch->take_region(static_cast<uint32_t>(region_used + words)) + region_used;
   const Range partials{kScratchBase + 4ull * partial, kScratchBase + 4ull * (partial + words)};
   d->push.dim[5] = partial;
   d->push.dim[6] = static_cast<uint32_t>(splits);

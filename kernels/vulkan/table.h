@@ -28,7 +28,7 @@ struct Dispatch {
 constexpr uint64_t kScratchBase = 1ull << 62;
 
 // The scratch words handed out so far: each op that needs some gets its own,
-// after a region at the front that every op may use (split-K's partial sums),
+// after a region at the front that every op may use (split-K's partial sums, qmatmul's decoded operands),
 // ordered by the barriers like arena bytes and not zero between ops. The
 // region's size is the largest asked for: the backend lowers once to learn it,
 // then, when it is not empty, again with `words` starting past it.
@@ -55,6 +55,13 @@ struct KernelOptions {
   // Products whose grid is smaller than this, with a long K, sum K in pieces
   // on more workgroups and add the pieces after (split-K); 0: never.
   uint32_t split_k_grid = 0;
+  // qmatmuls that decode their code (or inner-scaled) operands into the
+  // scratch region first (gemm_decode.comp) instead of in the tiled shader's
+  // loads: those on 64x64 tiles, where each invocation sums too few products
+  // per loaded element to hide the decoding (small_tiles), every tiled one
+  // (always) or none; either way while the decoded operands fit kDecodeFirstWords.
+  enum class DecodeFirst { small_tiles, always, never };
+  DecodeFirst decode_first = DecodeFirst::small_tiles;
   // Attention's tile pair (attention.glsl: R owned rows, S streamed rows) for
   // every attention dispatch; 0, 0: the largest that fits workgroup memory.
   uint32_t attention_rows = 0, attention_streamed = 0;
