@@ -59,6 +59,19 @@ float load_b(uint idx, uint n, uint k) {
   return DEC_B ? uintBitsToFloat(scratch[pc.off[1] + idx]) : load(BDT, BSK, pc.off[1], idx, pc.off[4], pc.dim[3], n, k);
 }
 
+// Blockwise FP8's promotion of block (i, v): the chunk's sum times its scales,
+// added to the result, multiplication and addition apart as on the CPU. Written
+// out, not in an [[unroll]] loop: glslc's optimizer (SPIRV-Tools before 2025's
+// fix of its issue 5902) unrolls a loop keeping NoContraction on the first copy
+// only, then folds the other copies' a*b + c into Fma, which NVIDIA fuses (one
+// rounding): 64x64 and 128x128 tiles fused different elements.
+#define PROMOTE(i, v) { precise vec4 add = acc[i][v] * (sa[i] * sb[v]); sum[i][v] = sum[i][v] + add; acc[i][v] = vec4(0.0); }
+#if R == 1
+#define PROMOTE_ROW(i) PROMOTE(i, 0)
+#else
+#define PROMOTE_ROW(i) PROMOTE(i, 0) PROMOTE(i, 1)
+#endif
+
 // Split-K's second dispatch: C = (the splits' sums in order) * the epilogue.
 void reduce_splits(uint M, uint N) {
   uint splits = pc.dim[6], partial = pc.dim[5];
@@ -110,18 +123,17 @@ void main() {
     barrier();
     if (CHUNKED && ((k0 + BK) % CHUNK == 0u || k0 + BK >= k_end)) {
       uint c = k0 / CHUNK;
-      [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
-        uint r = min(row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u, M - 1u);
-        float sa = chunk_scale(ASK, pc.off[3], pc.dim[2], r, c);
-        [[unroll]] for (uint v = 0u; v < R; ++v) {
-          vec4 sb;
-          [[unroll]] for (uint j = 0u; j < 4u; ++j)
-            sb[j] = chunk_scale(BSK, pc.off[4], pc.dim[3], min(col0 + 4u * (tx + 16u * v) + j, N - 1u), c);
-          precise vec4 add = acc[i][v] * (sa * sb);
-          sum[i][v] = sum[i][v] + add;
-          acc[i][v] = vec4(0.0);
-        }
-      }
+      float sa[4 * R];
+      vec4 sb[R];
+      [[unroll]] for (uint i = 0u; i < 4u * R; ++i)
+        sa[i] = chunk_scale(ASK, pc.off[3], pc.dim[2], min(row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u, M - 1u), c);
+      [[unroll]] for (uint v = 0u; v < R; ++v)
+        [[unroll]] for (uint j = 0u; j < 4u; ++j)
+          sb[v][j] = chunk_scale(BSK, pc.off[4], pc.dim[3], min(col0 + 4u * (tx + 16u * v) + j, N - 1u), c);
+      PROMOTE_ROW(0) PROMOTE_ROW(1) PROMOTE_ROW(2) PROMOTE_ROW(3)
+#if R == 2
+      PROMOTE_ROW(4) PROMOTE_ROW(5) PROMOTE_ROW(6) PROMOTE_ROW(7)
+#endif
     }
   }
   if (CHUNKED)
