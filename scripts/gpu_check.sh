@@ -105,6 +105,11 @@ if [ "$vulkan" = 1 ]; then
   # Cooperative matrices (opt-in): f32 operands rounded to FP16, fp8's E4M3 forward products exact.
   SGRT_VULKAN_COOP=1 step "bench_gemm_graph vulkan, cooperative matrices" gemm.jsonl 120 \
     "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,4096,8192 --recipes fp32,fp8 --reps 10
+  # The f32 products on 64x64 tiles everywhere: beside bench_gemm_graph's
+  # default lines above (128x128 from 2048 on), whether the larger tile keeps up
+  # now that its accumulators are registers (docs/vulkan.md, gemm_tiled).
+  SGRT_VULKAN_GEMM_TILE=64 step "bench_gemm_graph vulkan, 64x64 tiles" gemm.jsonl 60 \
+    "$build/bench/bench_gemm_graph" --backend vulkan --sizes 2048,8192 --recipes fp32 --reps 10
   # The LoRA step's small products without split-K (each split adds a dispatch and a barrier).
   SGRT_VULKAN_SPLIT_K=0 step "bench_train vulkan LoRA, no split-K" lora.txt 120 \
     "$build/bench/bench_train" --backend vulkan --steps 5 --models lora --recipes fp32 --no-pytorch

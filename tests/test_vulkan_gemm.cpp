@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "harness.h"
@@ -63,19 +64,29 @@ TEST_CASE("vulkan matmul 512^3: agrees with the cpu, GFLOP/s") {
 
 namespace {
 
-// GLSL.std.450 Fma instructions in a shader's SPIR-V (instruction words: the
-// count in the high half, the opcode in the low; OpExtInstImport 11, OpExtInst 12).
-int fma_instructions(const vk::ShaderBlob& s) {
+// A shader's GLSL.std.450 Fma instructions and its arrays in Function storage
+// (private arrays the optimizer could not turn into values). SPIR-V instruction
+// words: the word count in the high half, the opcode in the low; OpExtInstImport
+// 11, OpExtInst 12, OpTypeArray 28, OpTypePointer 32, OpVariable 59; storage
+// class 7 is Function.
+struct SpirvCounts {
+  int fmas = 0, function_arrays = 0;
+};
+SpirvCounts count_spirv(const vk::ShaderBlob& s) {
   const uint32_t* w = s.code;
   const size_t n = s.bytes / 4;
   uint32_t glsl = 0;
-  int fmas = 0;
+  std::set<uint32_t> arrays, array_pointers;
+  SpirvCounts c;
   for (size_t i = 5; i < n && (w[i] >> 16) > 0; i += w[i] >> 16) {
     const uint32_t op = w[i] & 0xFFFFu;
     if (op == 11 && std::strcmp(reinterpret_cast<const char*>(w + i + 2), "GLSL.std.450") == 0) glsl = w[i + 1];
-    if (op == 12 && w[i + 3] == glsl && w[i + 4] == 50) ++fmas;  // 50: Fma
+    if (op == 12 && w[i + 3] == glsl && w[i + 4] == 50) ++c.fmas;  // 50: Fma
+    if (op == 28) arrays.insert(w[i + 1]);
+    if (op == 32 && w[i + 2] == 7 && arrays.count(w[i + 3])) array_pointers.insert(w[i + 1]);
+    if (op == 59 && w[i + 3] == 7 && array_pointers.count(w[i + 1])) ++c.function_arrays;
   }
-  return fmas;
+  return c;
 }
 
 }  // namespace
@@ -85,15 +96,20 @@ int fma_instructions(const vk::ShaderBlob& s) {
 // (SPIRV-Tools before its issue 5902's fix) unrolled blockwise FP8's `precise`
 // promotion keeping NoContraction on the first copy only and folded the other
 // copies' a*b + c into Fma, which NVIDIA's driver fused: 64x64 and 128x128
-// tiles then rounded different elements once instead of twice.
-TEST_CASE("the shipped gemm_tiled SPIR-V fuses only the k loop's multiply-adds") {
+// tiles then rounded different elements once instead of twice. And its
+// accumulators are values, not an array in function memory (a GPU's local
+// memory, for the whole k loop), as they were while the epilogue indexed them
+// in a loop the optimizer did not unroll.
+TEST_CASE("the shipped gemm_tiled SPIR-V fuses only the k loop's multiply-adds, accumulators in registers") {
   for (const auto& [name, r] : {std::pair<const char*, int>{"gemm_tiled64", 1}, {"gemm_tiled", 2},
                                 {"gemm_tiled64_addr", 1}, {"gemm_tiled_addr", 2}}) {
     const std::string shader = name;
     CAPTURE(shader);
     const vk::ShaderBlob* s = vk::find_shader(shader);
     REQUIRE(s != nullptr);
-    CHECK(fma_instructions(*s) == 16 * 4 * r * r);
+    const SpirvCounts c = count_spirv(*s);
+    CHECK(c.fmas == 16 * 4 * r * r);
+    CHECK(c.function_arrays == 0);
   }
 }
 

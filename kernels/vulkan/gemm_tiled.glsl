@@ -138,15 +138,23 @@ void main() {
   }
   if (CHUNKED)
     [[unroll]] for (uint i = 0u; i < 4u * R; ++i) [[unroll]] for (uint v = 0u; v < R; ++v) acc[i][v] = sum[i][v];
+  // No `continue` in these loops: glslc's optimizer does not unroll a loop that
+  // has one, and acc indexed by a loop counter stays an array in memory (local
+  // memory on a GPU, for the whole k loop).
+  float cs[4 * R];  // the columns' epilogue multipliers
+  [[unroll]] for (uint j = 0u; j < 4u * R; ++j) {
+    uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
+    cs[j] = SPLIT || c >= N ? 1.0 : outer(BSK, pc.off[4], pc.dim[4], c);
+  }
   [[unroll]] for (uint i = 0u; i < 4u * R; ++i) {
     uint r = row0 + 4u * (ty + 16u * (i / 4u)) + i % 4u;
-    if (r >= M) continue;
-    float rs = SPLIT ? 1.0 : outer(ASK, pc.off[3], pc.off[5], r);
+    float rs = SPLIT || r >= M ? 1.0 : outer(ASK, pc.off[3], pc.off[5], r);
     [[unroll]] for (uint j = 0u; j < 4u * R; ++j) {
       uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
-      if (c >= N) continue;
-      if (SPLIT) scratch[pc.dim[5] + (gl_WorkGroupID.z * M + r) * N + c] = floatBitsToUint(acc[i][j / 4u][j % 4u]);
-      else F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * outer(BSK, pc.off[4], pc.dim[4], c) * rs;
+      if (r < M && c < N) {
+        if (SPLIT) scratch[pc.dim[5] + (gl_WorkGroupID.z * M + r) * N + c] = floatBitsToUint(acc[i][j / 4u][j % 4u]);
+        else F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * cs[j] * rs;
+      }
     }
   }
 }
