@@ -99,16 +99,17 @@ SpirvCounts count_spirv(const vk::ShaderBlob& s) {
 // tiles then rounded different elements once instead of twice. And its
 // accumulators are values, not an array in function memory (a GPU's local
 // memory, for the whole k loop), as they were while the epilogue indexed them
-// in a loop the optimizer did not unroll.
-TEST_CASE("the shipped gemm_tiled SPIR-V fuses only the k loop's multiply-adds, accumulators in registers") {
+// in a loop the optimizer did not unroll; so are dequant_matmul's.
+TEST_CASE("the shipped GEMM SPIR-V fuses only the k loop's multiply-adds, accumulators in registers") {
   for (const auto& [name, r] : {std::pair<const char*, int>{"gemm_tiled64", 1}, {"gemm_tiled", 2},
-                                {"gemm_tiled64_addr", 1}, {"gemm_tiled_addr", 2}}) {
+                                {"gemm_tiled64_addr", 1}, {"gemm_tiled_addr", 2}, {"dequant_matmul", 0},
+                                {"dequant_matmul_addr", 0}}) {
     const std::string shader = name;
     CAPTURE(shader);
     const vk::ShaderBlob* s = vk::find_shader(shader);
     REQUIRE(s != nullptr);
     const SpirvCounts c = count_spirv(*s);
-    CHECK(c.fmas == 16 * 4 * r * r);
+    if (r > 0) CHECK(c.fmas == 16 * 4 * r * r);  // dequant_matmul's sums are not `precise`: fusing is its driver's choice
     CHECK(c.function_arrays == 0);
   }
 }

@@ -8,6 +8,7 @@
 // OP: bit 0 transpose_w, bits 1-2 the block kind (blocks.glsl). off = {x, w, y};
 // p = {M, Q, P}; n = bytes per row of w.
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #include "blocks.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
@@ -22,8 +23,10 @@ void main() {
   uint M = pc.p[0], Q = pc.p[1], P = pc.p[2];
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
   uint m0 = gl_WorkGroupID.y * TM, p0 = gl_WorkGroupID.x * TP;
+  // The loops over acc unroll (the epilogue's too: no `continue`), so it is
+  // values, not an array in function memory (gemm_tiled.glsl).
   float acc[4][4];
-  for (uint i = 0u; i < 4u; ++i) for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
   for (uint q0 = 0u; q0 < Q; q0 += TQ) {
     for (uint e = tid; e < TM * TQ; e += 256u) {
       uint m = e / TQ, q = e % TQ;  // along x's rows
@@ -38,20 +41,19 @@ void main() {
       ws[q][p] = v;
     }
     barrier();
-    for (uint q = 0u; q < TQ; ++q) {
+    [[unroll]] for (uint q = 0u; q < TQ; ++q) {
       float a[4], b[4];
-      for (uint i = 0u; i < 4u; ++i) { a[i] = xs[q][ty + 16u * i]; b[i] = ws[q][tx + 16u * i]; }
-      for (uint i = 0u; i < 4u; ++i)
-        for (uint j = 0u; j < 4u; ++j) acc[i][j] += a[i] * b[j];
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) { a[i] = xs[q][ty + 16u * i]; b[i] = ws[q][tx + 16u * i]; }
+      [[unroll]] for (uint i = 0u; i < 4u; ++i)
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) acc[i][j] += a[i] * b[j];
     }
     barrier();
   }
-  for (uint i = 0u; i < 4u; ++i) {
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     uint m = m0 + ty + 16u * i;
-    if (m >= M) continue;
-    for (uint j = 0u; j < 4u; ++j) {
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
       uint p = p0 + tx + 16u * j;
-      if (p < P) F[pc.off[2] + m * P + p] = acc[i][j];
+      if (m < M && p < P) F[pc.off[2] + m * P + p] = acc[i][j];
     }
   }
 }
