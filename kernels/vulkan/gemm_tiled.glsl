@@ -10,8 +10,8 @@
 // SK_BLOCK2D: FP32 scales per 128-chunk of K, per outer index or per 128 of
 // them) promotes the FP32 sum every 128 elements of K as cpu/gemm_k_chunked.cpp:
 // each chunk's sum times (scale_a * scale_b) is added to the result in chunk
-// order. The includer defines R, the vec4 blocks per invocation along rows and
-// columns: a 64R x 64R tile of C per workgroup of 16x16 invocations, a 4R x 4R
+// order. The includer defines R (a bare 1 or 2: #if tests it), the vec4 blocks
+// per invocation along rows and columns: a 64R x 64R tile of C per workgroup of 16x16 invocations, a 4R x 4R
 // block per invocation (vec4 reads of the tiles); gemm_tiled.comp has R = 2,
 // gemm_tiled64.comp R = 1 (4x the workgroups, for products too small to fill
 // a GPU with 128x128 tiles). Every C element sums k in order whatever the tile
