@@ -129,23 +129,22 @@ bool needs_decoding(const TensorInfo& data, uint32_t kind) {
 
 // Decode-first (KernelOptions::decode_first): a gemm_decode dispatch per operand
 // that needs decoding writes its values to the scratch region (A's, then B's);
-// the product *d reads them there. *used: the region's words taken.
-void decode_first(const Ctx& c, const uint32_t kind[2], const uint32_t ld[2], Dispatch* d, std::vector<Dispatch>* out,
-                  uint32_t* used) {
+// the product *d reads them there. Returns the region's words taken.
+uint32_t decode_first(const Ctx& c, const uint32_t kind[2], const uint32_t ld[2], Dispatch* d, std::vector<Dispatch>* out) {
   using DF = KernelOptions::DecodeFirst;
-  *used = 0;
   if (c.opts.decode_first == DF::never || d->shader == "gemm_coop" ||
       (c.opts.decode_first == DF::small_tiles && d->shader != "gemm_tiled64"))
-    return;
-  uint64_t words = 0;
+    return 0;
+  uint64_t count[2] = {};  // each operand's decoded words (0: read as stored)
   for (int w = 0; w < 2; ++w)
-    if (needs_decoding(c.in(3 * w), kind[w])) words += static_cast<uint64_t>(numel(c.in(3 * w).type.shape));
-  if (words == 0 || words > kDecodeFirstWords) return;
+    if (needs_decoding(c.in(3 * w), kind[w])) count[w] = static_cast<uint64_t>(numel(c.in(3 * w).type.shape));
+  if (count[0] + count[1] == 0 || count[0] + count[1] > kDecodeFirstWords) return 0;
+  uint32_t used = 0;
   for (int w = 0; w < 2; ++w) {
+    if (count[w] == 0) continue;
     const TensorInfo& data = c.in(3 * w);
     const TensorInfo& scale = c.in(3 * w + 1);
-    if (!needs_decoding(data, kind[w])) continue;
-    const uint32_t n = static_cast<uint32_t>(numel(data.type.shape));
+    const uint32_t n = static_cast<uint32_t>(count[w]);
     const bool trans = (d->op >> w & 1u) != 0;
     const bool rows_along_k = w == 0 ? trans : !trans;
     Dispatch e;
@@ -154,20 +153,21 @@ void decode_first(const Ctx& c, const uint32_t kind[2], const uint32_t ld[2], Di
     e.push.off[0] = c.word(data);
     e.push.off[3] = c.word(scale);
     e.push.n = n;
-    e.push.p[0] = *used;
+    e.push.p[0] = used;
     e.push.dim[0] = static_cast<uint32_t>(data.type.shape.back());
     e.push.dim[2] = ld[w];
     e.groups[0] = groups_for(n, c.opts);
     e.reads = {{data.offset, data.offset + data.bytes}, {scale.offset, scale.offset + scale.bytes}};
-    const Range decoded{kScratchBase + 4ull * *used, kScratchBase + 4ull * (*used + n)};
+    const Range decoded{kScratchBase + 4ull * used, kScratchBase + 4ull * (used + n)};
     e.writes = {decoded};
     out->push_back(std::move(e));
-    d->push.off[w] = *used;
+    d->push.off[w] = used;
     d->op |= kDecodedA << w;
     d->reads.push_back(decoded);
-    *used += n;
+    used += n;
   }
-  c.scratch->take_region(*used);
+  c.scratch->take_region(used);
+  return used;
 }
 
 Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
@@ -186,8 +186,7 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.dim[2] = ld[0];
   d->push.dim[3] = ld[1];
   d->push.dim[4] = c.word(c.in(5));
-  uint32_t decoded = 0;
-  decode_first(c, kind, ld, d, out, &decoded);
+  const uint32_t decoded = decode_first(c, kind, ld, d, out);
   return split_k(c, d, out, decoded);
 }
 

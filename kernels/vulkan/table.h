@@ -28,10 +28,11 @@ struct Dispatch {
 constexpr uint64_t kScratchBase = 1ull << 62;
 
 // The scratch words handed out so far: each op that needs some gets its own,
-// after a region at the front that every op may use (split-K's partial sums, qmatmul's decoded operands),
-// ordered by the barriers like arena bytes and not zero between ops. The
-// region's size is the largest asked for: the backend lowers once to learn it,
-// then, when it is not empty, again with `words` starting past it.
+// after a region at the front that every op may use (split-K's partial sums,
+// qmatmul's decoded operands), ordered by the barriers like arena bytes and not
+// zero between ops. The region's size is the largest asked for: the backend
+// lowers once to learn it, then, when it is not empty, again with `words`
+// starting past it.
 struct Scratch {
   uint32_t words = 0;
   uint32_t region_need = 0;  // the largest take_region so far
