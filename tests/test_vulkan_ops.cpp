@@ -105,11 +105,12 @@ TEST_CASE("vulkan rope_at and kv_attention agree with the cpu: chunks and single
 }
 
 // Sums over a leading axis add their terms in order on both backends (the
-// CPU's sum_to and strided reduce_sum are serial; reduce_axes.comp loads eight
-// at a time and adds them in order), so they agree to the bit; terms of mixed
-// magnitude make any other order round differently. The mean's division is
-// correctly rounded on both (NVIDIA's driver divides within Vulkan's 2.5 ulp:
-// reduce_axes.comp corrects it). 301 rows: a partial batch.
+// CPU's strided reduce_sum is serial; reduce_axes.comp loads eight at a time
+// and adds them in order), and sum_to's column sums in sgrt/column_sums.h's
+// chunks on both, so they agree to the bit; terms of mixed magnitude make any
+// other order round differently. The mean's division is correctly rounded on
+// both (NVIDIA's driver divides within Vulkan's 2.5 ulp: reduce_axes.comp
+// corrects it). 301 rows: a partial batch, a partial chunk.
 TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bit") {
   if (!test::vulkan_device_present()) return;
   std::shared_ptr<const Model> m;
@@ -117,10 +118,11 @@ TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bi
     local sg = require "sg"
     local x = sg.input("x", {3, 301, 37})
     local b = sg.param("b", {37}, "zeros")
+    local c = sg.param("c", {3, 1, 37}, "zeros")
     sg.output("sum", sg.sum(x, 1))
     sg.output("max", sg.max(x, 1))
     sg.output("mean", sg.mean(x, 0))
-    sg.loss(sg.mean(sg.mean(sg.mean(x + b))))
+    sg.loss(sg.mean(sg.mean(sg.mean((x + b) * x + c * x))))
     sg.optimizer.sgd{ lr = 0.1 }
   )", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
@@ -131,7 +133,9 @@ TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bi
   auto cpu = test::open_session(m, "cpu"), gpu = test::open_session(m, "vulkan");
   for (auto* s : {cpu.get(), gpu.get()}) {
     test::write_vec(*s, "x", x);
-    test::run(*s, "train_step");  // b's gradient: sum_to of 903 equal terms (its indexing)
+    // b's gradient: x's columns summed over 903 rows (leading axes); c's over
+    // each of 3 blocks of 301 rows (a middle axis)
+    test::run(*s, "train_step");
     test::run(*s, "infer");
   }
   for (const std::string name : {"sum", "max", "mean"}) {
@@ -140,6 +144,7 @@ TEST_CASE("vulkan sums and maxima over a leading axis equal the cpu's bit for bi
     CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
   }
   CHECK(test::read_f32(*cpu, "b") == test::read_f32(*gpu, "b"));
+  CHECK(test::read_f32(*cpu, "c") == test::read_f32(*gpu, "c"));
 }
 
 TEST_CASE("vulkan's classifier rows at every width: loss, gradient, first argmax, bad labels") {

@@ -54,4 +54,21 @@ int64_t row_major_offset(const std::vector<int64_t>& index, const Shape& s) {
   return off;
 }
 
+void MergedAxes::add(int64_t d, int64_t s) {
+  if (d == 1) return;
+  if (!dim.empty() && stride.back() == s * d) {
+    dim.back() *= d;
+    stride.back() = s;
+    return;
+  }
+  dim.push_back(d);
+  stride.push_back(s);
+}
+
+void sum_to_axes(const Shape& in, const Shape& out, MergedAxes* kept, MergedAxes* reduced) {
+  const std::vector<int64_t> st = row_major_strides(in);
+  const size_t lead = in.size() - out.size();
+  for (size_t k = 0; k < in.size(); ++k) (k < lead || out[k - lead] == 1 ? reduced : kept)->add(in[k], st[k]);
+}
+
 }  // namespace sgrt

@@ -2,7 +2,9 @@
 // and its inverse pad.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "cpu/column_sums.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_transpose.h"
@@ -68,6 +70,28 @@ inline void transpose4(const float* x, int64_t sl, float* y, int64_t ly) {
   for (int i = 0; i < 4; ++i) std::memcpy(y + i * ly, &t[i], sizeof(v4));
 }
 
+// sum_to whose reduced axes make chunked column sums (sgrt/column_sums.h):
+// each output a column sum in that order. False (nothing written) otherwise.
+bool sum_columns(const float* x, float* y, const Shape& xs, const Shape& ys) {
+  MergedAxes kept, red;
+  sum_to_axes(xs, ys, &kept, &red);
+  if (!chunked_columns(red)) return false;
+  const int64_t outputs = numel(ys), step = red.stride[0];
+  std::vector<float> part(static_cast<size_t>(outputs));
+  if (kept.dim.size() == 1 && kept.stride[0] == 1) {  // leading axes: output o is x's column o
+    column_sums(red.dim[0], 0, outputs, y, part.data(), [&](int64_t r, int64_t o) { return x[r * step + o]; });
+    return true;
+  }
+  std::vector<int64_t> base(static_cast<size_t>(outputs));  // output o's first term
+  for (int64_t o = 0; o < outputs; ++o) {
+    int64_t i = o, off = 0;
+    for (size_t k = kept.dim.size(); k-- > 0;) off += (i % kept.dim[k]) * kept.stride[k], i /= kept.dim[k];
+    base[o] = off;
+  }
+  column_sums(red.dim[0], 0, outputs, y, part.data(), [&](int64_t r, int64_t o) { return x[base[o] + r * step]; });
+  return true;
+}
+
 }  // namespace
 
 // A transpose that swaps its last two axes ([.., P, L] out of [.., L, P]): copied in
@@ -129,7 +153,9 @@ Status k_layout(const OpArgs& a) {
       copy_strided(x, y, a.out[0].shape(), broadcast_strides(a.in[0].shape(), a.out[0].shape()));
       return Status::Ok();
     case OpCode::SumTo: {
-      // Serial and in input order: the sum's rounding does not depend on threads.
+      // Serial: the sum's rounding does not depend on threads. Column sums in
+      // chunks (sgrt/column_sums.h); any other shape in input order.
+      if (sum_columns(x, y, a.in[0].shape(), a.out[0].shape())) return Status::Ok();
       std::memset(y, 0, sizeof(float) * a.out[0].n);
       for_each_strided(a.in[0].shape(), broadcast_strides(a.out[0].shape(), a.in[0].shape()), false,
                        [&](int64_t i, int64_t o) { y[o] += x[i]; });

@@ -1,11 +1,13 @@
 // Layer norm and RMS norm over the last axis, with their gradients. The forward
 // ops save the per-row statistics (mean, 1/std) as outputs the backward reads.
 // dx is computed row by row; dgain and dbias are column sums, split by columns
-// with each thread walking the rows in order (deterministic on any thread count).
+// across threads, each column in sgrt/column_sums.h's order (deterministic on
+// any thread count, the GPU backends' bits).
 // Row sums follow row_reduce.h's order (the same bits on every ISA).
 #include <cmath>
-#include <cstring>
+#include <vector>
 
+#include "cpu/column_sums.h"
 #include "cpu/op_args.h"
 #include "cpu/parallel.h"
 #include "cpu/row_reduce.h"
@@ -52,15 +54,10 @@ void norm_backward(const float* x, const float* g, const float* mean, const floa
       for (int64_t c = 0; c < s.d; ++c) dxr[c] = rstd[r] * (dyr[c] * g[c] - mean_dh - xhat(r, c) * mean_dot);
     }
   });
-  std::memset(dgain, 0, sizeof(float) * s.d);
-  if (dbias) std::memset(dbias, 0, sizeof(float) * s.d);
   parallel_for(s.d, 16, [&](int64_t c0, int64_t c1) {
-    for (int64_t r = 0; r < s.n; ++r) {
-      const float* dyr = dy + r * s.d;
-      for (int64_t c = c0; c < c1; ++c) dgain[c] += dyr[c] * xhat(r, c);
-      if (dbias)
-        for (int64_t c = c0; c < c1; ++c) dbias[c] += dyr[c];
-    }
+    std::vector<float> part(static_cast<size_t>(c1 - c0));
+    column_sums(s.n, c0, c1, dgain, part.data(), [&](int64_t r, int64_t c) { return dy[r * s.d + c] * xhat(r, c); });
+    if (dbias) column_sums(s.n, c0, c1, dbias, part.data(), [&](int64_t r, int64_t c) { return dy[r * s.d + c]; });
   });
 }
 

@@ -102,6 +102,11 @@ Status bind_matmul(const OpArgs&, BindCtx&, Launch*);       // matmul.cu: matmul
 // backend tunes), shared for the Launch that runs it.
 Status plan_shared_gemm(BindCtx& ctx, GemmSpec s, const void* a, const void* b, void* c,
                         std::shared_ptr<const LtGemm>* out);
+// layout.cu: the second pass of column sums (sgrt/column_sums.h): y0[c] = the
+// chunk sums part[ch * n + c] of column c added in chunk order, for c < n; y1,
+// when given, the same of the next plane (part + chunks * n).
+Status launch_column_totals(int64_t n, int64_t chunks, const float* part, float* y0, float* y1, const Device& dev,
+                            cudaStream_t s);
 Status bind_clamp_outliers(const OpArgs&, BindCtx&, Launch*);  // outliers.cu: per-row quantile clamp
 Status bind_transformer(const OpArgs&, BindCtx&, Launch*);  // transformer.cu: embedding, norms, rope, rope_at, dropout, running_stat
 Status bind_attention(const OpArgs&, BindCtx&, Launch*);    // attention.cu: fused causal attention, its gradient, kv_attention

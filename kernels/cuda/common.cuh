@@ -13,8 +13,8 @@
 namespace sgrt::cuda {
 
 constexpr int kThreads = 256;  // the kernels' blocks, but for kSerialThreads ones
-// Blocks of kernels whose threads each run a long in-order sum (sum_to, a norm
-// gradient's columns): a few hundred of them spread over that many multiprocessors.
+// Blocks of kernels whose threads each run a long in-order sum (a sum_to that is
+// not a column sum): a few hundred of them spread over that many multiprocessors.
 constexpr int kSerialThreads = 32;
 constexpr int kMaxRank = 8;    // layout kernels pass shapes by value
 

@@ -1,9 +1,11 @@
 // Data movement (kernels/cpu/layout.cpp is the definition): reshape is a copy;
 // transpose, broadcast_to and slice gather through strides; pad zeroes y and
-// scatters x into its window; sum_to gives each output
-// element one thread that adds its preimage in input order, the CPU's order, so
-// the sums agree bit for bit and no atomics are needed.
+// scatters x into its window; sum_to's column sums (sgrt/column_sums.h: a thread
+// an output and chunk of rows, then one an output adding the chunks' sums), or
+// any other sum_to with one thread an output adding its preimage in input
+// order: the CPU's orders, so the sums agree bit for bit and need no atomics.
 #include "common.cuh"
+#include "sgrt/column_sums.h"
 
 namespace sgrt::cuda {
 namespace {
@@ -35,28 +37,53 @@ __global__ void scatter_kernel(Walk in, const float* x, float* y) {
 }
 
 // y[o] = sum over the reduced axes of x, in row-major (input) order. `step` > 0:
-// the reduced axes merge into one of that stride (sum_to over leading axes, a
-// bias gradient), so terms load kBatch at a time, independent of the running sum,
-// and are then added in order: the sum waits on memory once per kBatch terms.
+// the reduced axes merge into one of that stride, so terms load kSumBatch at a
+// time, independent of the running sum, and are then added in order: the sum
+// waits on memory once per kSumBatch terms.
 constexpr int kSumBatch = 16;
+__device__ inline float sum_terms(const float* p, int64_t r, int64_t end, int64_t step) {
+  float acc = 0.f;
+  for (; r + kSumBatch <= end; r += kSumBatch) {
+    float v[kSumBatch];
+#pragma unroll
+    for (int u = 0; u < kSumBatch; ++u) v[u] = p[(r + u) * step];
+#pragma unroll
+    for (int u = 0; u < kSumBatch; ++u) acc += v[u];
+  }
+  for (; r < end; ++r) acc += p[r * step];
+  return acc;
+}
+
 __global__ void sum_to_kernel(Walk out, Walk reduced, int64_t step, const float* x, float* y) {
   SG_GRID_STRIDE(o, out.total) {
     const float* p = x + walk_offset(out, o);
     float acc = 0.f;
-    int64_t r = 0;
-    if (step > 0) {
-      for (; r + kSumBatch <= reduced.total; r += kSumBatch) {
-        float v[kSumBatch];
-#pragma unroll
-        for (int u = 0; u < kSumBatch; ++u) v[u] = p[(r + u) * step];
-#pragma unroll
-        for (int u = 0; u < kSumBatch; ++u) acc += v[u];
-      }
-      for (; r < reduced.total; ++r) acc += p[r * step];
-    } else {
-      for (; r < reduced.total; ++r) acc += p[walk_offset(reduced, r)];
-    }
+    if (step > 0) acc = sum_terms(p, 0, reduced.total, step);
+    else
+      for (int64_t r = 0; r < reduced.total; ++r) acc += p[walk_offset(reduced, r)];
     y[o] = acc;
+  }
+}
+
+// Column sums' first pass: output o's chunk ch of `rows` terms `step` apart,
+// in order, into part[ch * out.total + o].
+__global__ void column_chunk_kernel(Walk out, int64_t rows, int64_t step, const float* x, float* part) {
+  const int64_t chunks = (rows + kColumnChunk - 1) / kColumnChunk;
+  SG_GRID_STRIDE(i, out.total * chunks) {
+    const int64_t o = i % out.total, r = i / out.total * kColumnChunk;
+    part[i] = sum_terms(x + walk_offset(out, o), r, min(rows, r + kColumnChunk), step);
+  }
+}
+
+__global__ void column_total_kernel(int64_t n, int64_t chunks, const float* part, float* y0, float* y1) {
+  SG_GRID_STRIDE(c, n) {
+    float a = 0.f, b = 0.f;
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      a += part[ch * n + c];
+      if (y1) b += part[(chunks + ch) * n + c];
+    }
+    y0[c] = a;
+    if (y1) y1[c] = b;
   }
 }
 
@@ -105,22 +132,28 @@ Status bind_pad(const OpArgs& a, BindCtx& ctx, Launch* out) {
 // x [..big] -> y [..small]: kept axes walk the output, reduced axes (where the
 // output is 1 or absent and the input is not) walk each output element's preimage.
 Status bind_sum_to(const OpArgs& a, BindCtx& ctx, Launch* out) {
-  const Shape& big = a.in[0].shape();
-  const Shape& small = a.out[0].shape();
-  std::vector<int64_t> xs = row_major_strides(big);
-  size_t lead = big.size() - small.size();
+  MergedAxes kept_axes, reduced_axes;
+  sum_to_axes(a.in[0].shape(), a.out[0].shape(), &kept_axes, &reduced_axes);
   Walk kept, reduced;
-  for (size_t k = 0; k < big.size(); ++k) {
-    bool reduce = k < lead || (small[k - lead] == 1 && big[k] != 1);
-    if (reduce) SG_TRY(add_axis(&reduced, big[k], xs[k]));
-    else SG_TRY(add_axis(&kept, big[k], xs[k]));
-  }
-  int64_t step = reduced.rank > 0 ? reduced.strides[reduced.rank - 1] : 0;
-  for (int k = 0; k + 1 < reduced.rank; ++k)
-    if (reduced.strides[k] != reduced.dims[k + 1] * reduced.strides[k + 1]) step = 0;
+  for (size_t k = 0; k < kept_axes.dim.size(); ++k) SG_TRY(add_axis(&kept, kept_axes.dim[k], kept_axes.stride[k]));
+  for (size_t k = 0; k < reduced_axes.dim.size(); ++k)
+    SG_TRY(add_axis(&reduced, reduced_axes.dim[k], reduced_axes.stride[k]));
+  const int64_t step = reduced.rank == 1 ? reduced.strides[0] : 0;
   const float* x = a.in[0].f();
   float* y = a.out[0].f();
-  const unsigned grid = grid_for(kept.total, ctx.dev, kSerialThreads);  // one in-order sum per output
+  const Device dev = ctx.dev;
+  if (chunked_columns(reduced_axes)) {
+    const int64_t rows = reduced.total, chunks = (rows + kColumnChunk - 1) / kColumnChunk;
+    float* part = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * chunks * kept.total));
+    const unsigned grid = grid_for(chunks * kept.total, dev);
+    *out = [=](cudaStream_t s) {
+      column_chunk_kernel<<<grid, kThreads, 0, s>>>(kept, rows, step, x, part);
+      SG_TRY(launched("column_chunk_kernel"));
+      return launch_column_totals(kept.total, chunks, part, y, nullptr, dev, s);
+    };
+    return Status::Ok();
+  }
+  const unsigned grid = grid_for(kept.total, dev, kSerialThreads);  // one in-order sum per output
   *out = [=](cudaStream_t s) {
     sum_to_kernel<<<grid, kSerialThreads, 0, s>>>(kept, reduced, step, x, y);
     return launched("sum_to_kernel");
@@ -129,6 +162,12 @@ Status bind_sum_to(const OpArgs& a, BindCtx& ctx, Launch* out) {
 }
 
 }  // namespace
+
+Status launch_column_totals(int64_t n, int64_t chunks, const float* part, float* y0, float* y1, const Device& dev,
+                            cudaStream_t s) {
+  column_total_kernel<<<grid_for(n, dev), kThreads, 0, s>>>(n, chunks, part, y0, y1);
+  return launched("column_total_kernel");
+}
 
 Status bind_layout(const OpArgs& a, BindCtx& ctx, Launch* out) {
   switch (a.code) {

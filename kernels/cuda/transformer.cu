@@ -4,11 +4,12 @@
 // statistics. Every sum runs in a fixed order:
 // the embedding gradient walks the positions in order per column (the CPU's
 // loop: bit-identical), a norm row is a fixed tree over one block, dgain/dbias
-// walk the rows in order per column. Rope's angle is computed in double as the
+// are column sums in sgrt/column_sums.h's chunks. Rope's angle is computed in double as the
 // CPU's; dropout calls sgrt/rng.h (constexpr, so device code shares it).
 #include <cmath>
 
 #include "common.cuh"
+#include "sgrt/column_sums.h"
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
 
@@ -126,28 +127,32 @@ __global__ void norm_dx_kernel(Norm p) {
   }
 }
 
-// dgain = sum over rows of dy xhat, dbias = sum of dy: one thread per column,
-// rows in order; each batch of rows loads before it is added, so a column waits
-// on memory once per batch (kSerialThreads blocks: the columns spread over the GPU).
+// dgain = sum over rows of dy xhat, dbias = sum of dy, in two passes
+// (sgrt/column_sums.h): here one thread a column and chunk of rows, in order,
+// each batch of rows loaded before it is added (a column waits on memory once
+// per batch), into part (dgain's plane, then dbias's: [2][chunks][d]); then
+// launch_column_totals adds each column's chunk sums.
 constexpr int kRowBatch = 8;
-__global__ void norm_columns_kernel(Norm p) {
-  SG_GRID_STRIDE(c, p.d) {
+__global__ void norm_column_chunk_kernel(Norm p, float* part) {
+  const int64_t chunks = (p.rows + kColumnChunk - 1) / kColumnChunk;
+  SG_GRID_STRIDE(i, p.d * chunks) {
+    const int64_t c = i % p.d, end = min(p.rows, i / p.d * kColumnChunk + kColumnChunk);
     float g = 0.f, b = 0.f;
-    int64_t r = 0;
-    for (; r + kRowBatch <= p.rows; r += kRowBatch) {
+    int64_t r = i / p.d * kColumnChunk;
+    for (; r + kRowBatch <= end; r += kRowBatch) {
       float dy[kRowBatch], xh[kRowBatch];
 #pragma unroll
       for (int u = 0; u < kRowBatch; ++u) dy[u] = p.dy[(r + u) * p.d + c], xh[u] = xhat(p, r + u, c);
 #pragma unroll
       for (int u = 0; u < kRowBatch; ++u) g += dy[u] * xh[u], b += dy[u];
     }
-    for (; r < p.rows; ++r) {
+    for (; r < end; ++r) {
       float dy = p.dy[r * p.d + c];
       g += dy * xhat(p, r, c);
       b += dy;
     }
-    p.dg[c] = g;
-    if (p.db) p.db[c] = b;
+    part[i] = g;
+    part[chunks * p.d + i] = b;
   }
 }
 
@@ -246,7 +251,7 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
   p.x = a.in[0].f();
   p.g = a.in[1].f();
   p.amax = ctx.fused_amax;
-  unsigned rows = row_grid(p.rows), cols = grid_for(p.d, ctx.dev, kSerialThreads);
+  unsigned rows = row_grid(p.rows);
   switch (a.code) {
     case OpCode::LayerNorm:  // (x, g, b) -> (y, mean, rstd)
       p.b = a.in[2].f();
@@ -264,10 +269,15 @@ Status bind_norm(const OpArgs& a, BindCtx& ctx, Launch* out) {
       if (layer) p.mean = a.in[2].f(), p.db = a.out[2].f();
       p.rstd = a.in[2 + k].f(), p.dy = a.in[3 + k].f();
       p.dx = a.out[0].f(), p.dg = a.out[1].f();
+      const int64_t chunks = (p.rows + kColumnChunk - 1) / kColumnChunk;
+      float* part = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * 2 * chunks * p.d));
+      const Device dev = ctx.dev;
+      const unsigned cols = grid_for(chunks * p.d, dev);
       *out = [=](cudaStream_t s) {
         norm_dx_kernel<<<rows, kThreads, 0, s>>>(p);
-        norm_columns_kernel<<<cols, kSerialThreads, 0, s>>>(p);
-        return launched("norm gradient");
+        norm_column_chunk_kernel<<<cols, kThreads, 0, s>>>(p, part);
+        SG_TRY(launched("norm gradient"));
+        return launch_column_totals(p.d, chunks, part, p.dg, p.db, dev, s);
       };
       return Status::Ok();
     }

@@ -14,8 +14,8 @@ constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup
 // norm.comp's invocations per row: 32 up to this many columns (4 rows a
 // workgroup), else 128 (one row).
 constexpr int64_t kNormNarrowRow = 1024;
-// Specialization OP | kPhase1: a shader's second variant (norm.comp: the column
-// sums; embedding.comp: the zero fill before the scatter; rope.comp: interleaved pairs).
+// Specialization OP | kPhase1: a shader's second variant (embedding.comp: the
+// zero fill before the scatter; rope.comp: interleaved pairs).
 constexpr uint32_t kPhase1 = 1u << 8;
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
@@ -84,8 +84,7 @@ Status norm(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   p.p[0] = c.word(c.out(1));
   if (layer) p.p[1] = c.word(c.out(2));
   out->push_back(*d);  // the rows: dx
-  d->op |= kPhase1;
-  d->groups[0] = static_cast<uint32_t>(std::clamp<int64_t>((cols + kNormLocal - 1) / kNormLocal, 1, c.opts.max_groups));
+  column_chunks(c, rows, cols, 2, kNormLocal, &d->push.dim[0], d, out);  // dg, db
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "sgrt/column_sums.h"
 #include "table.h"
 
 namespace sgrt::vk {
@@ -35,6 +36,17 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Disp
 constexpr int64_t kSplitPiece = 256;  // pieces are whole kFp8Tile chunks (sgrt/scale_spec.h)
 constexpr uint32_t kSplitSums = 1u << 14, kSplitReduce = 1u << 15;  // gemm_tiled.glsl's SPLIT, REDUCE
 Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t region_used = 0);
+
+// Column sums in two passes (reduce_axes.comp, norm.comp: OP >> 8 = 1, 2) for
+// *d, complete as one pass over `terms` rows of `outputs` columns: a copy of it
+// as phase 1 (an invocation a column and chunk of kColumnChunk rows, writing
+// `planes` sums to the scratch region: plane-major, then chunk, then column) is
+// appended to *out; *d becomes phase 2 (each column's chunk sums added in chunk
+// order): sgrt/column_sums.h's order, whose kColumnChunk is the shaders'
+// kChunk. Workgroups of `local`. `first_word`, a field of d->push, gets the
+// sums' first scratch word before the copy.
+void column_chunks(const Ctx& c, int64_t terms, int64_t outputs, uint32_t planes, uint32_t local, uint32_t* first_word,
+                   Dispatch* d, std::vector<Dispatch>* out);
 
 // kernels_lowp.cpp: the low-precision ops.
 Status quantize(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out);

@@ -3,11 +3,16 @@
 // (32, or 128 past d = 1024; 128 / ROW_THREADS rows a workgroup), each summing
 // columns lane, lane + ROW_THREADS, ... in order; then every invocation of the
 // row adds the row's partials in lane order: one barrier a sum, the same bits
-// every run. Columns (the gradients' dgain, dbias): one invocation per column
-// walking the rows in order, as the CPU.
-// Specialization: OP | phase << 8 (phase 0: rows, 1: columns); constant_id 1 = ROW_THREADS.
+// every run. Columns (the gradients' dgain, dbias) in two passes, so that a few
+// hundred columns over thousands of rows keep a GPU busy: each column's rows in
+// chunks of kChunk, in order (an invocation a column and chunk), into scratch;
+// then each column's chunk sums in chunk order (the CPU's order too:
+// sgrt/column_sums.h).
+// Specialization: OP | phase << 8 (0: rows, 1: column chunks, 2: columns);
+// constant_id 1 = ROW_THREADS.
 // forward:  off = {x, gain, bias, y, mean, rstd}
-// backward: off = {x, gain, mean, rstd, dy, dx}, p[0] = dgain, p[1] = dbias
+// backward: off = {x, gain, mean, rstd, dy, dx}, p[0] = dgain, p[1] = dbias,
+// dim[0] = the chunk sums' first scratch word (dgain's plane, then dbias's)
 // n = rows, p[2] = d, f[0] = eps.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
@@ -17,7 +22,7 @@ layout(constant_id = 1) const uint ROW_THREADS = 128u;
 const uint ROWS = 128u / ROW_THREADS;  // rows a workgroup works on at once
 
 const uint kOp = OP & 0xFFu;
-const bool kColumns = (OP >> 8) == 1u;
+const uint kPhase = OP >> 8;
 const bool kLayer = kOp == OP_LayerNorm || kOp == OP_LayerNormGrad;
 const bool kForward = kOp == OP_LayerNorm || kOp == OP_RmsNorm;
 
@@ -84,14 +89,15 @@ void backward_row(uint r, uint d) {
     F[dx + c] = rs * (F[dy + c] * F[pc.off[1] + c] - mean_dh - xhat(r, c, d) * mean_dot);
 }
 
-// dgain[c] = sum_rows dy * xhat, dbias[c] = sum_rows dy. Eight rows' terms
-// load before they are added, in row order: a column waits on memory once per
-// eight rows, not once per row.
+// Column c's chunk ch: dgain's and dbias's terms dy * xhat and dy over its
+// rows, eight rows' loads before they are added, in row order: a column waits
+// on memory once per eight rows, not once per row.
 const uint kBatch = 8u;
-void backward_column(uint c, uint d) {
+const uint kChunk = 64u;  // sgrt/column_sums.h
+void column_chunk(uint c, uint ch, uint chunks, uint d) {
   float g = 0.0, b = 0.0;
-  uint r = 0u;
-  for (; r + kBatch <= pc.n; r += kBatch) {
+  uint r = ch * kChunk, end = min(pc.n, r + kChunk);
+  for (; r + kBatch <= end; r += kBatch) {
     float dy[kBatch], h[kBatch];
     [[unroll]] for (uint u = 0u; u < kBatch; ++u) {
       dy[u] = F[pc.off[4] + (r + u) * d + c];
@@ -102,10 +108,21 @@ void backward_column(uint c, uint d) {
       b += dy[u];
     }
   }
-  for (; r < pc.n; ++r) {
+  for (; r < end; ++r) {
     float dy = F[pc.off[4] + r * d + c];
     g += dy * xhat(r, c, d);
     b += dy;
+  }
+  scratch[pc.dim[0] + ch * d + c] = floatBitsToUint(g);
+  scratch[pc.dim[0] + (chunks + ch) * d + c] = floatBitsToUint(b);
+}
+
+// dgain[c], dbias[c]: column c's chunk sums in chunk order.
+void column(uint c, uint chunks, uint d) {
+  float g = 0.0, b = 0.0;
+  for (uint ch = 0u; ch < chunks; ++ch) {
+    g += uintBitsToFloat(scratch[pc.dim[0] + ch * d + c]);
+    b += uintBitsToFloat(scratch[pc.dim[0] + (chunks + ch) * d + c]);
   }
   F[pc.p[0] + c] = g;
   if (kLayer) F[pc.p[1] + c] = b;
@@ -113,8 +130,13 @@ void backward_column(uint c, uint d) {
 
 void main() {
   uint d = pc.p[2];
-  if (kColumns) {
-    FOR_EACH_INDEX(c, d) backward_column(c, d);
+  uint chunks = (pc.n + kChunk - 1u) / kChunk;
+  if (kPhase == 1u) {
+    FOR_EACH_INDEX(i, d * chunks) column_chunk(i % d, i / d, chunks, d);
+    return;
+  }
+  if (kPhase == 2u) {
+    FOR_EACH_INDEX(c, d) column(c, chunks, d);
     return;
   }
   // Every invocation runs the same passes (the barriers), live row or not.

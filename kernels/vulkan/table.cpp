@@ -19,15 +19,7 @@ namespace {
 constexpr uint32_t kMaxAxes = 8;
 
 // An axis list for strided.glsl: size-1 axes dropped, contiguous neighbours merged.
-struct Axes {
-  std::vector<int64_t> dim, stride;
-  void add(int64_t d, int64_t s) {
-    if (d == 1) return;
-    if (!dim.empty() && stride.back() == s * d) { dim.back() *= d; stride.back() = s; return; }
-    dim.push_back(d);
-    stride.push_back(s);
-  }
-};
+using Axes = MergedAxes;
 
 Status put_axes(const Ctx& c, const Axes& a, uint32_t first, Push* p) {
   if (first + a.dim.size() > kMaxAxes)
@@ -134,16 +126,13 @@ Status reduce(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   return reduce_axes(c, kept, red, c.op.code == OpCode::ReduceMean ? static_cast<float>(s.n) : 1.f, d);
 }
 
-Status sum_to(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
-  const Shape& xs = c.in(0).type.shape;
-  const Shape& ys = c.out(0).type.shape;
-  std::vector<int64_t> st = row_major_strides(xs);
+Status sum_to(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   Axes kept, red;
-  for (size_t k = 0; k < xs.size(); ++k) {
-    int64_t yk = k + ys.size() >= xs.size() ? ys[k + ys.size() - xs.size()] : 1;
-    (yk == 1 ? red : kept).add(xs[k], st[k]);
-  }
-  return reduce_axes(c, kept, red, 1.f, d);
+  sum_to_axes(c.in(0).type.shape, c.out(0).type.shape, &kept, &red);
+  SG_TRY(reduce_axes(c, kept, red, 1.f, d));
+  // Column sums in two passes, in the CPU's chunks (sgrt/column_sums.h).
+  if (chunked_columns(red)) column_chunks(c, red.dim[0], d->push.n, 1, 64, &d->push.p[2], d, out);
+  return Status::Ok();
 }
 
 Status lanes(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
@@ -348,6 +337,22 @@ Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t r
   d->groups[1] = 1;
   d->reads.push_back(partials);
   return Status::Ok();
+}
+
+void column_chunks(const Ctx& c, int64_t terms, int64_t outputs, uint32_t planes, uint32_t local, uint32_t* first_word,
+                   Dispatch* d, std::vector<Dispatch>* out) {
+  const int64_t chunks = (terms + kColumnChunk - 1) / kColumnChunk;
+  const uint32_t words = static_cast<uint32_t>(chunks * outputs * planes);
+  *first_word = c.scratch->take_region(words);
+  const Range sums{kScratchBase + 4ull * *first_word, kScratchBase + 4ull * (*first_word + words)};
+  Dispatch part = *d;
+  part.op |= 1u << 8;
+  part.groups[0] = groups_for(static_cast<uint64_t>(chunks * outputs), c.opts, local);
+  part.writes = {sums};
+  out->push_back(std::move(part));
+  d->op |= 2u << 8;
+  d->groups[0] = groups_for(static_cast<uint64_t>(outputs), c.opts, local);
+  d->reads.push_back(sums);
 }
 
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,

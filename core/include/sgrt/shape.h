@@ -38,4 +38,15 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 // where a slice's or a pad's window starts.
 int64_t row_major_offset(const std::vector<int64_t>& index, const Shape& s);
 
+// Strided axes, those of size 1 left out and neighbours one stride step apart
+// merged into one: the GPU backends' index walks.
+struct MergedAxes {
+  std::vector<int64_t> dim, stride;
+  void add(int64_t d, int64_t s);
+};
+
+// sum_to's axes of `in` (row-major) reduced to `out` (its missing and size-1
+// axes): `kept` enumerates out's elements, `reduced` each one's terms.
+void sum_to_axes(const Shape& in, const Shape& out, MergedAxes* kept, MergedAxes* reduced);
+
 }  // namespace sgrt
