@@ -219,7 +219,9 @@ __global__ void encode_kernel(Q q) {
   if (q.fmt == DType::e2m1) {  // one byte, two codes, low nibble first
     SG_GRID_STRIDE(j, (q.n + 1) / 2) {
       uint32_t lo = encode_one(q, 2 * j, &sat, &uf);
-      uint32_t hi = 2 * j + 1 < q.n ? encode_one(q, 2 * j + 1, &sat, &uf) : 0u;
+      // An odd count's last byte keeps its high nibble, as the CPU's and Vulkan's
+      // quantize leave the bits past a tensor's last code.
+      uint32_t hi = 2 * j + 1 < q.n ? encode_one(q, 2 * j + 1, &sat, &uf) : codes8(q.q)[j] >> 4;
       codes8(q.q)[j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   } else if (dtype_bits(q.fmt) == 16) {
