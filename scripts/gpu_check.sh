@@ -117,9 +117,9 @@ if [ "$vulkan" = 1 ]; then
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
   SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \
     "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8,fp4 --no-pytorch
-  # The GPT step's qmatmuls decoding their codes in the tiled shader's loads, as
-  # the third lease ran them (the default decodes them into scratch first).
-  SGRT_VULKAN_DECODE_FIRST=0 step "bench_train vulkan, codes decoded in the GEMM's loads" \
+  # The GPT step's qmatmuls decoding their codes into scratch first (the default
+  # decodes them in the tiled shader's loads).
+  SGRT_VULKAN_DECODE_FIRST=1 step "bench_train vulkan, codes decoded into scratch first" \
     train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp8,fp4 --no-pytorch
 fi
 for b in $backends; do

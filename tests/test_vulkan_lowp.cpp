@@ -238,16 +238,15 @@ int split_products(const std::string& recipe) {
 
 }  // namespace
 
-// Decode-first's default: the qmatmuls on 64x64 tiles (a GPU's small products)
-// decode each code operand into scratch first (gemm_decode), and their GEMM
-// reads it there (gemm_tiled.glsl's DEC_A / DEC_B); on 128x128 tiles only when
-// asked; never when turned off.
-TEST_CASE("vulkan qmatmuls on 64x64 tiles decode their operands first by default") {
+// Decode-first, when asked: every tiled qmatmul (on 64x64 or 128x128 tiles)
+// decodes each code operand into scratch first (gemm_decode), and its GEMM
+// reads it there (gemm_tiled.glsl's DEC_A / DEC_B); by default none does.
+TEST_CASE("vulkan qmatmuls decode their operands first only when asked") {
   struct Count { int decodes = 0, products = 0, reading_decoded = 0; };
-  auto count = [](uint32_t small_grid, vk::KernelOptions::DecodeFirst mode) {
+  auto count = [](uint32_t small_grid, bool decode_first) {
     vk::KernelOptions opts;
     opts.gemm_small_grid = small_grid;
-    opts.decode_first = mode;
+    opts.decode_first = decode_first;
     Count c;
     for (const vk::Dispatch& d : lowered("fp8", kLarge, opts)) {
       c.decodes += d.shader == "gemm_decode";
@@ -257,21 +256,24 @@ TEST_CASE("vulkan qmatmuls on 64x64 tiles decode their operands first by default
     }
     return c;
   };
-  using DF = vk::KernelOptions::DecodeFirst;
-  const Count small = count(UINT32_MAX, DF::small_tiles);
+  const Count small = count(UINT32_MAX, true);
   CHECK(small.products >= 8);  // train_step's 3 forward, 2 data and 3 weight gradients (and eval's, infer's)
   CHECK(small.decodes == 2 * small.products);  // both operands are E4M3 / E5M2 codes
   CHECK(small.reading_decoded == small.products);
-  const Count large = count(0, DF::small_tiles);
+  const Count large = count(0, true);
   CHECK(large.products == small.products);
-  CHECK(large.decodes == 0);
-  CHECK(large.reading_decoded == 0);
-  CHECK(count(0, DF::always).decodes == small.decodes);
-  CHECK(count(UINT32_MAX, DF::never).decodes == 0);
+  CHECK(large.decodes == small.decodes);
+  CHECK(large.reading_decoded == large.products);
+  for (uint32_t grid : {0u, UINT32_MAX}) {
+    const Count plain = count(grid, vk::KernelOptions{}.decode_first);  // the default
+    CHECK(plain.products == small.products);
+    CHECK(plain.decodes == 0);
+    CHECK(plain.reading_decoded == 0);
+  }
 }
 
 // Both with the operands decoded in the GEMM's loads and decoded first into
-// the scratch region, the partial sums after them (as on a GPU's 64x64 tiles).
+// the scratch region (SGRT_VULKAN_DECODE_FIRST=1), the partial sums after them.
 TEST_CASE("vulkan split-K products agree with the cpu op by op and as whole steps") {
   if (!test::vulkan_device_present()) return;
   test::ScopedEnv on("SGRT_VULKAN_SPLIT_K", "1");  // on by default on GPUs only

@@ -131,10 +131,7 @@ bool needs_decoding(const TensorInfo& data, uint32_t kind) {
 // that needs decoding writes its values to the scratch region (A's, then B's);
 // the product *d reads them there. Returns the region's words taken.
 uint32_t decode_first(const Ctx& c, const uint32_t kind[2], const uint32_t ld[2], Dispatch* d, std::vector<Dispatch>* out) {
-  using DF = KernelOptions::DecodeFirst;
-  if (c.opts.decode_first == DF::never || d->shader == "gemm_coop" ||
-      (c.opts.decode_first == DF::small_tiles && d->shader != "gemm_tiled64"))
-    return 0;
+  if (!c.opts.decode_first || d->shader == "gemm_coop") return 0;
   uint64_t count[2] = {};  // each operand's decoded words (0: read as stored)
   for (int w = 0; w < 2; ++w)
     if (needs_decoding(c.in(3 * w), kind[w])) count[w] = static_cast<uint64_t>(numel(c.in(3 * w).type.shape));

@@ -56,13 +56,12 @@ struct KernelOptions {
   // Products whose grid is smaller than this, with a long K, sum K in pieces
   // on more workgroups and add the pieces after (split-K); 0: never.
   uint32_t split_k_grid = 0;
-  // qmatmuls that decode their code (or inner-scaled) operands into the
+  // Tiled qmatmuls decode their code (or inner-scaled) operands into the
   // scratch region first (gemm_decode.comp) instead of in the tiled shader's
-  // loads: those on 64x64 tiles, where each invocation sums too few products
-  // per loaded element to hide the decoding (small_tiles), every tiled one
-  // (always) or none; either way while the decoded operands fit kDecodeFirstWords.
-  enum class DecodeFirst { small_tiles, always, never };
-  DecodeFirst decode_first = DecodeFirst::small_tiles;
+  // loads, while the decoded operands fit kDecodeFirstWords. Off by default:
+  // on the H200 the GPT step ran as fast without it (fp8 173.7k against 171.4k
+  // tokens/s) once the tiles' accumulators were registers, and 10 MiB smaller.
+  bool decode_first = false;
   // Attention's tile pair (attention.glsl: R owned rows, S streamed rows) for
   // every attention dispatch; 0, 0: the largest that fits workgroup memory.
   uint32_t attention_rows = 0, attention_streamed = 0;

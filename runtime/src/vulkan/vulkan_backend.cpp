@@ -11,8 +11,8 @@
 // operands); a device without them fails;
 // SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
-// SGRT_VULKAN_DECODE_FIRST=0|1 decodes qmatmul operands into scratch before the
-// product never or for every tiled product (default: on 64x64 tiles);
+// SGRT_VULKAN_DECODE_FIRST=1 decodes tiled qmatmuls' operands into scratch
+// before the product (default 0: in the tiled shader's loads);
 // SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles; SGRT_VULKAN_ARENA=
 // binding|address how shaders reach the arena (default: bound where it fits).
 #include <algorithm>
@@ -222,8 +222,7 @@ class VulkanBackend final : public Backend {
     SG_TRY(env_pick("SGRT_VULKAN_DECODE_FIRST", "0", "1", &decode));
     opts->gemm_small_grid = tile.empty() ? gpu : tile == "64" ? UINT32_MAX : 0;
     opts->split_k_grid = split.empty() ? gpu : split == "1" ? kGpuFullGrid : 0;
-    using DF = vk::KernelOptions::DecodeFirst;
-    opts->decode_first = decode.empty() ? DF::small_tiles : decode == "1" ? DF::always : DF::never;
+    opts->decode_first = decode == "1";
     return Status::Ok();
   }
 
