@@ -83,11 +83,8 @@ bool sum_columns(const float* x, float* y, const Shape& xs, const Shape& ys) {
     return true;
   }
   std::vector<int64_t> base(static_cast<size_t>(outputs));  // output o's first term
-  for (int64_t o = 0; o < outputs; ++o) {
-    int64_t i = o, off = 0;
-    for (size_t k = kept.dim.size(); k-- > 0;) off += (i % kept.dim[k]) * kept.stride[k], i /= kept.dim[k];
-    base[o] = off;
-  }
+  for (int64_t o = 0; o < outputs; ++o)
+    base[o] = strided_offset(o, kept.dim, kept.stride, static_cast<int64_t>(kept.dim.size()));
   column_sums(red.dim[0], 0, outputs, y, part.data(), [&](int64_t r, int64_t o) { return x[base[o] + r * step]; });
   return true;
 }

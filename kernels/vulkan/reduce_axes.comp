@@ -64,13 +64,7 @@ void main() {
     uint chunks = (count + kChunk - 1u) / kChunk;
     FOR_EACH_INDEX(o, pc.n) {
       float acc = initial();
-      uint ch = 0u;
-      for (; ch + kBatch <= chunks; ch += kBatch) {
-        float v[kBatch];
-        [[unroll]] for (uint u = 0u; u < kBatch; ++u) v[u] = uintBitsToFloat(scratch[pc.p[2] + (ch + u) * pc.n + o]);
-        [[unroll]] for (uint u = 0u; u < kBatch; ++u) acc = combine(acc, v[u]);
-      }
-      for (; ch < chunks; ++ch) acc = combine(acc, uintBitsToFloat(scratch[pc.p[2] + ch * pc.n + o]));
+      for (uint ch = 0u; ch < chunks; ++ch) acc = combine(acc, uintBitsToFloat(scratch[pc.p[2] + ch * pc.n + o]));
       F[pc.off[2] + o] = divided(acc, pc.f[0]);
     }
     return;

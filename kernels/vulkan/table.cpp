@@ -19,9 +19,9 @@ namespace {
 constexpr uint32_t kMaxAxes = 8;
 
 // An axis list for strided.glsl: size-1 axes dropped, contiguous neighbours merged.
-using Axes = MergedAxes;
+constexpr uint32_t kReduceLocal = 64;  // reduce_axes.comp's local size
 
-Status put_axes(const Ctx& c, const Axes& a, uint32_t first, Push* p) {
+Status put_axes(const Ctx& c, const MergedAxes& a, uint32_t first, Push* p) {
   if (first + a.dim.size() > kMaxAxes)
     return Status::Unsupported("the vulkan backend indexes at most " + std::to_string(kMaxAxes) + " non-unit axes");
   for (size_t k = 0; k < a.dim.size(); ++k) {
@@ -61,7 +61,7 @@ Status pad(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   zero.groups[0] = groups_for(zero.push.n, c.opts);
   out->push_back(zero);
   std::vector<int64_t> st = row_major_strides(ys);
-  Axes axes;
+  MergedAxes axes;
   for (size_t k = 0; k < xs.size(); ++k) axes.add(xs[k], st[k]);
   SG_TRY(put_axes(c, axes, 0, &d->push));
   d->shader = "gather";
@@ -90,7 +90,7 @@ Status gather(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   } else {  // reshape: a flat copy
     st = row_major_strides(ys);
   }
-  Axes axes;
+  MergedAxes axes;
   for (size_t k = 0; k < ys.size(); ++k) axes.add(ys[k], st[k]);
   SG_TRY(put_axes(c, axes, 0, &d->push));
   d->shader = "gather";
@@ -103,7 +103,7 @@ Status gather(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 }
 
 // reduce_axes.comp: kept axes enumerate the outputs, reduced axes the terms.
-Status reduce_axes(const Ctx& c, const Axes& kept, const Axes& red, float divisor, Dispatch* d) {
+Status reduce_axes(const Ctx& c, const MergedAxes& kept, const MergedAxes& red, float divisor, Dispatch* d) {
   SG_TRY(put_axes(c, kept, 0, &d->push));
   SG_TRY(put_axes(c, red, static_cast<uint32_t>(kept.dim.size()), &d->push));
   d->shader = "reduce_axes";
@@ -113,13 +113,13 @@ Status reduce_axes(const Ctx& c, const Axes& kept, const Axes& red, float diviso
   d->push.p[0] = static_cast<uint32_t>(kept.dim.size());
   d->push.p[1] = static_cast<uint32_t>(red.dim.size());
   d->push.f[0] = divisor;
-  d->groups[0] = groups_for(d->push.n, c.opts, 64);  // reduce_axes.comp's local size
+  d->groups[0] = groups_for(d->push.n, c.opts, kReduceLocal);
   return Status::Ok();
 }
 
 Status reduce(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
   AxisSplit s = split(c, 0);
-  Axes kept, red;
+  MergedAxes kept, red;
   kept.add(s.outer, s.n * s.inner);
   kept.add(s.inner, 1);
   red.add(s.n, s.inner);
@@ -127,11 +127,11 @@ Status reduce(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 }
 
 Status sum_to(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
-  Axes kept, red;
+  MergedAxes kept, red;
   sum_to_axes(c.in(0).type.shape, c.out(0).type.shape, &kept, &red);
   SG_TRY(reduce_axes(c, kept, red, 1.f, d));
   // Column sums in two passes, in the CPU's chunks (sgrt/column_sums.h).
-  if (chunked_columns(red)) column_chunks(c, red.dim[0], d->push.n, 1, 64, &d->push.p[2], d, out);
+  if (chunked_columns(red)) column_chunks(c, red.dim[0], d->push.n, 1, kReduceLocal, &d->push.p[2], d, out);
   return Status::Ok();
 }
 
