@@ -129,6 +129,11 @@ TEST_CASE("a KV-cache position past the cache or negative is an error on cuda na
   test::check_bad_positions_named("cuda");
 }
 
+TEST_CASE("cuda's embedding gradient adds repeated ids in the cpu's order, bit for bit") {
+  if (!test::cuda_device_present()) return;
+  test::check_embedding_grad_exact("cuda");
+}
+
 TEST_CASE("cuda attention refuses a head size past its kernel's, naming the op") {
   if (!test::cuda_device_present()) return;
   std::shared_ptr<const Model> m;

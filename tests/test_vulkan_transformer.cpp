@@ -149,6 +149,12 @@ TEST_CASE("a KV-cache position past the cache or negative is an error on vulkan 
   test::check_bad_positions_named("vulkan");
 }
 
+TEST_CASE("the embedding gradient adds repeated ids in the cpu's order, bit for bit, on the cpu and vulkan") {
+  test::check_embedding_grad_exact("cpu");  // the check itself, against its own loop
+  if (!test::vulkan_device_present()) return;
+  test::check_embedding_grad_exact("vulkan");
+}
+
 TEST_CASE("an embedding id outside the vocabulary is an error naming the op's Lua line") {
   if (!test::vulkan_device_present()) return;
   std::shared_ptr<const Model> m;

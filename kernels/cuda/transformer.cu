@@ -2,7 +2,7 @@
 // rope.cpp, dropout.cpp): embedding and its scatter-add gradient, layer and RMS
 // norm with their gradients, rope (and rope_at), dropout, batch norm's running
 // statistics. Every sum runs in a fixed order:
-// the embedding gradient walks the positions in order per column (the CPU's
+// the embedding gradient adds each id's rows in position order (the CPU's
 // loop: bit-identical), a norm row is a fixed tree over one block, dgain/dbias
 // are column sums in sgrt/column_sums.h's chunks. Rope's angle is computed in double as the
 // CPU's; dropout calls sgrt/rng.h (constexpr, so device code shares it).
@@ -34,13 +34,34 @@ __global__ void embedding_kernel(int64_t n, int64_t d, int64_t vocab, const floa
   }
 }
 
-// dt [V, D] (zeroed) += dy [N, D] rows at their ids: one thread per column,
-// positions in order.
-__global__ void embedding_grad_kernel(int64_t n, int64_t d, int64_t vocab, const int32_t* ids, const float* dy,
-                                      float* dt, ErrorRecord* err, int32_t tag) {
-  SG_GRID_STRIDE(c, d) {
-    for (int64_t r = 0; r < n; ++r)
-      if (id_ok(ids[r], r, vocab, err, tag)) dt[ids[r] * d + c] += dy[r * d + c];
+// The embedding gradient, dt [V, D] = dy [N, D]'s rows summed by id, in position
+// order per id as the CPU adds them, yet with the positions side by side: the
+// links first, then one thread per (first position of an id, column) walking
+// its id's chain. `next` and `has_prev` are N words of scratch, has_prev zeroed.
+
+// next[r] = the next position with r's id (n: none); has_prev[next[r]] = 1
+// (each position is one position's next at most).
+__global__ void embedding_link_kernel(int64_t n, int64_t vocab, const int32_t* ids, int32_t* next, int32_t* has_prev,
+                                      ErrorRecord* err, int32_t tag) {
+  SG_GRID_STRIDE(r, n) {
+    id_ok(ids[r], r, vocab, err, tag);
+    int64_t s = r + 1;
+    while (s < n && ids[s] != ids[r]) ++s;
+    next[r] = static_cast<int32_t>(s);
+    if (s < n) has_prev[s] = 1;
+  }
+}
+
+// dt (zeroed) [id, c] = dy[r, c] + dy[next[r], c] + ... for each chain's first r.
+__global__ void embedding_chain_kernel(int64_t n, int64_t d, int64_t vocab, const int32_t* ids, const int32_t* next,
+                                       const int32_t* has_prev, const float* dy, float* dt) {
+  SG_GRID_STRIDE(i, n * d) {
+    const int64_t r = i / d, c = i % d;
+    const int32_t id = ids[r];
+    if (has_prev[r] || id < 0 || id >= vocab) continue;
+    float sum = 0.f;
+    for (int64_t s = r; s < n; s = next[s]) sum += dy[s * d + c];
+    dt[id * d + c] = sum;
   }
 }
 
@@ -234,11 +255,16 @@ Status bind_embedding(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const float* dy = a.in[1].f();
   float* dt = a.out[0].f();
   size_t bytes = sizeof(float) * static_cast<size_t>(a.out[0].n);
-  unsigned grid = grid_for(d, ctx.dev);
+  int32_t* next = static_cast<int32_t*>(ctx.scratch->reserve(sizeof(int32_t) * 2 * n));
+  int32_t* has_prev = next + n;
+  const unsigned link_grid = grid_for(n, ctx.dev), chain_grid = grid_for(n * d, ctx.dev);
   *out = [=](cudaStream_t s) {
     SG_TRY(cuda_status(cudaMemsetAsync(dt, 0, bytes, s), "embedding_grad memset"));
-    embedding_grad_kernel<<<grid, kThreads, 0, s>>>(n, d, vocab, ids, dy, dt, err, tag);
-    return launched("embedding_grad_kernel");
+    SG_TRY(cuda_status(cudaMemsetAsync(has_prev, 0, sizeof(int32_t) * n, s), "embedding_grad memset"));
+    embedding_link_kernel<<<link_grid, kThreads, 0, s>>>(n, vocab, ids, next, has_prev, err, tag);
+    SG_TRY(launched("embedding_link_kernel"));
+    embedding_chain_kernel<<<chain_grid, kThreads, 0, s>>>(n, d, vocab, ids, next, has_prev, dy, dt);
+    return launched("embedding_chain_kernel");
   };
   return Status::Ok();
 }

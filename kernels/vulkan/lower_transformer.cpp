@@ -15,15 +15,17 @@ constexpr uint32_t kNormLocal = 128;  // norm.comp's workgroup
 // workgroup), else 128 (one row).
 constexpr int64_t kNormNarrowRow = 1024;
 // Specialization OP | kPhase1: a shader's second variant (embedding.comp: the
-// zero fill before the scatter; rope.comp: interleaved pairs).
-constexpr uint32_t kPhase1 = 1u << 8;
+// zero fill before the gradient's sums; rope.comp: interleaved pairs); kPhase2
+// its third (embedding.comp: the links between a repeated id's positions).
+constexpr uint32_t kPhase1 = 1u << 8, kPhase2 = 2u << 8;
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 }  // namespace
 
-// embedding: (table [V, D], f32 or a block format, ids) -> [..., D]; embedding_grad: (ids, dy) -> [V, D],
-// zeroed first, then one invocation per column.
+// embedding: (table [V, D], f32 or a block format, ids) -> [..., D]; embedding_grad: (ids, dy) -> [V, D]
+// in three dispatches over 2N scratch words (embedding.comp): zero, link each
+// position to the next with its id, sum each id's chain.
 Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   bool fwd = c.op.code == OpCode::Embedding;
   const Shape& ts = fwd ? c.in(0).type.shape : c.out(0).type.shape;
@@ -37,16 +39,22 @@ Status embedding(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.p[1] = u32(ts[1]);
   if (fwd) {
     const TensorType& table = c.in(0).type;  // f32, or q8_0 / q4_1 blocks decoded as gathered
-    d->op |= block_kind(table.dtype) << 9;
+    d->op |= block_kind(table.dtype) << 10;
     d->push.p[2] = u32(dtype_bytes(table.dtype, ts[1]));
     d->groups[0] = groups_for(numel(c.out(0).type.shape), c.opts);
     return Status::Ok();
   }
+  const int64_t n = d->push.n;
+  d->push.p[2] = c.scratch->take(u32(2 * n), d);
   Dispatch zero = *d;
   zero.op |= kPhase1;
-  zero.groups[0] = groups_for(ts[0] * ts[1], c.opts);
+  zero.groups[0] = groups_for(std::max(ts[0] * ts[1], n), c.opts);
   out->push_back(zero);
-  d->groups[0] = groups_for(ts[1], c.opts);
+  Dispatch link = *d;
+  link.op |= kPhase2;
+  link.groups[0] = groups_for(n, c.opts);
+  out->push_back(link);
+  d->groups[0] = groups_for(n * ts[1], c.opts);
   return Status::Ok();
 }
 
