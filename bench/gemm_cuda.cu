@@ -4,14 +4,17 @@
 // cuBLASLt BF16 on the same shapes. One JSON line per shape and dtype: median and
 // best TFLOP/s over the reps, the ratio to BF16 and the share of the H100/H200 SXM
 // dense peaks (FP8 1979, BF16 989 TFLOP/s). "algo" is cuBLASLt's first heuristic
-// choice (what sgrt's training step uses); "tuned" lines time each of the
-// heuristic's candidates and keep the fastest (what an autotuner would get).
+// choice; "tuned" lines time each of the heuristic's candidates, up to
+// kBenchCandidates (sgrt's prepare times the first kLtCandidates), and keep the
+// fastest; "config" names its kernel (LtGemm::config). At the largest size each
+// candidate's median goes to stderr.
 // Usage: bench_gemm_cuda [max size, default 8192] [reps, default 30]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "formats/formats.h"
@@ -23,6 +26,8 @@ using namespace sgrt::cuda;
 namespace {
 
 constexpr double kPeakFp8 = 1979e12, kPeakBf16 = 989e12;
+// More than the runtime times: whether a candidate past its kLtCandidates wins.
+constexpr int kBenchCandidates = 32;
 
 // Codes of uniform values in [-1, 1] (a hash per index: no host transfer).
 __global__ void fill_kernel(uint8_t* p, int64_t n, int bytes) {
@@ -110,28 +115,35 @@ int main(int argc, char** argv) {
       g.addr_a = reinterpret_cast<uintptr_t>(a), g.addr_b = reinterpret_cast<uintptr_t>(b);
       g.addr_c = reinterpret_cast<uintptr_t>(c);
       g.workspace = ws, g.workspace_bytes = kLtWorkspaceBytes;
+      const double flop = 2.0 * n * n * n;
       Result first{}, tuned{};
-      int tuned_rank = 0;
-      for (g.algo_rank = 0; g.algo_rank < kLtCandidates; ++g.algo_rank) {
+      std::string first_config, tuned_config;
+      int tuned_rank = 0, candidates = 0;
+      for (g.algo_rank = 0; g.algo_rank < kBenchCandidates; ++g.algo_rank) {
         std::unique_ptr<LtGemm> plan;
         Status st = LtGemm::plan(lt, g, &plan);
         if (!st.ok() && g.algo_rank > 0) break;  // fewer candidates than asked for
         Result r{};
         if (!ok(st, k.name) || !time_gemm(*plan, a, b, c, reps, s, &r)) return 1;
-        if (g.algo_rank == 0) first = tuned = r;
-        else if (r.median < tuned.median) tuned = r, tuned_rank = g.algo_rank;
+        candidates = g.algo_rank + 1;
+        if (n == max_n)
+          std::fprintf(stderr, "bench_gemm_cuda: %lld^3 %s, %s out, candidate %d (%s): %.1f TFLOP/s median\n",
+                       static_cast<long long>(n), k.name, k.bf16_out ? "bf16" : "f32", g.algo_rank, plan->config().c_str(),
+                       flop / r.median / 1e12);
+        if (g.algo_rank == 0) first = tuned = r, first_config = tuned_config = plan->config();
+        else if (r.median < tuned.median) tuned = r, tuned_rank = g.algo_rank, tuned_config = plan->config();
       }
-      const double flop = 2.0 * n * n * n;
       for (int t = 0; t < 2; ++t) {
         const Result& r = t == 0 ? first : tuned;
         const double tf = flop / r.median / 1e12;
         if (k.bytes == 2) bf16_median[t] = r.median;
         std::printf("{\"bench\":\"gemm_cuda\",\"gpu\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"out\":\"%s\","
-                    "\"algo\":\"%s\",\"rank\":%d,\"reps\":%d,\"tflops_median\":%.1f,\"tflops_best\":%.1f,\"vs_bf16\":%.2f,"
-                    "\"pct_peak\":%.1f}\n",
+                    "\"algo\":\"%s\",\"rank\":%d,\"candidates\":%d,\"config\":\"%s\",\"reps\":%d,\"tflops_median\":%.1f,"
+                    "\"tflops_best\":%.1f,\"vs_bf16\":%.2f,\"pct_peak\":%.1f}\n",
                     prop.name, static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n), k.name,
-                    k.bf16_out ? "bf16" : "f32", t == 0 ? "heuristic" : "tuned", t == 0 ? 0 : tuned_rank, reps, tf, flop / r.best / 1e12,
-                    bf16_median[t] / r.median, 100.0 * tf * 1e12 / k.peak);
+                    k.bf16_out ? "bf16" : "f32", t == 0 ? "heuristic" : "tuned", t == 0 ? 0 : tuned_rank, candidates,
+                    (t == 0 ? first_config : tuned_config).c_str(), reps, tf, flop / r.best / 1e12, bf16_median[t] / r.median,
+                    100.0 * tf * 1e12 / k.peak);
       }
       std::fflush(stdout);
     }

@@ -72,7 +72,13 @@ backends="cuda $([ "$vulkan" = 1 ] && echo vulkan)"
 # The goals first (the FP8 GEMM's share of peak, the GPT step on both
 # backends, the main job's LoRA step), so a lease cut short still has them;
 # then the comparisons and profiles that explain them.
+# The SM clock and power draw while the GEMMs run, 5 samples a second: what
+# moves the FP8 share of peak from one lease to the next (62.6-71.9% so far).
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv -lms 200 \
+  >"$out/gemm_clocks.csv" 2>&1 &
+smi=$!
 step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30
+kill "$smi" 2>/dev/null
 for b in $backends; do
   step "bench_train $b" train.jsonl 150 "$build/bench/bench_train" --backend "$b" --steps 10 --recipes fp32,bf16,fp8,fp8-row,fp8-block,fp4
 done

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda_status.h"
 
@@ -137,11 +138,11 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
   for (int i = 0; i < 4 && st.ok(); ++i)
     st = cublas_status(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]),
                        "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-  cublasLtMatmulHeuristicResult_t found_algos[kLtCandidates] = {};
+  std::vector<cublasLtMatmulHeuristicResult_t> found_algos(std::max(kLtCandidates, s.algo_rank + 1));
   int found = 0;
   if (st.ok())
-    st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref, kLtCandidates,
-                                                      found_algos, &found),
+    st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref,
+                                                      static_cast<int>(found_algos.size()), found_algos.data(), &found),
                        "cublasLtMatmulAlgoGetHeuristic");
   cublasLtMatmulPreferenceDestroy(pref);
   if (!st.ok() || found == 0)
@@ -189,8 +190,8 @@ Status LtGemm::plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log,
   cudaGetLastError();  // a failed candidate's launch error is not the caller's
   if (log) {
     const double tflops = best_ms > 0 ? 2.0 * static_cast<double>(s.m) * s.n * s.k / (best_ms * 1e9) : 0;
-    std::fprintf(stderr, "sgrt cuda: GEMM%s: algorithm %d of %d, %.3f ms = %.1f TFLOP/s (the first %.3f ms)\n",
-                 describe(s).c_str(), rank, found, best_ms, tflops, first_ms);
+    std::fprintf(stderr, "sgrt cuda: GEMM%s: algorithm %d of %d (%s), %.3f ms = %.1f TFLOP/s (the first %.3f ms)\n",
+                 describe(s).c_str(), rank, found, best->config().c_str(), best_ms, tflops, first_ms);
   }
   {
     std::lock_guard<std::mutex> lock(tuned_mutex);
@@ -198,6 +199,28 @@ Status LtGemm::plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log,
   }
   *out = std::move(best);
   return Status::Ok();
+}
+
+std::string LtGemm::config() const {
+  struct Field { const char* name; cublasLtMatmulAlgoConfigAttributes_t attr; size_t bytes; };
+  const Field fields[] = {{"algo", CUBLASLT_ALGO_CONFIG_ID, 4},
+                          {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID, 4},
+                          {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID, 4},
+                          {"cluster", CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2},
+                          {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4},
+                          {"swizzle", CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4},
+                          {"custom", CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4}};
+  std::string out;
+  for (const Field& f : fields) {
+    uint32_t v32 = 0;
+    uint16_t v16 = 0;
+    size_t written = 0;
+    void* v = f.bytes == 2 ? static_cast<void*>(&v16) : static_cast<void*>(&v32);
+    const bool ok = cublasLtMatmulAlgoConfigGetAttribute(&algo_, f.attr, v, f.bytes, &written) == CUBLAS_STATUS_SUCCESS;
+    out += (out.empty() ? "" : " ") + std::string(f.name) + " " +
+           (ok ? std::to_string(f.bytes == 2 ? v16 : v32) : std::string("?"));
+  }
+  return out;
 }
 
 Status LtGemm::run(const void* a, const void* b, void* c, cudaStream_t stream) const {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "sgrt/status.h"
 
@@ -35,7 +36,8 @@ struct GemmSpec {
   int algo_rank = 0;  // which of cuBLASLt's heuristic candidates, best first (benchmarks try several)
 };
 
-// How many heuristic candidates plan() asks cuBLASLt for.
+// How many heuristic candidates plan() asks cuBLASLt for (more where algo_rank
+// is past them), and so how many plan_fastest() times.
 constexpr int kLtCandidates = 8;
 
 // cuBLASLt's recommended workspace on Hopper; plenty for the others.
@@ -53,6 +55,9 @@ class LtGemm {
   // stays unless another is 2% faster. `log`: one line on stderr per tuned GEMM.
   static Status plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log, std::unique_ptr<LtGemm>* out);
   Status run(const void* a, const void* b, void* c, cudaStream_t stream) const;
+  // The planned algorithm's configuration, as cuBLASLt's ALGO_CONFIG attributes
+  // number it: "algo 66 tile 20 stages 34 cluster 2 split-k 1 swizzle 0 custom 0".
+  std::string config() const;
 
  private:
   LtGemm() = default;
