@@ -3,10 +3,12 @@
 # the CUDA op cross-check, whole-step training and prepare-time tuning tests
 # (GEMM autotune, norm+quantize fusion), the dequant_matmul test (a q8_0/q4_1
 # base on CUDA and Vulkan), the Vulkan tests on the same GPU (when a Vulkan
-# driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3, a compiled
+# driver is there), the cuBLASLt FP8-vs-BF16 GEMM bench to 8192^3 (the SM clock
+# and power draw sampled meanwhile), a compiled
 # graph's matmul and dequant_matmul on CUDA and Vulkan side by side, the
 # training bench (GPT and MLP; PyTorch on the same GPU as the peer) on both
-# backends (CUDA also op by op, without its graphs), the LoRA/QLoRA step of SmolLM2-135M's shape with its per-op profile
+# backends (CUDA also op by op, without its graphs; Vulkan's GPT step also under
+# each fixed GEMM tile and without split-K), the LoRA/QLoRA step of SmolLM2-135M's shape with its per-op profile
 # (lora.txt; plain PyTorch's LoRA as the peer), `sgrt train` on each backend, a
 # per-op profile of the GPT's step on each backend (`sgrt train --profile`), and
 # compute-sanitizer's memcheck over the CUDA op tests and the CUDA
@@ -72,10 +74,12 @@ backends="cuda $([ "$vulkan" = 1 ] && echo vulkan)"
 # The goals first (the FP8 GEMM's share of peak, the GPT step on both
 # backends, the main job's LoRA step), so a lease cut short still has them;
 # then the comparisons and profiles that explain them.
-# The SM clock and power draw while the GEMMs run, 5 samples a second: what
-# moves the FP8 share of peak from one lease to the next (62.6-71.9% so far).
+# The SM clock and power draw while the GEMMs run, 5 samples a second, into
+# gpu.txt: what moves the FP8 share of peak from one lease to the next
+# (62.6-71.9% so far).
+echo "== clocks during bench_gemm_cuda" >>"$out/gpu.txt"
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv -lms 200 \
-  >"$out/gemm_clocks.csv" 2>&1 &
+  >>"$out/gpu.txt" 2>&1 &
 smi=$!
 step bench_gemm_cuda gemm.jsonl 90 "$build/bench/bench_gemm_cuda" "${GEMM_MAX:-8192}" 30
 kill "$smi" 2>/dev/null
@@ -123,10 +127,16 @@ if [ "$vulkan" = 1 ]; then
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
   SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \
     "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp32,fp8,fp4 --no-pytorch
-  # The GPT step's qmatmuls decoding their codes into scratch first (the default
-  # decodes them in the tiled shader's loads).
-  SGRT_VULKAN_DECODE_FIRST=1 step "bench_train vulkan, codes decoded into scratch first" \
-    train.jsonl 90 "$build/bench/bench_train" --backend vulkan --steps 10 --models gpt --recipes fp8,fp4 --no-pytorch
+  # The GPT step's products (half its Vulkan step at the fourth lease) under
+  # each fixed tile and without split-K: beside the default lines above,
+  # which choice the defaults (64x64 below a full grid of 128x128 tiles,
+  # split-K below that with a long K) should make.
+  for knob in SGRT_VULKAN_GEMM_TILE=64 SGRT_VULKAN_GEMM_TILE=128 SGRT_VULKAN_SPLIT_K=0; do
+    export "${knob?}"
+    step "bench_train vulkan GPT, $knob" train.jsonl 60 "$build/bench/bench_train" --backend vulkan --steps 10 \
+      --models gpt --recipes fp32,fp8 --no-pytorch
+    unset "${knob%%=*}"
+  done
 fi
 for b in $backends; do
   step "sgrt train $b" train.txt 90 "$build/tools/sgrt" train models/fashion_mlp.lua --backend "$b" \
