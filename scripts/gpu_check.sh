@@ -108,6 +108,10 @@ done
 # and the LoRA step's many short kernels are where launches cost).
 SGRT_CUDA_GRAPH=0 step "bench_train cuda, op by op (no graphs)" lora.txt 120 \
   "$build/bench/bench_train" --backend cuda --steps 5 --models mlp,lora --recipes fp32 --no-pytorch
+# fp8-block's products on the chunked kernel, beside cuBLASLt's blockwise FP8
+# (the default bench_train lines above).
+SGRT_CUDA_FP8_BLOCK=chunked step "bench_train cuda fp8-block, chunked kernel" train.jsonl 60 \
+  "$build/bench/bench_train" --backend cuda --steps 10 --models gpt --recipes fp8-block --no-pytorch
 # The QLoRA step's 4-bit products on the tiled kernel instead of decoded for cuBLASLt.
 SGRT_CUDA_DECODE_BASE=0 step "bench_train cuda QLoRA, tiled dequant_matmul" lora.txt 120 \
   "$build/bench/bench_train" --backend cuda --steps 5 --models qlora --recipes fp32 --no-pytorch

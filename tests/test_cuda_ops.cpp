@@ -15,9 +15,11 @@
 //   terms; AdamW turns a flipped tiny gradient into at most 2 lr (lr <= 1e-2).
 // - i32 tensors (train state, counters) equal; scale exponents within 1 (an amax
 //   a few ulps from a power of two).
+#include <memory>
 #include <set>
 
 #include "backend_compare.h"
+#include "scoped_env.h"
 #include "test_cuda_support.h"
 #ifdef SGRT_WITH_CUDA
 #include "cuda/bind.h"
@@ -73,6 +75,28 @@ const char* kModelB = R"(
 // fp8-block's K chunks: K 200 and 136 forward, 130 (the batch) in the weight gradients.
 const std::map<std::string, std::string> kFp8BlockChunks = {
     {"recipe", "fp8-block"}, {"n", "130"}, {"d", "200"}, {"h", "136"}, {"c", "16"}};
+
+// fp8-block on cuBLASLt's blockwise FP8 (matmul.cu): M and N multiples of 4, K
+// of 16; K 256 and 144 forward (a partial chunk of 16), 16 in the activations'
+// gradient, 128 in the weight gradients. On sm_90 the checks below force that
+// path (SGRT_CUDA_FP8_BLOCK=cublaslt: a product it declines fails prepare);
+// kFp8BlockChunks's shapes (M 130, K 200) are the chunked kernel's.
+const std::map<std::string, std::string> kFp8BlockLt = {
+    {"recipe", "fp8-block"}, {"n", "128"}, {"d", "256"}, {"h", "144"}, {"c", "16"}};
+
+#ifdef SGRT_WITH_CUDA
+bool hopper() {
+  cudaDeviceProp p{};
+  return cudaGetDeviceProperties(&p, 0) == cudaSuccess && p.major == 9 && p.minor == 0;
+}
+#else
+bool hopper() { return false; }
+#endif
+
+// SGRT_CUDA_FP8_BLOCK=cublaslt on sm_90, where cuBLASLt's blockwise FP8 runs; unset elsewhere.
+std::unique_ptr<test::ScopedEnv> force_fp8_block_lt() {
+  return hopper() ? std::make_unique<test::ScopedEnv>("SGRT_CUDA_FP8_BLOCK", "cublaslt") : nullptr;
+}
 
 std::set<OpCode> g_covered;
 
@@ -171,6 +195,9 @@ TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {
   // (backend_compare.h leaves that counter of a whole step to the check above).
   INFO("recipe fp8-block, K chunks");
   cross_check(kModelA, kFp8BlockChunks);
+  INFO("recipe fp8-block on cuBLASLt where it runs");
+  auto lt = force_fp8_block_lt();
+  cross_check(kModelA, kFp8BlockLt);
 }
 
 // Hopper's FP8 tensor cores keep about 14 bits of a product's running sum
@@ -179,17 +206,33 @@ TEST_CASE("cuda agrees with the cpu under every low-precision recipe") {
 // lease). Whole steps of fp8 stay within the cross-check's bound; fp8-row's do
 // not (above), so its every op is checked given the CPU's inputs: codes
 // bit-identical, products within kFp8Sums, the rest within kF32Bound; fp8 beside
-// it, and fp8-block's K chunks (its chunked kernel sums in the CPU's order).
+// it, and fp8-block's K chunks (the chunked kernel sums in the CPU's order;
+// cuBLASLt's blockwise FP8 sums each 128-chunk on the tensor cores, as fp8).
 constexpr double kFp8Sums = 1e-3;
 TEST_CASE("each op of an fp8, fp8-row and fp8-block step on cuda matches the cpu given the cpu's inputs") {
   if (!test::cuda_device_present()) return;
   std::map<std::string, std::string> row = {{"recipe", "fp8-row"}, {"n", "64"}, {"d", "96"}, {"h", "48"}, {"c", "16"}};
   std::map<std::string, std::string> fp8 = row;
   fp8["recipe"] = "fp8";
-  for (const auto& set : {row, fp8, kFp8BlockChunks}) {
+  for (const auto& set : {row, fp8, kFp8BlockChunks, kFp8BlockLt}) {
     INFO("recipe " << set.at("recipe") << ", d " << set.at("d"));
+    auto lt = set.at("d") == kFp8BlockLt.at("d") ? force_fp8_block_lt() : nullptr;
     CHECK(test::check_ops_given_cpu_inputs("cuda", kModelA, set, 2, true, kFp8Sums) > 0);
   }
+}
+
+TEST_CASE("SGRT_CUDA_FP8_BLOCK takes cublaslt or chunked and refuses anything else, naming itself") {
+  if (!test::cuda_device_present()) return;
+  for (const char* ok : {"cublaslt", "chunked"}) {
+    test::ScopedEnv env("SGRT_CUDA_FP8_BLOCK", ok);
+    std::unique_ptr<Backend> be;
+    CHECK(make_backend("cuda", &be).ok());
+  }
+  test::ScopedEnv env("SGRT_CUDA_FP8_BLOCK", "tiled");
+  std::unique_ptr<Backend> be;
+  Status st = make_backend("cuda", &be);
+  CHECK_FALSE(st.ok());
+  CHECK_MESSAGE(st.message().find("SGRT_CUDA_FP8_BLOCK is cublaslt or chunked, not 'tiled'") != std::string::npos, st.message());
 }
 
 TEST_CASE("cuda agrees with the cpu on FP8/FP16 optimizer state and clipping") {

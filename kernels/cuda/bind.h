@@ -77,6 +77,9 @@ struct BindCtx {
   bool autotune = false;          // time cuBLASLt's candidates (the real bind only: addresses are live)
   bool verbose = false;           // one stderr line per tuned GEMM
   bool decode_base = true;        // dequant_matmul: decode w into scratch for cuBLASLt (else the tiled kernel)
+  // fp8-block's products (matmul.cu): cuBLASLt's blockwise FP8 where it runs
+  // them, else the chunked kernel; or only one of the two (SGRT_CUDA_FP8_BLOCK).
+  enum class Fp8Block : uint8_t { automatic, cublaslt, chunked } fp8_block = Fp8Block::automatic;
   // A norm and the per-tensor quantize of its output, bound one after the other:
   // the norm reduces max |y| into this (device, 256-byte scratch slot) and the
   // quantize only encodes (nullptr: not fused).

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_status.h"
@@ -29,11 +30,20 @@ const char* type_name(cudaDataType_t t) {
   }
 }
 
+const char* scale_mode_name(cublasLtMatmulMatrixScale_t m) {
+  switch (m) {
+    case CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F: return " vec128";
+    case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F: return " blk128x128";
+    default: return "";
+  }
+}
+
 // The GEMM in a failure message: what cuBLASLt was asked, in matmul's terms.
 std::string describe(const GemmSpec& s) {
   auto n = [](int64_t v) { return std::to_string(v); };
   return " (M=" + n(s.m) + ", N=" + n(s.n) + ", K=" + n(s.k) + ", A " + type_name(s.type_a) + (s.trans_a ? "^T" : "") +
-         " ld " + n(s.lda) + ", B " + type_name(s.type_b) + (s.trans_b ? "^T" : "") + " ld " + n(s.ldb) + ", C " + type_name(s.type_c) + " ld " +
+         scale_mode_name(s.scale_mode_a) + " ld " + n(s.lda) + ", B " + type_name(s.type_b) + (s.trans_b ? "^T" : "") +
+         scale_mode_name(s.scale_mode_b) + " ld " + n(s.ldb) + ", C " + type_name(s.type_c) + " ld " +
          n(s.ldc) + "; alignment A " + n(alignment(s.addr_a)) + ", B " + n(alignment(s.addr_b)) + ", C " +
          n(alignment(s.addr_c)) + (s.scale_a ? ", scale pointers" : "") + (s.fast_accum ? ", fast accumulation" : "") + ")";
 }
@@ -117,6 +127,10 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
     SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &s.scale_b, sizeof s.scale_b));
   if (s.scale_a)
     SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &s.scale_a, sizeof s.scale_a));
+  for (auto [mode, attr] : {std::pair{s.scale_mode_b, CUBLASLT_MATMUL_DESC_A_SCALE_MODE},
+                            std::pair{s.scale_mode_a, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}})
+    if (mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+      SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, attr, &mode, sizeof mode));
   if (s.fast_accum) {
     int8_t on = 1;
     SG_CUBLAS(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));

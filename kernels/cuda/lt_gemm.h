@@ -25,9 +25,14 @@ struct GemmSpec {
   cudaDataType_t type_c = CUDA_R_32F;  // the output: 32F (sgrt's tensors); 16BF where a benchmark asks
   bool trans_a = false, trans_b = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
-  // FP8 only: per-tensor multipliers in device memory (nullptr: 1).
+  // FP8 only: multipliers in device memory (nullptr: 1), per tensor (SCALAR_32F)
+  // or cuBLASLt's blockwise FP8 (sm_90): FP32 scales per 128-element K chunk of a
+  // row (VEC128_32F) or per 128x128 block (BLK128x128_32F), in the layouts of
+  // cuBLAS's documentation ("Scaling factors layouts") for our A and B.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
+  cublasLtMatmulMatrixScale_t scale_mode_a = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  cublasLtMatmulMatrixScale_t scale_mode_b = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   bool fast_accum = false;  // FP8: accumulate in the tensor core's own precision (faster, less exact)
   // Addresses the GEMM will use (for the algorithm's alignment requirements).
   uintptr_t addr_a = 0, addr_b = 0, addr_c = 0;

@@ -16,12 +16,17 @@
 //   f32  anything else (F16 or F32 operands): decoded to F32, F32 GEMM.
 // A path cuBLASLt declines at prepare falls through to the next one.
 // NVFP4's FP32 tensor scales are not exact in BF16: the epilogue applies them.
-//   chunked  blockwise FP8 (1x128 tiles / 128x128 blocks, FP32 scales per 128-chunk
-//        of K): chunked_kernel, one thread per C element, promotes its FP32 sum
-//        every 128 elements of K as cpu/gemm_k_chunked.cpp. Correct first, not
-//        fast: cuBLASLt's VEC128_32F / BLK128x128_32F scale modes (sm_90) would be
-//        the fast route.
+// Blockwise FP8 (fp8-block: 1x128 tiles / 128x128 blocks, FP32 scales per
+// 128-chunk of K) has two paths of its own:
+//   fp8_block  cuBLASLt's VEC128_32F / BLK128x128_32F scale modes (sm_90): the
+//        scales rewritten into its layouts, the codes used in place. Needs M and
+//        N multiples of 4, K of 16, and not two 128x128-block operands.
+//   chunked  anything cuBLASLt declines: chunked_kernel, one thread per C
+//        element, promotes its FP32 sum every 128 elements of K as
+//        cpu/gemm_k_chunked.cpp (the CPU's order; correct, not fast).
+#include <cstdio>
 #include <memory>
+#include <string>
 
 #include "common.cuh"
 #include "lt_gemm.h"
@@ -120,6 +125,29 @@ __global__ void chunked_kernel(Operand a, Operand b, int64_t M, int64_t N, int64
   }
 }
 
+// Blockwise FP8 on cuBLASLt: operand p's scales, stored [outer / block,
+// scale_ld] row-major (K chunks fastest), in cuBLASLt's layout (cuBLAS's
+// "Scaling factors layouts"): a 1x128 tile's (VEC128_32F) outer-major, [chunks,
+// outer]; a 128x128 block's (BLK128x128_32F) K-major, [blocks, chunks4] with
+// chunks4 = chunks rounded up to 4 and the padding 0.
+__global__ void block_scale_layout_kernel(Operand p, int64_t outer, int64_t chunks, float* dst) {
+  const float* src = static_cast<const float*>(p.scale);
+  if (p.block == 1) {
+    SG_GRID_STRIDE(i, outer * chunks) dst[i] = src[(i % outer) * p.scale_ld + i / outer];
+  } else {
+    const int64_t chunks4 = (chunks + 3) / 4 * 4, blocks = (outer + p.block - 1) / p.block;
+    SG_GRID_STRIDE(i, blocks * chunks4) {
+      const int64_t ch = i % chunks4;
+      dst[i] = ch < chunks ? src[(i / chunks4) * p.scale_ld + ch] : 0.f;
+    }
+  }
+}
+
+// Floats of block_scale_layout_kernel's output for an operand of `outer` rows.
+int64_t block_scale_words(const Operand& p, int64_t outer, int64_t chunks) {
+  return p.block == 1 ? outer * chunks : (outer + p.block - 1) / p.block * ((chunks + 3) / 4 * 4);
+}
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::e4m3: case DType::e2m1: return CUDA_R_8F_E4M3;  // E2M1 is packed to E4M3
@@ -169,7 +197,7 @@ Status plan_gemm(BindCtx& ctx, const GemmSpec& s, std::unique_ptr<LtGemm>* g) {
   return ctx.autotune ? LtGemm::plan_fastest(ctx.lt, s, ctx.verbose, g) : LtGemm::plan(ctx.lt, s, g);
 }
 
-enum class Path : uint8_t { fp8, bf16, f32 };
+enum class Path : uint8_t { fp8, fp8_block, bf16, f32 };
 
 struct Plan {
   Path path;
@@ -177,6 +205,7 @@ struct Plan {
   void* pa = nullptr;  // packed operands (nullptr: used in place)
   void* pb = nullptr;
   float* tensor_scales = nullptr;
+  float* block_scales[2] = {};  // fp8_block: A's and B's scales in cuBLASLt's layout
 };
 
 // Plans `path` for C[M,N] = op(A) op(B); Unsupported when this path cannot run it.
@@ -187,7 +216,7 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
   s.m = M, s.n = N, s.k = K;
   s.trans_a = false, s.trans_b = true;  // both K-major
   s.lda = K, s.ldb = K, s.ldc = N;
-  size_t elem = path == Path::fp8 ? 1 : path == Path::bf16 ? 2 : 4;
+  size_t elem = path == Path::fp8 || path == Path::fp8_block ? 1 : path == Path::bf16 ? 2 : 4;
   if (path == Path::fp8) {
     bool ok = ctx.dev.fp8() && is_fp8ish(A.dt) && is_fp8ish(B.dt) && !(A.dt == DType::e5m2 && B.dt == DType::e5m2) &&
               K % 16 == 0;
@@ -198,13 +227,30 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
     // pointer that is not 16-byte aligned, as the second float of a pair would be.
     plan->tensor_scales = static_cast<float*>(ctx.scratch->reserve(2 * kScaleSlot));
     s.scale_a = plan->tensor_scales, s.scale_b = plan->tensor_scales + kScaleSlot / sizeof(float);
+  } else if (path == Path::fp8_block) {
+    auto fp8 = [](const Operand& o) { return (o.dt == DType::e4m3 || o.dt == DType::e5m2) && o.rows_outer; };
+    bool ok = ctx.dev.fp8() && fp8(A) && fp8(B) && !(A.dt == DType::e5m2 && B.dt == DType::e5m2) && K % 16 == 0 &&
+              M % 4 == 0 && N % 4 == 0 && !(A.block > 1 && B.block > 1);
+    if (!ok) return Status::Unsupported("outside cuBLASLt's blockwise FP8 (M, N multiples of 4, K of 16, one 128x128 operand at most)");
+    s.type_a = cuda_type(A.dt), s.type_b = cuda_type(B.dt);
+    const int64_t chunks = (K + kFp8Tile - 1) / kFp8Tile;
+    auto mode = [](const Operand& o) {
+      return o.block == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    };
+    s.scale_mode_a = mode(A), s.scale_mode_b = mode(B);
+    for (int i = 0; i < 2; ++i)
+      plan->block_scales[i] = static_cast<float*>(
+          ctx.scratch->reserve(sizeof(float) * block_scale_words(i == 0 ? A : B, i == 0 ? M : N, chunks)));
+    s.scale_a = plan->block_scales[0], s.scale_b = plan->block_scales[1];
   } else {
     auto exact_in_bf16 = [](DType t) { return is_fp8ish(t) || t == DType::bf16; };
     if (path == Path::bf16 && !(exact_in_bf16(A.dt) && exact_in_bf16(B.dt))) return Status::Unsupported("not a BF16 GEMM");
     s.type_a = s.type_b = path == Path::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   }
   // FP8 operands already K-major and stored as FP8 are used in place.
-  auto in_place = [&](const Operand& o) { return path == Path::fp8 && o.rows_outer && o.dt != DType::e2m1; };
+  auto in_place = [&](const Operand& o) {
+    return (path == Path::fp8 || path == Path::fp8_block) && o.rows_outer && o.dt != DType::e2m1;
+  };
   plan->pa = in_place(A) ? nullptr : ctx.scratch->reserve(elem * M * K);
   plan->pb = in_place(B) ? nullptr : ctx.scratch->reserve(elem * N * K);
   s.addr_a = reinterpret_cast<uintptr_t>(plan->pa ? plan->pa : A.data);
@@ -241,14 +287,33 @@ Status bind_qmatmul(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const Device dev = ctx.dev;
   if ((A.kind == ScaleKind::chunk) != (B.kind == ScaleKind::chunk))
     return Status::Invalid("qmatmul: 1x128 / 128x128 operands go with each other only");
+  auto plan = std::make_shared<Plan>();
   if (A.kind == ScaleKind::chunk) {
+    Status lt = ctx.fp8_block == BindCtx::Fp8Block::chunked ? Status::Unsupported("SGRT_CUDA_FP8_BLOCK=chunked")
+                                                            : plan_path(Path::fp8_block, A, B, M, N, K, c, ctx, plan.get());
+    if (lt.ok()) {
+      const int64_t chunks = (K + kFp8Tile - 1) / kFp8Tile;
+      *out = [=](cudaStream_t s) {
+        const Plan& p = *plan;
+        block_scale_layout_kernel<<<grid_for(block_scale_words(A, M, chunks), dev), kThreads, 0, s>>>(A, M, chunks, p.block_scales[0]);
+        block_scale_layout_kernel<<<grid_for(block_scale_words(B, N, chunks), dev), kThreads, 0, s>>>(B, N, chunks, p.block_scales[1]);
+        SG_TRY(launched("qmatmul block_scale_layout_kernel"));
+        return p.gemm->run(A.data, B.data, c, s);
+      };
+      return Status::Ok();
+    }
+    const std::string product = "fp8-block product M=" + std::to_string(M) + ", N=" + std::to_string(N) +
+                                ", K=" + std::to_string(K);
+    if (ctx.fp8_block == BindCtx::Fp8Block::cublaslt)
+      return Status::Unsupported("qmatmul: SGRT_CUDA_FP8_BLOCK=cublaslt, but cuBLASLt's blockwise FP8 does not run the " +
+                                 product + ": " + lt.message());
+    if (ctx.verbose) std::fprintf(stderr, "sgrt cuda: %s on the chunked kernel: %s\n", product.c_str(), lt.message().c_str());
     *out = [=](cudaStream_t s) {
       if (M * N > 0) chunked_kernel<<<grid_for(M * N, dev), kThreads, 0, s>>>(A, B, M, N, K, c);
       return launched("qmatmul chunked_kernel");
     };
     return Status::Ok();
   }
-  auto plan = std::make_shared<Plan>();
   SG_TRY(plan_first(A, B, M, N, K, c, ctx, plan.get()));
   const bool fp8 = plan->path == Path::fp8;
   // The epilogue: NVFP4 tensor scales, and on the FP8 path per-outer scales.

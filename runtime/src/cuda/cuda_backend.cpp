@@ -11,12 +11,13 @@
 // when profiling, which times each op's launches). A norm followed by the
 // per-tensor quantize of its y is bound as a pair that shares an amax slot.
 // Switches (docs/cuda.md): SGRT_CUDA_AUTOTUNE=0, SGRT_CUDA_FUSE=0, SGRT_CUDA_GRAPH=0,
-// SGRT_CUDA_DECODE_BASE=0, SGRT_CUDA_VERBOSE=1.
+// SGRT_CUDA_DECODE_BASE=0, SGRT_CUDA_FP8_BLOCK=cublaslt|chunked, SGRT_CUDA_VERBOSE=1.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "../backends.h"
 #include "cuda/bind.h"
@@ -102,6 +103,11 @@ class CudaBackend final : public Backend {
     fuse_norm_quantize_ = env_on("SGRT_CUDA_FUSE");
     graphs_on_ = env_on("SGRT_CUDA_GRAPH");
     decode_base_ = env_on("SGRT_CUDA_DECODE_BASE");
+    const char* block = std::getenv("SGRT_CUDA_FP8_BLOCK");
+    const std::string b = block ? block : "";
+    if (b == "cublaslt") fp8_block_ = BindCtx::Fp8Block::cublaslt;
+    else if (b == "chunked") fp8_block_ = BindCtx::Fp8Block::chunked;
+    else if (!b.empty()) return Status::Invalid("cuda backend: SGRT_CUDA_FP8_BLOCK is cublaslt or chunked, not '" + b + "'");
     const char* verbose = std::getenv("SGRT_CUDA_VERBOSE");
     verbose_ = verbose && std::strcmp(verbose, "0") != 0;
     return Status::Ok();
@@ -239,6 +245,7 @@ class CudaBackend final : public Backend {
     ctx.autotune = autotune_ && arena != 0;  // timing needs live addresses
     ctx.verbose = verbose_;
     ctx.decode_base = decode_base_;
+    ctx.fp8_block = fp8_block_;
     programs_.clear();
     tags_.clear();
     for (const auto& prog : resolved) {
@@ -308,6 +315,7 @@ class CudaBackend final : public Backend {
   bool fuse_norm_quantize_ = true;  // SGRT_CUDA_FUSE=0: every op runs its own kernels
   bool graphs_on_ = true;           // SGRT_CUDA_GRAPH=0: run() launches op by op instead of replaying a graph
   bool decode_base_ = true;         // SGRT_CUDA_DECODE_BASE=0: dequant_matmul on its tiled kernel alone
+  BindCtx::Fp8Block fp8_block_ = BindCtx::Fp8Block::automatic;  // SGRT_CUDA_FP8_BLOCK
   bool verbose_ = false;            // SGRT_CUDA_VERBOSE=1: a line per tuned GEMM
 };
 
