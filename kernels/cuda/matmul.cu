@@ -24,6 +24,7 @@
 //   chunked  anything cuBLASLt declines: chunked_kernel, one thread per C
 //        element, promotes its FP32 sum every 128 elements of K as
 //        cpu/gemm_k_chunked.cpp (the CPU's order; correct, not fast).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -238,9 +239,10 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
       return o.block == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     };
     s.scale_mode_a = mode(A), s.scale_mode_b = mode(B);
-    for (int i = 0; i < 2; ++i)
-      plan->block_scales[i] = static_cast<float*>(
-          ctx.scratch->reserve(sizeof(float) * block_scale_words(i == 0 ? A : B, i == 0 ? M : N, chunks)));
+    // Reserved for whole 128-row by 4-chunk tiles of scales (at least either
+    // layout's words), should cuBLASLt's loads read whole tiles.
+    const int64_t tile_words = (std::max(M, N) + 127) / 128 * 128 * ((chunks + 3) / 4 * 4);
+    for (int i = 0; i < 2; ++i) plan->block_scales[i] = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * tile_words));
     s.scale_a = plan->block_scales[0], s.scale_b = plan->block_scales[1];
   } else {
     auto exact_in_bf16 = [](DType t) { return is_fp8ish(t) || t == DType::bf16; };
