@@ -243,7 +243,7 @@ class CudaBackend final : public Backend {
     ctx.scratch = &scratch;
     ctx.errors = errors_;
     ctx.autotune = autotune_ && arena != 0;  // timing needs live addresses
-    ctx.verbose = verbose_;
+    ctx.verbose = verbose_ && arena != 0;  // one line per choice: the real bind's
     ctx.decode_base = decode_base_;
     ctx.fp8_block = fp8_block_;
     programs_.clear();
