@@ -27,7 +27,12 @@ constexpr int kLanes = 32;
 constexpr int kKeys = kLanes;              // keys per K/V tile: one per lane
 constexpr int kWarps = kThreads / kLanes;  // 8
 constexpr int kMaxDh = 128;                // head sizes up to this
-constexpr int kLaneDims = kMaxDh / kLanes;  // output elements of a row per lane
+// Each kernel is built for head sizes up to kDims = 64 (GPT's, SmolLM2's) or
+// kMaxDh: its per-thread loops over a row's dims run kDims / 32 or kDims / 8
+// times (a 64-wide head wasted half of them on the 128 build).
+constexpr int kNarrowDh = 64;
+template <int kDims>
+constexpr int kLaneDims = kDims / kLanes;  // output elements of a row per lane
 // Forward and dq: each warp owns kRowsPerWarp query rows of a kRows tile.
 constexpr int kRowsPerWarp = 4;
 constexpr int kRows = kWarps * kRowsPerWarp;  // 32
@@ -35,7 +40,8 @@ constexpr int kRows = kWarps * kRowsPerWarp;  // 32
 // thread accumulates kDkDims dims of one key: kThreads / kKeys threads per key.
 constexpr int kStepRows = 16;
 constexpr int kKeyThreads = kThreads / kKeys;  // 8
-constexpr int kDkDims = kMaxDh / kKeyThreads;  // 16
+template <int kDims>
+constexpr int kDkDims = kDims / kKeyThreads;  // 8 or 16
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Attn {
@@ -86,6 +92,7 @@ int64_t dkdv_floats(const Attn& p) {                                            
 }
 
 // grid (B*H, ceil(T / kRows)): y and lse of one query tile of one head.
+template <int kDims>
 __global__ void attention_forward_kernel(Attn p, const float* q, const float* k, const float* v, float* y,
                                          float* lse) {
   extern __shared__ float smem[];
@@ -99,13 +106,13 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
   const float* vh = v + p.kv_off(b, h);
   load_rows(q + p.q_off(b, h), p.C, row0, kRows, p.T, p.Dh, p.Dh, qs);
 
-  float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kLaneDims];
+  float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kLaneDims<kDims>];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
     m[rr] = -INFINITY;
     l[rr] = 0.f;
 #pragma unroll
-    for (int c = 0; c < kLaneDims; ++c) o[rr][c] = 0.f;
+    for (int c = 0; c < kLaneDims<kDims>; ++c) o[rr][c] = 0.f;
   }
   const int64_t last = pos + min(p.T, row0 + kRows) - 1;  // the tile's last row sees keys 0..last
   for (int64_t t0 = 0; t0 <= last; t0 += kKeys) {
@@ -126,11 +133,11 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
       l[rr] = l[rr] * alpha + warp_sum(e);
       m[rr] = mn;
 #pragma unroll
-      for (int c = 0; c < kLaneDims; ++c) o[rr][c] *= alpha;
+      for (int c = 0; c < kLaneDims<kDims>; ++c) o[rr][c] *= alpha;
       for (int j = 0; j < n; ++j) {
         const float pj = __shfl_sync(kFull, e, j);
 #pragma unroll
-        for (int c = 0; c < kLaneDims; ++c) {
+        for (int c = 0; c < kLaneDims<kDims>; ++c) {
           const int64_t d = lane + c * kLanes;
           if (d < p.Dh) o[rr][c] += pj * vs[j * ld + d];
         }
@@ -144,7 +151,7 @@ __global__ void attention_forward_kernel(Attn p, const float* q, const float* k,
     if (i >= p.T) continue;
     const float inv = 1.f / l[rr];
 #pragma unroll
-    for (int c = 0; c < kLaneDims; ++c) {
+    for (int c = 0; c < kLaneDims<kDims>; ++c) {
       const int64_t d = lane + c * kLanes;
       if (d < p.Dh) yh[i * p.C + d] = o[rr][c] * inv;
     }
@@ -177,6 +184,7 @@ __global__ void attention_rowdot_kernel(Attn p, const float* y, const float* dy,
 
 // grid (B*H, ceil(T / kRows)): dq = scale sum_j dS_ij k_j for one query tile,
 // dS = P (dP - D), P = exp(S - lse), dP = dy V^T.
+template <int kDims>
 __global__ void attention_dq_kernel(Attn p, const float* q, const float* k, const float* v, const float* lse,
                                     const float* dy, const float* D, float* dq) {
   extern __shared__ float smem[];
@@ -189,14 +197,14 @@ __global__ void attention_dq_kernel(Attn p, const float* q, const float* k, cons
   load_rows(q + p.q_off(b, h), p.C, row0, kRows, p.T, p.Dh, p.Dh, qs);
   load_rows(dy + p.q_off(b, h), p.C, row0, kRows, p.T, p.Dh, p.Dh, dys);
 
-  float acc[kRowsPerWarp][kLaneDims], row_lse[kRowsPerWarp], row_d[kRowsPerWarp];
+  float acc[kRowsPerWarp][kLaneDims<kDims>], row_lse[kRowsPerWarp], row_d[kRowsPerWarp];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
     const int64_t i = row0 + warp * kRowsPerWarp + rr;
     row_lse[rr] = i < p.T ? lse[bh * p.T + i] : 0.f;
     row_d[rr] = i < p.T ? D[bh * p.T + i] : 0.f;
 #pragma unroll
-    for (int c = 0; c < kLaneDims; ++c) acc[rr][c] = 0.f;
+    for (int c = 0; c < kLaneDims<kDims>; ++c) acc[rr][c] = 0.f;
   }
   const int64_t last = min(p.T, row0 + kRows) - 1;
   for (int64_t t0 = 0; t0 <= last; t0 += kKeys) {
@@ -218,7 +226,7 @@ __global__ void attention_dq_kernel(Attn p, const float* q, const float* k, cons
       for (int j = 0; j < n; ++j) {
         const float dsj = __shfl_sync(kFull, ds, j);
 #pragma unroll
-        for (int c = 0; c < kLaneDims; ++c) {
+        for (int c = 0; c < kLaneDims<kDims>; ++c) {
           const int64_t d = lane + c * kLanes;
           if (d < p.Dh) acc[rr][c] += dsj * ks[j * ld + d];
         }
@@ -231,7 +239,7 @@ __global__ void attention_dq_kernel(Attn p, const float* q, const float* k, cons
     const int64_t i = row0 + warp * kRowsPerWarp + rr;
     if (i >= p.T) continue;
 #pragma unroll
-    for (int c = 0; c < kLaneDims; ++c) {
+    for (int c = 0; c < kLaneDims<kDims>; ++c) {
       const int64_t d = lane + c * kLanes;
       if (d < p.Dh) dqh[i * p.C + d] = p.scale * acc[rr][c];
     }
@@ -241,6 +249,7 @@ __global__ void attention_dq_kernel(Attn p, const float* q, const float* k, cons
 // grid (B*Hkv, ceil(T / kKeys)): dk, dv of one key tile of one kv head, summed
 // over the group's query heads in order, each over its queries i >= the tile's
 // first key in steps of kStepRows: dv_j = sum P_ij dy_i, dk_j = scale sum dS_ij q_i.
+template <int kDims>
 __global__ void attention_dkdv_kernel(Attn p, const float* q, const float* k, const float* v, const float* lse,
                                       const float* dy, const float* D, float* dk, float* dv) {
   extern __shared__ float smem[];
@@ -256,9 +265,9 @@ __global__ void attention_dkdv_kernel(Attn p, const float* q, const float* k, co
   load_rows(k + kv, p.Ckv, k0, kKeys, p.T, p.Dh, ld, ks);
   load_rows(v + kv, p.Ckv, k0, kKeys, p.T, p.Dh, ld, vs);
 
-  float dk_acc[kDkDims], dv_acc[kDkDims];
+  float dk_acc[kDkDims<kDims>], dv_acc[kDkDims<kDims>];
 #pragma unroll
-  for (int c = 0; c < kDkDims; ++c) dk_acc[c] = dv_acc[c] = 0.f;
+  for (int c = 0; c < kDkDims<kDims>; ++c) dk_acc[c] = dv_acc[c] = 0.f;
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = kvh * group + g, bh = b * p.H + h, off = p.q_off(b, h);
     for (int64_t i0 = k0; i0 < p.T; i0 += kStepRows) {  // queries before k0 see none of these keys
@@ -285,7 +294,7 @@ __global__ void attention_dkdv_kernel(Attn p, const float* q, const float* k, co
       for (int r = 0; r < kStepRows; ++r) {
         const float pr = ps[r * pld + key], ds = dss[r * pld + key];
 #pragma unroll
-        for (int c = 0; c < kDkDims; ++c) {
+        for (int c = 0; c < kDkDims<kDims>; ++c) {
           const int64_t d = part + c * kKeyThreads;
           if (d < p.Dh) {
             dv_acc[c] += pr * dys[r * p.Dh + d];
@@ -298,7 +307,7 @@ __global__ void attention_dkdv_kernel(Attn p, const float* q, const float* k, co
   const int64_t j = k0 + key;
   if (j >= p.T) return;
 #pragma unroll
-  for (int c = 0; c < kDkDims; ++c) {
+  for (int c = 0; c < kDkDims<kDims>; ++c) {
     const int64_t d = part + c * kKeyThreads;
     if (d < p.Dh) {
       dk[kv + j * p.Ckv + d] = p.scale * dk_acc[c];
@@ -343,15 +352,17 @@ Status bind_attention(const OpArgs& a, BindCtx& ctx, Launch* out) {
   widest.Dh = kMaxDh;
   const dim3 q_grid(static_cast<unsigned>(p.B * p.H), static_cast<unsigned>(tiles));
   const float *q = a.in[0].f(), *k = a.in[1].f(), *v = a.in[2].f();
+  const bool narrow = p.Dh <= kNarrowDh;
   if (a.code != OpCode::AttentionGrad) {
     const int64_t fl = forward_floats(p);
-    SG_TRY(allow_smem(reinterpret_cast<const void*>(attention_forward_kernel), fl, forward_floats(widest), ctx.dev, op));
+    auto* forward = narrow ? attention_forward_kernel<kNarrowDh> : attention_forward_kernel<kMaxDh>;
+    SG_TRY(allow_smem(reinterpret_cast<const void*>(forward), fl, forward_floats(widest), ctx.dev, op));
     const size_t smem = sizeof(float) * fl;
     float* y = a.out[0].f();
     if (!kv) {
       float* lse = a.out[1].f();
       *out = [=](cudaStream_t s) {
-        attention_forward_kernel<<<q_grid, kThreads, smem, s>>>(p, q, k, v, y, lse);
+        forward<<<q_grid, kThreads, smem, s>>>(p, q, k, v, y, lse);
         return launched("attention_forward_kernel");
       };
       return Status::Ok();
@@ -363,14 +374,16 @@ Status bind_attention(const OpArgs& a, BindCtx& ctx, Launch* out) {
     const int32_t tag = ctx.tag;
     *out = [=](cudaStream_t s) {
       kv_append_kernel<<<append_grid, kThreads, 0, s>>>(p, k, v, kc, vc, err, tag);
-      attention_forward_kernel<<<q_grid, kThreads, smem, s>>>(p, q, kc, vc, y, nullptr);
+      forward<<<q_grid, kThreads, smem, s>>>(p, q, kc, vc, y, nullptr);
       return launched("kv_attention kernels");
     };
     return Status::Ok();
   }
   const int64_t dq_fl = dq_floats(p), dkdv_fl = dkdv_floats(p);
-  SG_TRY(allow_smem(reinterpret_cast<const void*>(attention_dq_kernel), dq_fl, dq_floats(widest), ctx.dev, op));
-  SG_TRY(allow_smem(reinterpret_cast<const void*>(attention_dkdv_kernel), dkdv_fl, dkdv_floats(widest), ctx.dev, op));
+  auto* dq_kernel = narrow ? attention_dq_kernel<kNarrowDh> : attention_dq_kernel<kMaxDh>;
+  auto* dkdv_kernel = narrow ? attention_dkdv_kernel<kNarrowDh> : attention_dkdv_kernel<kMaxDh>;
+  SG_TRY(allow_smem(reinterpret_cast<const void*>(dq_kernel), dq_fl, dq_floats(widest), ctx.dev, op));
+  SG_TRY(allow_smem(reinterpret_cast<const void*>(dkdv_kernel), dkdv_fl, dkdv_floats(widest), ctx.dev, op));
   const float *y = a.in[3].f(), *lse = a.in[4].f(), *dy = a.in[5].f();
   float *dq = a.out[0].f(), *dk = a.out[1].f(), *dv = a.out[2].f();
   float* D = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * static_cast<size_t>(p.B * p.H * p.T)));
@@ -379,8 +392,8 @@ Status bind_attention(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const size_t dq_smem = sizeof(float) * dq_fl, dkdv_smem = sizeof(float) * dkdv_fl;
   *out = [=](cudaStream_t s) {
     attention_rowdot_kernel<<<rowdot_grid, kThreads, 0, s>>>(p, y, dy, D);
-    attention_dq_kernel<<<q_grid, kThreads, dq_smem, s>>>(p, q, k, v, lse, dy, D, dq);
-    attention_dkdv_kernel<<<kv_grid, kThreads, dkdv_smem, s>>>(p, q, k, v, lse, dy, D, dk, dv);
+    dq_kernel<<<q_grid, kThreads, dq_smem, s>>>(p, q, k, v, lse, dy, D, dq);
+    dkdv_kernel<<<kv_grid, kThreads, dkdv_smem, s>>>(p, q, k, v, lse, dy, D, dk, dv);
     return launched("attention backward kernels");
   };
   return Status::Ok();
