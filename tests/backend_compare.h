@@ -618,7 +618,8 @@ inline void check_bad_positions_named(const std::string& backend) {
   CHECK(s->backend().sync().ok());
 }
 
-// An embedding's gradient on `backend` against the CPU's loop, bit for bit:
+// An embedding's gradient on `backend` against a loop here in the CPU's order
+// (position by position), bit for bit:
 // 600 positions over 7 of 9 ids (each repeated ~86 times, two never used), dy
 // [600, 300] random. Each id's rows must add in position order, as the CPU adds
 // them; the unused rows stay 0. Two steps with other ids and dy: nothing of the
