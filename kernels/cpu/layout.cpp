@@ -78,7 +78,8 @@ bool sum_columns(const float* x, float* y, const Shape& xs, const Shape& ys) {
   if (!chunked_columns(red)) return false;
   const int64_t outputs = numel(ys), step = red.stride[0];
   std::vector<float> part(static_cast<size_t>(outputs));
-  if (kept.dim.size() == 1 && kept.stride[0] == 1) {  // leading axes: output o is x's column o
+  // Leading axes: output o is x's column o, contiguous across o (the loop vectorizes, no gather).
+  if (kept.dim.size() == 1 && kept.stride[0] == 1) {
     column_sums(red.dim[0], 0, outputs, y, part.data(), [&](int64_t r, int64_t o) { return x[r * step + o]; });
     return true;
   }

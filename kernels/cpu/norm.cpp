@@ -54,10 +54,11 @@ void norm_backward(const float* x, const float* g, const float* mean, const floa
       for (int64_t c = 0; c < s.d; ++c) dxr[c] = rstd[r] * (dyr[c] * g[c] - mean_dh - xhat(r, c) * mean_dot);
     }
   });
+  std::vector<float> part(static_cast<size_t>(s.d));  // chunk sums: each thread its own columns' slice
   parallel_for(s.d, 16, [&](int64_t c0, int64_t c1) {
-    std::vector<float> part(static_cast<size_t>(c1 - c0));
-    column_sums(s.n, c0, c1, dgain, part.data(), [&](int64_t r, int64_t c) { return dy[r * s.d + c] * xhat(r, c); });
-    if (dbias) column_sums(s.n, c0, c1, dbias, part.data(), [&](int64_t r, int64_t c) { return dy[r * s.d + c]; });
+    float* slice = part.data() + c0;
+    column_sums(s.n, c0, c1, dgain, slice, [&](int64_t r, int64_t c) { return dy[r * s.d + c] * xhat(r, c); });
+    if (dbias) column_sums(s.n, c0, c1, dbias, slice, [&](int64_t r, int64_t c) { return dy[r * s.d + c]; });
   });
 }
 

@@ -18,9 +18,9 @@ namespace {
 
 constexpr uint32_t kMaxAxes = 8;
 
-// An axis list for strided.glsl: size-1 axes dropped, contiguous neighbours merged.
 constexpr uint32_t kReduceLocal = 64;  // reduce_axes.comp's local size
 
+// strided.glsl's axes (sgrt/shape.h's MergedAxes) into the push constants from axis `first`.
 Status put_axes(const Ctx& c, const MergedAxes& a, uint32_t first, Push* p) {
   if (first + a.dim.size() > kMaxAxes)
     return Status::Unsupported("the vulkan backend indexes at most " + std::to_string(kMaxAxes) + " non-unit axes");
