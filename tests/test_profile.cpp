@@ -12,6 +12,7 @@
 // And `sgrt train --profile` prints each program's tables.
 #include <chrono>
 #include <numeric>
+#include <sstream>
 
 #include "cpu/parallel.h"
 #include "harness.h"
@@ -143,6 +144,23 @@ TEST_CASE("cuda: op times from events fit the steps, products lead") {
   check_profile(t);
 }
 
+namespace {
+
+// The ops column of the first table row of the products by shape ending in `key`; -1: none.
+int product_ops(const std::string& text, const std::string& key) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() < key.size() + 2 || line.compare(line.size() - key.size() - 2, std::string::npos, "  " + key)) continue;
+    double ms = 0;
+    int ops = -1;
+    std::istringstream(line) >> ms >> ops;
+    return ops;
+  }
+  return -1;
+}
+
+}  // namespace
+
 TEST_CASE("sgrt train --profile prints each program's ops by kind and the slowest") {
   std::string text;
   for (int i = 0; i < 100; ++i) text += "the quick brown fox jumps over the lazy dog. ";
@@ -157,6 +175,16 @@ TEST_CASE("sgrt train --profile prints each program's ops by kind and the slowes
   CHECK(r.err.find("slowest ops:") != std::string::npos);
   CHECK(r.err.find(" attention_grad ") != std::string::npos);
   CHECK(r.err.find("models/gpt.lua:") != std::string::npos);
+  // One block of 16 wide: q, k, v and the projection are 16x16 products over
+  // 4 x 8 rows, forward (x W), input gradient (dy W^T) and weight gradient
+  // (x^T dy); the head is tied (x wte^T, 256 tokens). All 12 shapes are listed,
+  // and their ops add up to the 21 matmuls of the by-op table.
+  CHECK(r.err.find("products by shape (M x N x K; 12 of 12 shapes):") != std::string::npos);
+  CHECK(product_ops(r.err, "matmul 32x16x16") == 4);
+  CHECK(product_ops(r.err, "matmul 32x16x16 b^T") == 4);
+  CHECK(product_ops(r.err, "matmul 16x16x32 a^T") == 4);
+  CHECK(product_ops(r.err, "matmul 32x256x16 b^T") == 1);
+  CHECK(r.err.find("%    21  matmul\n") != std::string::npos);
   CHECK(r.out.find("test loss") != std::string::npos);
 
   r = test::run_tool({"train", "models/gpt.lua", "--set", "n_layer=1", "--set", "n_embd=16", "--set", "n_head=2", "--set",
