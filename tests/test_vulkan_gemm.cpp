@@ -6,7 +6,8 @@
 // every scale kind of the codes (per tensor, row and column, MX and NVFP4
 // blocks, fp8-block's tiles), products with ragged edges in both tilings,
 // transposes, and blockwise FP8's 128-element chunks. The shipped shaders fuse
-// only the multiply-adds their source asks to fuse.
+// only the multiply-adds their source asks to fuse. Products with a side of C
+// of at most 16 (gemm_thin.comp) against an f64 sum, every transpose.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,7 +19,9 @@
 #include "harness.h"
 #include "scoped_env.h"
 #include "test_vulkan_support.h"
+#include "vulkan/lowering.h"
 #include "vulkan/shaders.h"
+#include "vulkan/table.h"
 
 using namespace sgrt;
 
@@ -100,16 +103,18 @@ SpirvCounts count_spirv(const vk::ShaderBlob& s) {
 // accumulators are values, not an array in function memory (a GPU's local
 // memory, for the whole k loop), as they were while the epilogue indexed them
 // in a loop the optimizer did not unroll; so are dequant_matmul's.
+// gemm_thin's k loop: one fma per thin index, 16.
 TEST_CASE("the shipped GEMM SPIR-V fuses only the k loop's multiply-adds, accumulators in registers") {
-  for (const auto& [name, r] : {std::pair<const char*, int>{"gemm_tiled64", 1}, {"gemm_tiled", 2},
-                                {"gemm_tiled64_addr", 1}, {"gemm_tiled_addr", 2}, {"dequant_matmul", 0},
-                                {"dequant_matmul_addr", 0}}) {
+  // dequant_matmul's sums are not `precise` (-1): fusing is its driver's choice.
+  for (const auto& [name, fmas] : {std::pair<const char*, int>{"gemm_tiled64", 16 * 4}, {"gemm_tiled", 16 * 4 * 4},
+                                   {"gemm_tiled64_addr", 16 * 4}, {"gemm_tiled_addr", 16 * 4 * 4}, {"gemm_thin", 16},
+                                   {"gemm_thin_addr", 16}, {"dequant_matmul", -1}, {"dequant_matmul_addr", -1}}) {
     const std::string shader = name;
     CAPTURE(shader);
     const vk::ShaderBlob* s = vk::find_shader(shader);
     REQUIRE(s != nullptr);
     const SpirvCounts c = count_spirv(*s);
-    if (r > 0) CHECK(c.fmas == 16 * 4 * r * r);  // dequant_matmul's sums are not `precise`: fusing is its driver's choice
+    if (fmas >= 0) CHECK(c.fmas == fmas);
     CHECK(c.function_arrays == 0);
   }
 }
@@ -284,4 +289,95 @@ TEST_CASE("SGRT_VULKAN_COOP=1: FP16 operands, f32 sums where the device has coop
   for (int k = 0; k < 70; ++k)  // d[k][j] = sum_i a[i][k] c[i][j]
     for (int j = 0; j < 90; ++j) bad += !f16_product_ok(d[k * 90 + j], column(a, k, 100, 70), column(c, j, 100, 90));
   CHECK(bad == 0);
+}
+
+namespace {
+
+// C [m, n] = op(A) op(B), inputs stored as op's transposes ask.
+struct ThinCase {
+  int64_t m, n, k;
+  bool ta, tb;
+};
+
+// N thin (1, 5 and 16 columns: LoRA's x A^T, dy^T low), M thin (dlow^T x),
+// both, K of 1, and a 17 x 17 product just past the thin side, which stays tiled.
+const ThinCase kThinCases[] = {{70, 1, 33, false, false}, {45, 5, 300, false, true}, {130, 16, 77, true, false},
+                               {20, 9, 50, true, true},   {8, 90, 41, true, false},  {3, 200, 19, false, true},
+                               {7, 5, 64, false, false},  {33, 2, 1, false, false},  {17, 17, 20, false, false}};
+
+std::string thin_model() {
+  std::string lua = "local sg = require \"sg\"\nlocal w = sg.param(\"w\", {1}, \"zeros\")\nlocal loss = w\n";
+  for (size_t i = 0; i < std::size(kThinCases); ++i) {
+    const ThinCase& c = kThinCases[i];
+    const std::string n = std::to_string(i), a = c.ta ? "{" + std::to_string(c.k) + ", " + std::to_string(c.m) + "}"
+                                                     : "{" + std::to_string(c.m) + ", " + std::to_string(c.k) + "}";
+    const std::string b = c.tb ? "{" + std::to_string(c.n) + ", " + std::to_string(c.k) + "}"
+                               : "{" + std::to_string(c.k) + ", " + std::to_string(c.n) + "}";
+    lua += "local c" + n + " = sg.output(\"c" + n + "\", sg.matmul(sg.input(\"a" + n + "\", " + a + "), sg.input(\"b" + n +
+           "\", " + b + "), { trans_a = " + (c.ta ? "true" : "false") + ", trans_b = " + (c.tb ? "true" : "false") + " }))\n";
+  }
+  return lua + "sg.loss(sg.sum(w))\nsg.optimizer.sgd{ lr = 0.1 }\n";
+}
+
+}  // namespace
+
+TEST_CASE("vulkan products with a side of at most 16 run on gemm_thin and agree with an f64 sum") {
+  std::shared_ptr<const Model> m;
+  REQUIRE(test::compile_lua(thin_model(), &m).ok());
+  // Which shader each product lowers to (no device needed), on and off.
+  for (bool thin : {true, false}) {
+    vk::KernelOptions opts;
+    opts.gemm_thin = thin;
+    vk::Scratch scratch;
+    int on_thin = 0, products = 0;
+    for (const ProgramInfo& p : m->programs()) {
+      if (p.name != "infer") continue;
+      for (size_t i = 0; i < p.ops.size(); ++i) {
+        std::vector<vk::Dispatch> ds;
+        REQUIRE(vk::lower_op(p.ops[i], m->tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds).ok());
+        if (p.ops[i].code != OpCode::MatMul) continue;
+        ++products;
+        on_thin += ds.back().shader == "gemm_thin";
+        const TensorType& c = m->tensors()[p.ops[i].out[0]].type;
+        CHECK((ds.back().shader == "gemm_thin") == (thin && std::min(c.shape[0], c.shape[1]) <= vk::kThinSide));
+      }
+    }
+    CHECK(products == static_cast<int>(std::size(kThinCases)));
+    CHECK(on_thin == (thin ? products - 1 : 0));
+  }
+
+  if (!test::vulkan_device_present()) return;
+  auto s = test::open_session(m, "vulkan", 3);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<std::vector<float>> as, bs;
+  for (size_t i = 0; i < std::size(kThinCases); ++i) {
+    const ThinCase& c = kThinCases[i];
+    as.emplace_back(c.m * c.k);
+    bs.emplace_back(c.k * c.n);
+    for (float& v : as.back()) v = uniform(rng);
+    for (float& v : bs.back()) v = uniform(rng);
+    test::write_vec(*s, "a" + std::to_string(i), as.back());
+    test::write_vec(*s, "b" + std::to_string(i), bs.back());
+  }
+  test::run(*s, "infer");
+  for (size_t i = 0; i < std::size(kThinCases); ++i) {
+    const ThinCase& c = kThinCases[i];
+    CAPTURE(i);
+    const std::vector<float> got = test::read_output(*s, "c" + std::to_string(i));
+    REQUIRE(got.size() == static_cast<size_t>(c.m * c.n));
+    int bad = 0;
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t col = 0; col < c.n; ++col) {
+        double ref = 0, abs_sum = 0;
+        for (int64_t k = 0; k < c.k; ++k) {
+          const double x = as[i][c.ta ? k * c.m + r : r * c.k + k], y = bs[i][c.tb ? col * c.k + k : k * c.n + col];
+          ref += x * y;
+          abs_sum += std::fabs(x * y);
+        }
+        // f32 products summed in f32: at most K roundings of sum |x y|.
+        bad += std::fabs(got[r * c.n + col] - ref) > static_cast<double>(c.k) * std::ldexp(abs_sum, -23) + 1e-30;
+      }
+    CHECK(bad == 0);
+  }
 }

@@ -238,9 +238,10 @@ int split_products(const std::string& recipe) {
 
 }  // namespace
 
-// Decode-first, when asked: every tiled qmatmul (on 64x64 or 128x128 tiles)
-// decodes each code operand into scratch first (gemm_decode), and its GEMM
-// reads it there (gemm_tiled.glsl's DEC_A / DEC_B); by default none does.
+// Decode-first, when asked: every qmatmul off cooperative matrices (on 64x64
+// or 128x128 tiles, or gemm_thin: the classifier's products) decodes each code
+// operand into scratch first (gemm_decode), and its GEMM reads it there
+// (gemm_operands.glsl's DEC_A / DEC_B); by default none does.
 TEST_CASE("vulkan qmatmuls decode their operands first only when asked") {
   struct Count { int decodes = 0, products = 0, reading_decoded = 0; };
   auto count = [](uint32_t small_grid, bool decode_first) {
@@ -250,7 +251,8 @@ TEST_CASE("vulkan qmatmuls decode their operands first only when asked") {
     Count c;
     for (const vk::Dispatch& d : lowered("fp8", kLarge, opts)) {
       c.decodes += d.shader == "gemm_decode";
-      const bool qmatmul = d.shader.rfind("gemm_tiled", 0) == 0 && ((d.op >> 2) & 7u) != 0;  // A's dtype not f32
+      const bool gemm = d.shader.rfind("gemm_tiled", 0) == 0 || d.shader == "gemm_thin";
+      const bool qmatmul = gemm && ((d.op >> 2) & 7u) != 0;  // A's dtype not f32
       c.products += qmatmul;
       c.reading_decoded += qmatmul && (d.op >> 16 & 3u) == 3u;
     }

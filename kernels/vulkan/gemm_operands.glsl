@@ -24,6 +24,19 @@ float load(uint dt, uint sk, uint off, uint idx, uint so, uint sld, uint o, uint
   return v;
 }
 
+// Decode-first (OP bits 16 / 17, DEC_A / DEC_B; gemm_tiled.glsl, gemm_thin.comp):
+// the operand's values, decoded with their inner or block scales by
+// gemm_decode.comp, are f32 words of the scratch buffer from word off[0] / off[1].
+const bool DEC_A = (OP & (1u << 16)) != 0u, DEC_B = (OP & (1u << 17)) != 0u;
+
+// op(A)[m][k] and op(B)[k][n], stored at element idx.
+float load_a(uint idx, uint m, uint k) {
+  return DEC_A ? uintBitsToFloat(scratch[pc.off[0] + idx]) : load(ADT, ASK, pc.off[0], idx, pc.off[3], pc.dim[2], m, k);
+}
+float load_b(uint idx, uint n, uint k) {
+  return DEC_B ? uintBitsToFloat(scratch[pc.off[1] + idx]) : load(BDT, BSK, pc.off[1], idx, pc.off[4], pc.dim[3], n, k);
+}
+
 // The epilogue multiplier of outer index o (cpu/gemm.cpp's outer_scales, alpha 1).
 float outer(uint sk, uint so, uint state, uint o) {
   float m = sk == SK_NVFP4 ? F[state + kStateTensorScale] : 1.0;

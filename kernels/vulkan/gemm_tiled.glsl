@@ -39,7 +39,6 @@ const bool CHUNKED = ASK >= SK_TILE;  // the lowering pairs chunked operands onl
 const uint CHUNK = 128u;
 const bool SPLIT = (OP & (1u << 14)) != 0u;
 const bool REDUCE = (OP & (1u << 15)) != 0u;
-const bool DEC_A = (OP & (1u << 16)) != 0u, DEC_B = (OP & (1u << 17)) != 0u;
 
 // op(A)[m][k] at As[k][swz(m / 4, k)][m % 4] (16 KiB with Bs at R = 2). The
 // swizzle spreads a column of k over the banks: a load that walks k (A stored
@@ -50,14 +49,6 @@ uint swz(uint q, uint k) { return q ^ (k & 7u); }
 
 // Blockwise FP8: the scale of outer index o in K chunk c.
 float chunk_scale(uint sk, uint so, uint sld, uint o, uint c) { return F[so + (sk == SK_BLOCK2D ? o / CHUNK : o) * sld + c]; }
-
-// op(A)[m][k] and op(B)[k][n], stored at element idx.
-float load_a(uint idx, uint m, uint k) {
-  return DEC_A ? uintBitsToFloat(scratch[pc.off[0] + idx]) : load(ADT, ASK, pc.off[0], idx, pc.off[3], pc.dim[2], m, k);
-}
-float load_b(uint idx, uint n, uint k) {
-  return DEC_B ? uintBitsToFloat(scratch[pc.off[1] + idx]) : load(BDT, BSK, pc.off[1], idx, pc.off[4], pc.dim[3], n, k);
-}
 
 // Blockwise FP8's promotion of block (i, v): the chunk's sum times its scales,
 // added to the result, multiplication and addition apart as on the CPU. Written

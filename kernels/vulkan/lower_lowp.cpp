@@ -173,7 +173,8 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   if ((kind[0] >= kTileScale) != (kind[1] >= kTileScale))
     return Status::Unsupported("qmatmul: 1x128 / 128x128 operands go with each other only");
   const bool coop = c.opts.coop_codes && fp16_exact(c.in(0).type.dtype, kind[0]) && fp16_exact(c.in(3).type.dtype, kind[1]);
-  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, coop, d));
+  // Blockwise FP8's chunked sums are gemm_tiled's alone.
+  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(3).type.shape, coop, kind[0] < kTileScale, d));
   d->op |= static_cast<uint32_t>(c.in(0).type.dtype) << 2 | static_cast<uint32_t>(c.in(3).type.dtype) << 5 |
            kind[0] << 8 | kind[1] << 11;
   d->push.off[1] = c.word(c.in(3));

@@ -23,9 +23,13 @@ struct Ctx {
 // Workgroups of `local` invocations for n items, within the device's grid.
 uint32_t groups_for(uint64_t n, const KernelOptions& o, uint32_t local = kLocal);
 
-// gemm_tiled / gemm_coop: sizes, transposes and the grid of C = op(A) op(B) for
-// A and B of these shapes (matmul and qmatmul).
-Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Dispatch* d);
+// gemm_tiled / gemm_coop / gemm_thin: sizes, transposes and the grid of C =
+// op(A) op(B) for A and B of these shapes (matmul and qmatmul). `coop`: on
+// cooperative matrices; else gemm_thin where C has a side of at most
+// kThinSide, `thin` allows it and opts.gemm_thin is on; else tiled.
+constexpr int64_t kThinSide = 16, kThinLong = 8;  // gemm_thin.comp's TMAX, LONG
+constexpr uint32_t kThinN = 1u << 18;  // gemm_thin.comp's THIN_N
+Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, bool thin, Dispatch* d);
 // Split-K (gemm_tiled.glsl) for the tiled product *d once its push constants
 // are complete: where its grid is under opts.split_k_grid and K is at least two
 // pieces, K is summed in pieces of whole 128-chunks, at least kSplitPiece long,

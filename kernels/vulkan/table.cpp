@@ -215,7 +215,7 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 
 Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.off[1] = c.word(c.in(1));
-  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, d));
+  SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, true, d));
   return split_k(c, d, out);
 }
 
@@ -290,33 +290,43 @@ uint32_t Scratch::take(uint32_t n, Dispatch* d) {
   return first;
 }
 
-Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, Dispatch* d) {
+Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, bool thin, Dispatch* d) {
   int64_t ar = numel(as) / as.back(), ac = as.back(), br = numel(bs) / bs.back(), bc = bs.back();
   bool ta = c.op.attrs.i("trans_a"), tb = c.op.attrs.i("trans_b");
   int64_t m = ta ? ac : ar, n = tb ? br : bc, k = ta ? ar : ac;
-  const bool small = !coop && tiles(m, n, 128) < static_cast<int64_t>(c.opts.gemm_small_grid);
-  uint32_t tile = coop || small ? 64 : 128;  // gemm_coop.comp or gemm_tiled64.comp, gemm_tiled.comp
-  d->shader = coop ? "gemm_coop" : small ? "gemm_tiled64" : "gemm_tiled";
-  d->size = coop ? c.opts.coop_threads : 0;
   d->op = (ta ? 1u : 0u) | (tb ? 2u : 0u);
   d->push.p[0] = static_cast<uint32_t>(m);
   d->push.p[1] = static_cast<uint32_t>(n);
   d->push.p[2] = static_cast<uint32_t>(k);
   d->push.dim[0] = static_cast<uint32_t>(ac);
   d->push.dim[1] = static_cast<uint32_t>(bc);
+  d->push.off[0] = c.word(c.in(0));
+  d->push.off[2] = c.word(c.out(0));
+  if (!coop && thin && c.opts.gemm_thin && std::min(m, n) <= kThinSide) {
+    // A workgroup per kThinLong indices of the long side.
+    d->shader = "gemm_thin";
+    d->op |= n <= m ? kThinN : 0u;
+    d->groups[0] = static_cast<uint32_t>((std::max(m, n) + kThinLong - 1) / kThinLong);
+    if (d->groups[0] > c.opts.max_groups)
+      return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
+    return Status::Ok();
+  }
+  const bool small = !coop && tiles(m, n, 128) < static_cast<int64_t>(c.opts.gemm_small_grid);
+  uint32_t tile = coop || small ? 64 : 128;  // gemm_coop.comp or gemm_tiled64.comp, gemm_tiled.comp
+  d->shader = coop ? "gemm_coop" : small ? "gemm_tiled64" : "gemm_tiled";
+  d->size = coop ? c.opts.coop_threads : 0;
   d->groups[0] = static_cast<uint32_t>((n + tile - 1) / tile);
   d->groups[1] = static_cast<uint32_t>((m + tile - 1) / tile);
   if (d->groups[0] > c.opts.max_groups || d->groups[1] > c.opts.max_groups)
     return Status::Unsupported("matmul of " + std::to_string(m) + "x" + std::to_string(n) + " exceeds the dispatch grid");
-  d->push.off[0] = c.word(c.in(0));
-  d->push.off[2] = c.word(c.out(0));
   return Status::Ok();
 }
 
 Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t region_used) {
   const int64_t m = d->push.p[0], n = d->push.p[1], k = d->push.p[2];
   const int64_t groups = int64_t{d->groups[0]} * d->groups[1];
-  if (d->shader == "gemm_coop" || groups >= int64_t{c.opts.split_k_grid} || k < 2 * kSplitPiece) return Status::Ok();
+  if (d->shader == "gemm_coop" || d->shader == "gemm_thin" || groups >= int64_t{c.opts.split_k_grid} || k < 2 * kSplitPiece)
+    return Status::Ok();
   int64_t splits = std::min((int64_t{c.opts.split_k_grid} + groups - 1) / groups, k / kSplitPiece);
   const int64_t piece = ((k + splits - 1) / splits + kFp8Tile - 1) / kFp8Tile * kFp8Tile;
   splits = (k + piece - 1) / piece;

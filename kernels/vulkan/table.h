@@ -56,6 +56,9 @@ struct KernelOptions {
   // Products whose grid is smaller than this, with a long K, sum K in pieces
   // on more workgroups and add the pieces after (split-K); 0: never.
   uint32_t split_k_grid = 0;
+  // Products with one side of C at most kThinSide long (LoRA's rank-r ones)
+  // run on gemm_thin.comp; false: on the tiled shaders as any other.
+  bool gemm_thin = true;
   // Tiled qmatmuls decode their code (or inner-scaled) operands into the
   // scratch region first (gemm_decode.comp) instead of in the tiled shader's
   // loads, while the decoded operands fit kDecodeFirstWords. Off by default:

@@ -9,7 +9,9 @@
 // direct|staged how reads go; SGRT_VULKAN_COOP=codes runs
 // qmatmuls on E4M3/E2M1 codes on cooperative matrices, =1 f32 matmuls too (FP16
 // operands); a device without them fails;
-// SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product;
+// SGRT_VULKAN_GEMM_TILE=64|128 picks the tiled GEMM's tile for every product
+// it runs; SGRT_VULKAN_GEMM_THIN=0 runs products with a side of C of at most 16
+// there too (default 1: on gemm_thin);
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
 // SGRT_VULKAN_DECODE_FIRST=1 decodes tiled qmatmuls' operands into scratch
 // before the product (default 0: in the tiled shader's loads);
@@ -213,16 +215,19 @@ class VulkanBackend final : public Backend {
   }
 
   // Where products move to 64x64 tiles and to split-K: kGpuFullGrid on a GPU, 0
-  // on a CPU device; SGRT_VULKAN_GEMM_TILE=64|128 and SGRT_VULKAN_SPLIT_K=0|1 override.
+  // on a CPU device; SGRT_VULKAN_GEMM_TILE=64|128 and SGRT_VULKAN_SPLIT_K=0|1
+  // override. SGRT_VULKAN_GEMM_THIN=0 keeps thin products off gemm_thin.
   Status grid_options(vk::KernelOptions* opts) const {
     const uint32_t gpu = ctx_->device_type() == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kGpuFullGrid;
-    std::string tile, split, decode;
+    std::string tile, split, decode, thin;
     SG_TRY(env_pick("SGRT_VULKAN_GEMM_TILE", "64", "128", &tile));
     SG_TRY(env_pick("SGRT_VULKAN_SPLIT_K", "0", "1", &split));
     SG_TRY(env_pick("SGRT_VULKAN_DECODE_FIRST", "0", "1", &decode));
+    SG_TRY(env_pick("SGRT_VULKAN_GEMM_THIN", "0", "1", &thin));
     opts->gemm_small_grid = tile.empty() ? gpu : tile == "64" ? UINT32_MAX : 0;
     opts->split_k_grid = split.empty() ? gpu : split == "1" ? kGpuFullGrid : 0;
     opts->decode_first = decode == "1";
+    opts->gemm_thin = thin != "0";
     return Status::Ok();
   }
 
