@@ -244,6 +244,30 @@ TEST_CASE("cuda agrees with the cpu on FP8/FP16 optimizer state and clipping") {
   }
 }
 
+namespace {
+
+// 300 parameters (check_finite's sums launch 128 gradients at a time: three
+// launches, the last partial), their global norm past the clip so every update
+// depends on all of them; with state O2, the norms quantize_grad left.
+const char* kManyGrads = R"(
+  local sg = require "sg"
+  local cfg = sg.config{ state = "fp32" }
+  local y = sg.input("x", {4, 33})
+  for i = 1, 300 do y = y + sg.param("b" .. i, {33}, {"uniform", -1, 1}) end
+  sg.loss(sg.sum(sg.sum(y * y)))
+  sg.optimizer.adamw{ lr = 1e-2, clip = 0.5, state = cfg.state }
+)";
+
+}  // namespace
+
+TEST_CASE("cuda's check_finite over 300 gradients, clipped: as the cpu's") {
+  if (!test::cuda_device_present()) return;
+  for (const char* level : {"fp32", "O2"}) {
+    INFO("state " << std::string(level));
+    cross_check(kManyGrads, {{"state", level}});
+  }
+}
+
 TEST_CASE("the cross-check covers every op the cuda backend has") {
   if (!test::cuda_device_present()) return;
 #ifdef SGRT_WITH_CUDA

@@ -43,18 +43,36 @@ __global__ void step_kernel(int32_t* ts) { ts[kStep] += 1; }
 
 // ---- check_finite ----------------------------------------------------------------
 
-// part[block] = this block's sum of g^2 in double.
-__global__ void sumsq_kernel(int64_t n, const float* g, double* part) {
+// Up to kBatch gradients per launch (the LoRA step has 420; a launch each cost
+// more than their sums): gradient j owns blocks first[j] .. first[j + 1] - 1 of
+// the launch and the same entries of part. Passed by value: 2.6 KB of the
+// 4 KB a kernel's parameters may take everywhere.
+struct GradBatch {
+  static constexpr int kBatch = 128;
+  const float* g[kBatch];  // gradients, or with attr norms their optimizer scales
+  int64_t n[kBatch];
+  unsigned first[kBatch + 1];
+  int count = 0;
+};
+
+// part[block] = this block's sum of g^2 in double, the grid stride being the
+// gradient's own blocks (a gradient's sums are those of a launch of its own).
+__global__ void sumsq_kernel(GradBatch b, double* part) {
+  int j = 0;
+  while (j + 1 < b.count && b.first[j + 1] <= blockIdx.x) ++j;
+  const int64_t block = blockIdx.x - b.first[j], stride = static_cast<int64_t>(b.first[j + 1] - b.first[j]) * blockDim.x;
+  const float* g = b.g[j];
   double s = 0;
-  SG_GRID_STRIDE(i, n) s += static_cast<double>(g[i]) * g[i];
+  for (int64_t i = block * blockDim.x + threadIdx.x; i < b.n[j]; i += stride) s += static_cast<double>(g[i]) * g[i];
   s = block_sum(s);
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-// *part = norm^2 from quantize_grad's norm (scales[kOptGradNorm]), in double as the CPU.
-__global__ void norm_kernel(const float* scales, double* part) {
-  const double norm = scales[kOptGradNorm];
-  *part = norm * norm;
+// part[j] = norm^2 from quantize_grad's norm (scales[kOptGradNorm]), in double as the CPU.
+__global__ void norm_kernel(GradBatch b, double* part) {
+  if (static_cast<int>(threadIdx.x) >= b.count) return;
+  const double norm = b.g[threadIdx.x][kOptGradNorm];
+  part[threadIdx.x] = norm * norm;
 }
 
 // The squares' sum is finite exactly when every gradient is. Clipping as
@@ -75,23 +93,29 @@ __global__ void finite_kernel(int64_t nparts, const double* part, double clip, i
 // (train_state, grads...) or, with attr norms, (train_state, optimizer scales...)
 // whose kOptGradNorm slots quantize_grad filled.
 Status bind_check_finite(const OpArgs& a, BindCtx& ctx, Launch* out) {
-  struct Grad { const float* g; int64_t n; unsigned blocks; int64_t off; };
   const bool norms = a.attrs->i("norms", 0) != 0;
-  std::vector<Grad> grads;
+  std::vector<GradBatch> batches;
   int64_t nparts = 0;
   for (size_t k = 1; k < a.in.size(); ++k) {
-    unsigned b = norms ? 1 : grid_for(a.in[k].n, ctx.dev);
-    grads.push_back({a.in[k].f(), a.in[k].n, b, nparts});
-    nparts += b;
+    if (batches.empty() || batches.back().count == GradBatch::kBatch) batches.emplace_back();  // zeroed
+    GradBatch& b = batches.back();
+    const unsigned blocks = norms ? 1 : grid_for(a.in[k].n, ctx.dev);
+    b.g[b.count] = a.in[k].f();
+    b.n[b.count] = a.in[k].n;
+    b.first[b.count + 1] = b.first[b.count] + blocks;
+    ++b.count;
+    nparts += blocks;
   }
   double* part = static_cast<double*>(ctx.scratch->reserve(sizeof(double) * (nparts ? nparts : 1)));
   double clip = a.attrs->f("clip", 0.0);
   int32_t* ts = a.out[0].i32();
   float* coef = a.out[1].f();
   *out = [=](cudaStream_t s) {
-    for (const Grad& g : grads) {
-      if (norms) norm_kernel<<<1, 1, 0, s>>>(g.g, part + g.off);
-      else sumsq_kernel<<<g.blocks, kThreads, 0, s>>>(g.n, g.g, part + g.off);
+    double* p = part;
+    for (const GradBatch& b : batches) {
+      if (norms) norm_kernel<<<1, GradBatch::kBatch, 0, s>>>(b, p);
+      else sumsq_kernel<<<b.first[b.count], kThreads, 0, s>>>(b, p);
+      p += b.first[b.count];
     }
     finite_kernel<<<1, kThreads, 0, s>>>(nparts, part, clip, ts, coef);
     return launched("check_finite kernels");
