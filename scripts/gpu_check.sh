@@ -131,6 +131,9 @@ if [ "$vulkan" = 1 ]; then
   # lines above; their profile's "products by shape" shows each shape's rate).
   SGRT_VULKAN_GEMM_THIN=0 step "bench_train vulkan LoRA, no gemm_thin" lora.txt 120 \
     "$build/bench/bench_train" --backend vulkan --steps 5 --models lora --recipes fp32 --no-pytorch
+  # And with its scales and adds as dispatches of their own (780 more, 481 more barriers).
+  SGRT_VULKAN_FUSE=0 step "bench_train vulkan LoRA, no fused epilogues" lora.txt 120 \
+    "$build/bench/bench_train" --backend vulkan --steps 5 --models lora --recipes fp32 --no-pytorch
   # The GPT step with cooperative matrices: every product under fp32 (=1), the
   # E4M3 / E2M1 ones under fp8 and fp4 (=codes would give the same for those).
   SGRT_VULKAN_COOP=1 step "bench_train vulkan, cooperative matrices" train.jsonl 90 \

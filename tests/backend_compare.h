@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_fusion.h"
+#include "product_fusion.h"
 #include "formats/formats.h"
 #include "formats/gguf_blocks.h"
 #include "harness.h"
@@ -244,30 +244,34 @@ inline void write_inputs(Session& cpu, Session& other, uint32_t seed) {
 // in the first one's dtype means nothing: the low half of an f32 read as a BF16
 // code). A transient tensor the program did not write holds what another program
 // left there. The others are left out of the comparison, as are the products
-// (and broadcast biases, and activations' inputs) the CPU backend's fusions
-// never write or write other values into (cpu_fusion.h).
+// (and broadcast biases, and activations' inputs) the backends' fusions never
+// write or write other values into (product_fusion.h).
 inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
   const std::vector<TensorInfo>& ts = m.tensors();
   std::vector<int64_t> written(ts.size(), -1);  // index of the program's last op writing each tensor
   for (size_t k = 0; k < p.ops.size(); ++k)
     for (int id : p.ops[k].out) written[id] = static_cast<int64_t>(k);
+  // Tensors a fusion may leave unwritten: a tensor sharing their bytes and
+  // written before them holds its value on one backend and not on another.
+  std::vector<bool> fused(ts.size(), false);
   const std::vector<BiasFusion> bias = find_bias_fusions(m, p);
   const std::vector<AddendFusion> addend = find_addend_fusions(m, p, bias);
   for (const BiasFusion& f : bias)
-    for (int op : {f.matmul, f.broadcast}) written[p.ops[op].out[0]] = -1;
+    for (int op : {f.matmul, f.broadcast}) fused[p.ops[op].out[0]] = true;
   for (const AddendFusion& f : addend) {
-    written[p.ops[f.matmul].out[0]] = -1;
+    fused[p.ops[f.matmul].out[0]] = true;
     if (f.bias_add >= 0)
-      for (int op : {f.add, f.broadcast}) written[p.ops[op].out[0]] = -1;
+      for (int op : {f.add, f.broadcast}) fused[p.ops[op].out[0]] = true;
   }
+  for (const ScaleFusion& f : find_scale_fusions(m, p)) fused[p.ops[f.product].out[0]] = true;
   // A fused activation: its input is never written, or (in place) holds the
   // activation, whose own output is never written.
   for (const ActivationFusion& f : find_activation_fusions(m, p, bias, addend)) {
-    written[p.ops[f.op].in.back()] = -1;
-    if (f.in_place) written[p.ops[f.op].out[0]] = -1;
+    fused[p.ops[f.op].in.back()] = true;
+    if (f.in_place) fused[p.ops[f.op].out[0]] = true;
   }
   std::vector<bool> intact(ts.size());
-  for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || written[a] >= 0;
+  for (size_t a = 0; a < ts.size(); ++a) intact[a] = ts[a].persistent || (written[a] >= 0 && !fused[a]);
   for (size_t a = 0; a < ts.size(); ++a)
     for (size_t b = 0; b < ts.size() && intact[a]; ++b) {
       bool overlap = ts[a].bytes && ts[b].bytes && ts[a].offset < ts[b].offset + ts[b].bytes &&

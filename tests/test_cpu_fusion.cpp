@@ -1,4 +1,4 @@
-// The CPU backend's fusions (runtime/src/cpu_fusion.h):
+// The CPU backend's fusions (runtime/src/product_fusion.h):
 //  - a linear layer's output equals the product from gemm_f32 plus a separate
 //    add, to the bit, fused or not (the product also read elsewhere: not fused);
 //  - a product added to a tensor (and a bias after it) equals the product plus
@@ -15,7 +15,7 @@
 
 #include "backends.h"
 #include "cpu/gemm.h"
-#include "cpu_fusion.h"
+#include "product_fusion.h"
 #include "harness.h"
 
 using namespace sgrt;

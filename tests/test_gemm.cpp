@@ -324,7 +324,7 @@ int64_t differing_floats(const std::vector<float>& x, const std::vector<float>& 
 
 TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the bit") {
   // The CPU backend fuses add(matmul, broadcast_to(b)) into the GEMM
-  // (runtime/src/cpu_fusion.h): the bias after the whole K sum; v: beta 0.5.
+  // (runtime/src/product_fusion.h): the bias after the whole K sum; v: beta 0.5.
   std::uniform_real_distribution<float> u(-1, 1);
   epilogue_cases(5, [&](DType t, int64_t M, int64_t N, int64_t K, int v, std::mt19937& rng) {
     const float beta = v ? 0.5f : 0.0f;
@@ -344,7 +344,7 @@ TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the
 
 TEST_CASE("a ReLU or a ReLU mask in the epilogue equals the product then relu / relu_grad, to the bit") {
   // The CPU backend fuses relu(matmul) and relu_grad(y, matmul) into the GEMM
-  // (runtime/src/cpu_fusion.h): after the whole K sum and the bias (v: with a
+  // (runtime/src/product_fusion.h): after the whole K sum and the bias (v: with a
   // bias). The mask holds negatives, zeros of both signs and NaNs, which keep
   // nothing; the product's own NaN (a NaN in A) must become 0 under relu.
   std::uniform_real_distribution<float> u(-1, 1);

@@ -121,7 +121,7 @@ TEST_CASE("cpu: op times fill the steps, products lead, fused adds read zero") {
   int folded = 0;
   for (size_t i = 0; i < info.ops.size(); ++i)
     if (info.ops[i].code == OpCode::Add && i > 0 && info.ops[i - 1].code == OpCode::BroadcastTo) {
-      CHECK(s[i] == 0.0);  // the bias add runs inside the product (cpu_fusion.h)
+      CHECK(s[i] == 0.0);  // the bias add runs inside the product (product_fusion.h)
       CHECK(s[i - 1] == 0.0);
       ++folded;
     }

@@ -5,8 +5,10 @@
 // models/gpt.lua complete on Vulkan, 20 training steps tracking the CPU's
 // losses (and a tiny models/llama.lua's; its KV-cache generation the CPU's logits),
 // losses, attention's gradients repeating bit for bit, every attention tile pair
-// against the CPU, and the head size the attention kernels refuse.
+// against the CPU, and the head size the attention kernels refuse. LoRA's
+// scales and adds folded into its products give the unfused bits.
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 
 #include "backend_compare.h"
@@ -254,4 +256,43 @@ TEST_CASE("a head size past 128 is refused, naming attention and the size") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("attention") != std::string::npos);
   CHECK(st.message().find("head size 136") != std::string::npos);
+}
+
+// The tiny llama's LoRA step: every adapter's alpha / r scale (forward and
+// gradient) and the adapter's sum with the base product (forward and input
+// gradient) run in the products' epilogues (product_fusion.h) where the memory
+// plan lets the fused op's output be written early; two steps give every
+// parameter and optimizer state the bits of SGRT_VULKAN_FUSE=0, under fp32 and
+// fp8 (the scales then fold into qmatmuls).
+TEST_CASE("vulkan folds LoRA's scales and adds into its products: the bits of SGRT_VULKAN_FUSE=0") {
+  for (const std::string recipe : {"fp32", "fp8"}) {
+    CAPTURE(recipe);
+    std::shared_ptr<const Model> m;
+    REQUIRE(test::compile_lua(test::llama_text_lua(recipe), &m, test::tiny_lora_llama()).ok());
+    const ProgramInfo& step = m->programs()[m->find_program("train_step")];
+    const int scales = static_cast<int>(std::count_if(step.ops.begin(), step.ops.end(),
+                                                      [](const OpInfoLoaded& op) { return op.code == OpCode::Scale; }));
+    CHECK(scales == 2 * 7 * 2);  // 2 layers x 7 adapters, forward and gradient
+    CHECK(static_cast<int>(find_scale_fusions(*m, step).size()) >= scales / 2);
+    if (recipe == "fp32") CHECK(find_addend_fusions(*m, step, {}).size() >= 2 * 7);
+    if (!test::vulkan_device_present()) continue;
+    std::unique_ptr<Session> s[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      REQUIRE(test::vulkan_session_with("SGRT_VULKAN_FUSE", fuse ? "1" : "0", m, &s[fuse]).ok());
+      REQUIRE(s[fuse]->init(3, 100).ok());
+      for (const char* name : {"tokens", "targets"}) {  // [2, 16]
+        std::vector<int32_t> ids(32);
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + name[0]) % 256);
+        test::write_vec(*s[fuse], name, ids);
+      }
+      test::run(*s[fuse], "train_step");
+      test::run(*s[fuse], "train_step");
+    }
+    for (size_t id = 0; id < m->tensors().size(); ++id) {
+      const TensorInfo& t = m->tensors()[id];
+      if (!t.persistent || t.bytes == 0) continue;
+      INFO(t.name);
+      CHECK(test::bytes_of(*s[0], static_cast<int>(id)) == test::bytes_of(*s[1], static_cast<int>(id)));
+    }
+  }
 }

@@ -36,7 +36,7 @@ enum class Triangle : uint8_t {
 
 // A ReLU the store applies after the product and its bias (the CPU backend's
 // fusion of relu and relu_grad into the product before them,
-// runtime/src/cpu_fusion.h), with those ops' arithmetic:
+// runtime/src/product_fusion.h), with those ops' arithmetic:
 //  - relu: v > 0 ? v : 0;
 //  - mask: relu_grad by a ReLU's output laid out as C, mask[i * ldc + j] > 0 ? v : 0
 //    (a ReLU's output is positive exactly where its input is).

@@ -30,15 +30,15 @@ struct OpArgs {
   const ScaleSpec* quant = nullptr;  // quantize and qmatmul: OpInfoLoaded::quant
   // matmul and qmatmul: a row vector [N] added to every output row after the
   // product, with a separate add's rounding (the backend's fusion of
-  // add(matmul, broadcast_to(b)), runtime/src/cpu_fusion.h); null: none.
+  // add(matmul, broadcast_to(b)), runtime/src/product_fusion.h); null: none.
   const float* bias = nullptr;
   // matmul: the output is addend + product (then + bias), each element a separate
-  // add's rounding (the fusion of add(y, matmul(a, W)), runtime/src/cpu_fusion.h);
+  // add's rounding (the fusion of add(y, matmul(a, W)), runtime/src/product_fusion.h);
   // the addend is the output's bytes exactly or none of them. null: none.
   const float* addend = nullptr;
   // matmul and qmatmul: a relu, or a relu_grad by a mask laid out as the output,
   // applied to each output element last (the fusion of relu(matmul) and
-  // relu_grad(y, matmul), runtime/src/cpu_fusion.h); cpu/gemm.h's Activation.
+  // relu_grad(y, matmul), runtime/src/product_fusion.h); cpu/gemm.h's Activation.
   Activation act{};
 };
 

@@ -37,6 +37,19 @@ float load_b(uint idx, uint n, uint k) {
   return DEC_B ? uintBitsToFloat(scratch[pc.off[1] + idx]) : load(BDT, BSK, pc.off[1], idx, pc.off[4], pc.dim[3], n, k);
 }
 
+// A scale or an add folded into the product (OP bits 19 / 20, EPI_SCALE /
+// EPI_ADD; runtime/src/product_fusion.h): C's element e, v, times f[0], or
+// plus the addend's element e (from word stride[0]), as elementwise.comp's
+// scale and add round them. Callers compute v `precise`, so its last multiply
+// is not fused with the add.
+const bool EPI_SCALE = (OP & (1u << 19)) != 0u, EPI_ADD = (OP & (1u << 20)) != 0u;
+float epilogue(float v, uint e) {
+  precise float y = v;
+  if (EPI_SCALE) y = y * pc.f[0];
+  if (EPI_ADD) y = F[pc.stride[0] + e] + y;
+  return y;
+}
+
 // The epilogue multiplier of outer index o (cpu/gemm.cpp's outer_scales, alpha 1).
 float outer(uint sk, uint so, uint state, uint o) {
   float m = sk == SK_NVFP4 ? F[state + kStateTensorScale] : 1.0;

@@ -9,7 +9,8 @@
 // association differs from gemm_tiled's. Operands decode as gemm_tiled's
 // (gemm_operands.glsl: matmul, qmatmul with tensor, outer, inner, MX and NVFP4
 // scales, decode-first); blockwise FP8 stays tiled.
-// OP as gemm_tiled.glsl's, plus bit 18 (THIN_N): N is the thin side, else M.
+// OP as gemm_tiled.glsl's (a fused scale or add: gemm_operands.glsl), plus
+// bit 18 (THIN_N): N is the thin side, else M.
 // off = {a, b, c, a_scale, b_scale, a_state}; p = {M, N, K};
 // dim = {lda, ldb, a_scale_ld, b_scale_ld, b_state}.
 #version 450
@@ -52,6 +53,7 @@ void main() {
     float sum = 0.0;
     for (uint j = 0u; j < LANES; ++j) sum += part[j][tid];
     uint m = THIN_N ? lo : o, n = THIN_N ? o : lo;
-    F[pc.off[2] + m * N + n] = sum * outer(BSK, pc.off[4], pc.dim[4], n) * outer(ASK, pc.off[3], pc.off[5], m);
+    precise float v = sum * outer(BSK, pc.off[4], pc.dim[4], n) * outer(ASK, pc.off[3], pc.off[5], m);
+    F[pc.off[2] + m * N + n] = epilogue(v, m * N + n);
   }
 }

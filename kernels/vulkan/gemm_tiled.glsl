@@ -28,6 +28,7 @@
 // Decode-first (OP bits 16 / 17, DEC_A / DEC_B): the operand's values, decoded
 // with their inner or block scales by gemm_decode.comp, are f32 words of the
 // scratch buffer from word off[0] / off[1]; the epilogue's scales stay here.
+// A fused scale or add (OP bits 19 / 20): gemm_operands.glsl's epilogue().
 #ifndef SGRT_GEMM_TILED_GLSL
 #define SGRT_GEMM_TILED_GLSL
 #extension GL_EXT_control_flow_attributes : require
@@ -70,7 +71,8 @@ void reduce_splits(uint M, uint N) {
     uint r = e / N, c = e % N;
     float acc = 0.0;
     for (uint z = 0u; z < splits; ++z) acc += uintBitsToFloat(scratch[partial + z * M * N + e]);
-    F[pc.off[2] + e] = acc * outer(BSK, pc.off[4], pc.dim[4], c) * outer(ASK, pc.off[3], pc.off[5], r);
+    precise float v = acc * outer(BSK, pc.off[4], pc.dim[4], c) * outer(ASK, pc.off[3], pc.off[5], r);
+    F[pc.off[2] + e] = epilogue(v, e);
   }
 }
 
@@ -144,7 +146,10 @@ void main() {
       uint c = col0 + 4u * (tx + 16u * (j / 4u)) + j % 4u;
       if (r < M && c < N) {
         if (SPLIT) scratch[pc.dim[5] + (gl_WorkGroupID.z * M + r) * N + c] = floatBitsToUint(acc[i][j / 4u][j % 4u]);
-        else F[pc.off[2] + r * N + c] = acc[i][j / 4u][j % 4u] * cs[j] * rs;
+        else {
+          precise float v = acc[i][j / 4u][j % 4u] * cs[j] * rs;
+          F[pc.off[2] + r * N + c] = epilogue(v, r * N + c);
+        }
       }
     }
   }

@@ -185,7 +185,8 @@ Status qmatmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.dim[3] = ld[1];
   d->push.dim[4] = c.word(c.in(5));
   const uint32_t decoded = decode_first(c, kind, ld, d, out);
-  return split_k(c, d, out, decoded);
+  SG_TRY(split_k(c, d, out, decoded));
+  return fuse_epilogue(c, d);
 }
 
 Status dge_grad(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {

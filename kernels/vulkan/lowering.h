@@ -15,6 +15,7 @@ struct Ctx {
   const std::vector<TensorInfo>& ts;
   const KernelOptions& opts;
   Scratch* scratch;
+  const Epilogue& epi;
   const TensorInfo& in(size_t i) const { return ts[op.in[i]]; }
   const TensorInfo& out(size_t i) const { return ts[op.out[i]]; }
   uint32_t word(const TensorInfo& t) const { return static_cast<uint32_t>(t.offset / 4); }
@@ -40,6 +41,10 @@ Status gemm_grid(const Ctx& c, const Shape& as, const Shape& bs, bool coop, bool
 constexpr int64_t kSplitPiece = 256;  // pieces are whole kFp8Tile chunks (sgrt/scale_spec.h)
 constexpr uint32_t kSplitSums = 1u << 14, kSplitReduce = 1u << 15;  // gemm_tiled.glsl's SPLIT, REDUCE
 Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t region_used = 0);
+// The product *d (its last dispatch, split-K's sums already appended) takes
+// c.epi: it writes the fused op's output with gemm_operands.glsl's epilogue.
+constexpr uint32_t kEpiScale = 1u << 19, kEpiAdd = 1u << 20;  // gemm_operands.glsl's EPI_SCALE, EPI_ADD
+Status fuse_epilogue(const Ctx& c, Dispatch* d);
 
 // Column sums in two passes (reduce_axes.comp, norm.comp: OP >> 8 = 1, 2) for
 // *d, complete as one pass over `terms` rows of `outputs` columns: a copy of it

@@ -216,7 +216,8 @@ Status check_finite(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
 Status matmul(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   d->push.off[1] = c.word(c.in(1));
   SG_TRY(gemm_grid(c, c.in(0).type.shape, c.in(1).type.shape, c.opts.coop, true, d));
-  return split_k(c, d, out);
+  SG_TRY(split_k(c, d, out));
+  return fuse_epilogue(c, d);
 }
 
 }  // namespace
@@ -349,6 +350,24 @@ Status split_k(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out, uint32_t r
   return Status::Ok();
 }
 
+Status fuse_epilogue(const Ctx& c, Dispatch* d) {
+  if (c.epi.out < 0) return Status::Ok();
+  if (d->shader == "gemm_coop") return Status::Unsupported("gemm_coop has no epilogue for a fused scale or add");
+  const TensorInfo& out = c.ts[c.epi.out];
+  d->push.off[2] = c.word(out);
+  d->writes = {{out.offset, out.offset + out.bytes}};
+  if (c.epi.addend < 0) {
+    d->op |= kEpiScale;
+    d->push.f[0] = c.epi.alpha;
+    return Status::Ok();
+  }
+  const TensorInfo& addend = c.ts[c.epi.addend];
+  d->op |= kEpiAdd;
+  d->push.stride[0] = c.word(addend);
+  d->reads.push_back({addend.offset, addend.offset + addend.bytes});
+  return Status::Ok();
+}
+
 void column_chunks(const Ctx& c, int64_t terms, int64_t outputs, uint32_t planes, uint32_t local, uint32_t* first_word,
                    Dispatch* d, std::vector<Dispatch>* out) {
   const int64_t chunks = (terms + kColumnChunk - 1) / kColumnChunk;
@@ -366,11 +385,13 @@ void column_chunks(const Ctx& c, int64_t terms, int64_t outputs, uint32_t planes
 }
 
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint32_t tag, const KernelOptions& opts,
-                Scratch* scratch, std::vector<Dispatch>* out) {
+                Scratch* scratch, std::vector<Dispatch>* out, const Epilogue& epi) {
   std::vector<DType> in, outs;
   Dispatch d;
   for (int id : op.in) { in.push_back(ts[id].type.dtype); d.reads.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
   for (int id : op.out) { outs.push_back(ts[id].type.dtype); d.writes.push_back({ts[id].offset, ts[id].offset + ts[id].bytes}); }
+  if (epi.out >= 0 && op.code != OpCode::MatMul && op.code != OpCode::QMatMul)
+    return Status::Invalid(op.loc + ": only a product takes a fused epilogue, not " + signature(op, ts));
   Lower fn = find_kernel(kernel_table(), op.code, in, outs);
   if (!fn) return Status::Unsupported(op.loc + ": the vulkan backend has no kernel for " + signature(op, ts));
   for (int id : op.in)
@@ -380,7 +401,7 @@ Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& ts, uint3
   d.op = static_cast<uint32_t>(op.code);  // the shaders specialized on ops.glsl's codes
   d.push.tag = tag;
   size_t first = out->size();
-  SG_TRY(fn(Ctx{op, ts, opts, scratch}, &d, out).with_context(op.loc + ": " + signature(op, ts)));
+  SG_TRY(fn(Ctx{op, ts, opts, scratch, epi}, &d, out).with_context(op.loc + ": " + signature(op, ts)));
   out->push_back(std::move(d));
   for (size_t k = first; k < out->size(); ++k) (*out)[k].push.tag = tag;
   return Status::Ok();

@@ -70,6 +70,15 @@ struct KernelOptions {
   uint32_t attention_rows = 0, attention_streamed = 0;
 };
 
+// A scale or an add folded into a product (runtime/src/product_fusion.h): the
+// product writes tensor `out`, its sums times alpha, or plus `addend`'s
+// elements; out = -1: none (it writes its own output).
+struct Epilogue {
+  int out = -1;
+  float alpha = 1.0f;  // a scale's (addend = -1)
+  int addend = -1;     // an add's other operand
+};
+
 struct Ctx;
 // Fills *d (the op's last dispatch, its reads and writes already listed); may
 // append earlier dispatches to *out.
@@ -81,8 +90,9 @@ const std::vector<KernelEntry<Lower>>& kernel_table();
 // Appends the dispatches of `op` (the tag-th op of its program) to *out; an
 // Unsupported error names the op, its dtypes and its source line when the
 // table has no kernel for it or the shapes exceed what the shaders index.
-// Scratch words the op needs come from *scratch.
+// Scratch words the op needs come from *scratch. `epi`: for a matmul or
+// qmatmul, the op folded into it.
 Status lower_op(const OpInfoLoaded& op, const std::vector<TensorInfo>& tensors, uint32_t tag,
-                const KernelOptions& opts, Scratch* scratch, std::vector<Dispatch>* out);
+                const KernelOptions& opts, Scratch* scratch, std::vector<Dispatch>* out, const Epilogue& epi = {});
 
 }  // namespace sgrt::vk

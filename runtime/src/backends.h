@@ -7,7 +7,7 @@
 namespace sgrt {
 
 // fuse = false: every op runs as compiled, without the fusions of
-// cpu_fusion.h; tests compare the two.
+// product_fusion.h; tests compare the two.
 Status make_cpu_backend(std::unique_ptr<Backend>* out, bool fuse = true);
 #ifdef SGRT_WITH_VULKAN
 Status make_vulkan_backend(std::unique_ptr<Backend>* out);  // runtime/src/vulkan/

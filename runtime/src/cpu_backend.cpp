@@ -8,8 +8,8 @@
 
 #include "backends.h"
 #include "cpu/op_args.h"
-#include "cpu_fusion.h"
 #include "cpu_quant_replay.h"
+#include "product_fusion.h"
 
 namespace sgrt {
 namespace {
@@ -81,7 +81,7 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
-  // The fusions of cpu_fusion.h: the product writes the last add's output, with
+  // The fusions of product_fusion.h: the product writes the last add's output, with
   // the bias in its epilogue or the addend (and a bias) added as it stores, and
   // then a ReLU's or a relu_grad's output; the broadcasts, adds and activations
   // no longer run.

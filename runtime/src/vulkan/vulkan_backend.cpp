@@ -13,6 +13,7 @@
 // it runs; SGRT_VULKAN_GEMM_THIN=0 runs products with a side of C of at most 16
 // there too (default 1: on gemm_thin);
 // SGRT_VULKAN_SPLIT_K=0|1 turns split-K off or on (default: on GPUs);
+// SGRT_VULKAN_FUSE=0 keeps scales and adds out of the products' epilogues;
 // SGRT_VULKAN_DECODE_FIRST=1 decodes tiled qmatmuls' operands into scratch
 // before the product (default 0: in the tiled shader's loads);
 // SGRT_VULKAN_ATTENTION_TILES=R,S fixes attention's tiles; SGRT_VULKAN_ARENA=
@@ -23,6 +24,7 @@
 #include <cstring>
 
 #include "../backends.h"
+#include "../product_fusion.h"
 #include "context.h"
 #include "vulkan/table.h"
 #include "op_timer.h"
@@ -112,14 +114,21 @@ class VulkanBackend final : public Backend {
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
     vk::Scratch scratch;
+    // Cooperative matrices have no epilogue for a fused op.
+    bool fuse = false;
+    SG_TRY(fusion_from_env(opts, &fuse));
     auto lower_all = [&]() -> Status {
       lowered.clear();
       op_end.clear();
       for (const ProgramInfo& p : model.programs()) {
         std::vector<vk::Dispatch> ds;
         op_end.emplace_back();
+        std::vector<vk::Epilogue> epi(p.ops.size());
+        std::vector<bool> folded(p.ops.size(), false);
+        if (fuse) fold_into_products(model, p, &epi, &folded);
         for (size_t i = 0; i < p.ops.size(); ++i) {
-          SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds));
+          if (!folded[i])
+            SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds, epi[i]));
           op_end.back().push_back(ds.size());
         }
         lowered.push_back(std::move(ds));
@@ -161,6 +170,32 @@ class VulkanBackend final : public Backend {
     }
     prepared(model);
     return Status::Ok();
+  }
+
+  // SGRT_VULKAN_FUSE=0: every op its own dispatches; else scales and adds fold
+  // into the products before them (runtime/src/product_fusion.h), but where
+  // cooperative matrices were asked for (gemm_coop has no such epilogue).
+  Status fusion_from_env(const vk::KernelOptions& opts, bool* fuse) const {
+    std::string v;
+    SG_TRY(env_pick("SGRT_VULKAN_FUSE", "0", "1", &v));
+    *fuse = v != "0" && !opts.coop && !opts.coop_codes;
+    return Status::Ok();
+  }
+
+  // Each product's fused epilogue (by op index): a scale after it, or an add of
+  // it to an earlier tensor (without a bias after: the shaders add none); the
+  // fused ops are `folded` (no dispatches of their own).
+  static void fold_into_products(const Model& model, const ProgramInfo& p, std::vector<vk::Epilogue>* epi,
+                                 std::vector<bool>* folded) {
+    for (const ScaleFusion& f : find_scale_fusions(model, p)) {
+      (*epi)[f.product] = {p.ops[f.scale].out[0], static_cast<float>(p.ops[f.scale].attrs.f("alpha")), -1};
+      (*folded)[f.scale] = true;
+    }
+    for (const AddendFusion& f : find_addend_fusions(model, p, {}))
+      if (f.bias_add < 0) {
+        (*epi)[f.matmul] = {p.ops[f.add].out[0], 1.0f, f.addend};
+        (*folded)[f.add] = true;
+      }
   }
 
   // How shaders reach the arena: bound as one storage buffer where it fits the

@@ -1,4 +1,4 @@
-#include "cpu_fusion.h"
+#include "product_fusion.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -173,6 +173,26 @@ std::vector<ActivationFusion> find_activation_fusions(const Model& m, const Prog
     for (int k = d + 1; k < static_cast<int>(p.ops.size()); ++k)
       if (std::find(p.ops[k].in.begin(), p.ops[k].in.end(), o) != p.ops[k].in.end()) last = k;
     if (!ts[o].persistent && !pinned[o] && fits(x, last)) found.push_back({q, d, mask, true});
+  }
+  return found;
+}
+
+std::vector<ScaleFusion> find_scale_fusions(const Model& m, const ProgramInfo& p) {
+  const std::vector<TensorInfo>& ts = m.tensors();
+  const Uses u(m, p);
+  std::vector<ScaleFusion> found;
+  for (int d = 0; d < static_cast<int>(p.ops.size()); ++d) {
+    const OpInfoLoaded& scale = p.ops[d];
+    if (scale.code != OpCode::Scale || scale.in.size() != 1 || scale.out.size() != 1) continue;
+    const int x = scale.in[0], o = scale.out[0], q = u.producer[x];
+    if (q < 0 || (p.ops[q].code != OpCode::MatMul && p.ops[q].code != OpCode::QMatMul) || p.ops[q].out.size() != 1) continue;
+    if (!all_f32(ts, scale.in) || !all_f32(ts, scale.out) || ts[x].persistent || u.readers[x] != 1) continue;
+    const TensorInfo& out = ts[o];
+    bool clear = clear_of_inputs(ts, p.ops[q], out);
+    for (int k = q + 1; k < d && clear; ++k)
+      for (const std::vector<int>* ids : {&p.ops[k].in, &p.ops[k].out})
+        for (int t : *ids) clear = clear && !overlap(ts[t], out);
+    if (clear) found.push_back({q, d});
   }
   return found;
 }

@@ -1,4 +1,7 @@
-// The CPU backend's fusions, each giving the same bits as the ops it replaces:
+// Fusions of a product with the ops after it, found on a program, each giving
+// the same bits as the ops it replaces. The CPU backend applies the bias,
+// addend and activation ones; the Vulkan backend the addend and scale ones
+// (without a bias). A fused op runs inside its product's epilogue:
 //  - a linear layer's bias add. The DSL writes x @ W + b as
 //    add(matmul(x, W), broadcast_to(b)); run as written, the broadcast writes a
 //    [rows, N] copy of b and the add reads it and the product back. Fused, the
@@ -12,7 +15,10 @@
 //  - a ReLU after a product (or after one of the fusions above), and a
 //    relu_grad(y, dy) whose dy a product wrote: the product's store
 //    applies max(v, 0), or keeps v where y > 0, and writes the activation's
-//    output; the product's own output is never written (OpArgs::act).
+//    output; the product's own output is never written (OpArgs::act);
+//  - a scale after a product, scale(matmul(a, W)): LoRA's alpha / r on x A^T
+//    and on its gradient. The product multiplies each sum by alpha as it stores
+//    it, in the scale's output; its own output is never written.
 #pragma once
 #include <vector>
 
@@ -73,5 +79,15 @@ struct ActivationFusion {
 std::vector<ActivationFusion> find_activation_fusions(const Model& m, const ProgramInfo& p,
                                                       const std::vector<BiasFusion>& bias,
                                                       const std::vector<AddendFusion>& addend);
+
+struct ScaleFusion {
+  int product;  // a matmul or qmatmul with an f32 output
+  int scale;    // the scale of that output, later in the program
+};
+
+// The fusable scales of a program: the product's output transient and read by
+// the scale alone; the scale's output then written when the product runs, so
+// it must miss the product's inputs, and no op in between may touch its bytes.
+std::vector<ScaleFusion> find_scale_fusions(const Model& m, const ProgramInfo& p);
 
 }  // namespace sgrt
