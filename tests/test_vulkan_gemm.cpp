@@ -7,7 +7,9 @@
 // blocks, fp8-block's tiles), products with ragged edges in both tilings,
 // transposes, and blockwise FP8's 128-element chunks. The shipped shaders fuse
 // only the multiply-adds their source asks to fuse. Products with a side of C
-// of at most 16 (gemm_thin.comp) against an f64 sum, every transpose.
+// of at most 16 (gemm_thin.comp) against an f64 sum, every transpose. A scale
+// or an add folded into each kind of product store (tiled, split-K's reduce,
+// gemm_thin) gives the unfused bits.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <set>
 #include <utility>
 
+#include "backend_compare.h"
 #include "harness.h"
 #include "scoped_env.h"
 #include "test_vulkan_support.h"
@@ -379,5 +382,54 @@ TEST_CASE("vulkan products with a side of at most 16 run on gemm_thin and agree 
         bad += std::fabs(got[r * c.n + col] - ref) > static_cast<double>(c.k) * std::ldexp(abs_sum, -23) + 1e-30;
       }
     CHECK(bad == 0);
+  }
+}
+
+namespace {
+
+// Products that take a scale (forward: x W1 on gemm_thin, its gradient dy W1^T
+// tiled) and an add (x W2 + x W3: the second product adds the first), K = 600:
+// split-K when it is forced.
+const char* kEpilogueModel = R"(
+  local sg = require "sg"
+  local x = sg.input("x", {70, 600})
+  local w1 = sg.param("w1", {600, 8}, {"normal", 0, 0.05})
+  local w2 = sg.param("w2", {600, 40}, {"normal", 0, 0.05})
+  local w3 = sg.param("w3", {600, 40}, {"normal", 0, 0.05})
+  local low = sg.scale(sg.matmul(x, w1), 0.375)
+  local y = sg.matmul(x, w2) + sg.matmul(x, w3)
+  sg.loss(sg.sum(sg.sum(y * y)) + sg.sum(sg.sum(low * low)))
+  sg.output("y", y)
+  sg.optimizer.sgd{ lr = 1e-3 }
+)";
+
+}  // namespace
+
+TEST_CASE("a scale and an add in every product store (tiled, split-K, gemm_thin): the unfused bits") {
+  std::shared_ptr<const Model> m;
+  REQUIRE(test::compile_lua(kEpilogueModel, &m).ok());
+  const ProgramInfo& step = m->programs()[m->find_program("train_step")];
+  CHECK(find_scale_fusions(*m, step).size() >= 1);
+  CHECK(find_addend_fusions(*m, step, {}).size() >= 1);
+  if (!test::vulkan_device_present()) return;
+  std::vector<float> x(70 * 600);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.01f * static_cast<float>(i));
+  for (const std::string split : {"0", "1"}) {
+    CAPTURE(split);
+    test::ScopedEnv splitting("SGRT_VULKAN_SPLIT_K", split.c_str());
+    std::unique_ptr<Session> s[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      REQUIRE(test::vulkan_session_with("SGRT_VULKAN_FUSE", fuse ? "1" : "0", m, &s[fuse]).ok());
+      REQUIRE(s[fuse]->init(3, 100).ok());
+      test::write_vec(*s[fuse], "x", x);
+      test::run(*s[fuse], "train_step");
+    }
+    for (const std::string name : {"w1", "w2", "w3"}) {
+      CAPTURE(name);
+      CHECK(test::bytes_of(*s[0], test::tensor_id(*s[0], name)) == test::bytes_of(*s[1], test::tensor_id(*s[1], name)));
+    }
+    test::run(*s[0], "infer");
+    test::run(*s[1], "infer");
+    CHECK(test::read_output(*s[0], "y") == test::read_output(*s[1], "y"));
   }
 }
