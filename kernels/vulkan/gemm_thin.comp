@@ -21,7 +21,10 @@ layout(local_size_x = 256) in;
 const uint TMAX = 16u, LONG = 8u, LANES = 32u;  // LONG x LANES = the workgroup
 const bool THIN_N = (OP & (1u << 18)) != 0u;
 
-// part[lane][long index * TMAX + thin index]: 16 KiB, Vulkan's floor.
+// part[lane][(long index * TMAX + thin index) ^ lane]: 16 KiB, Vulkan's floor.
+// The XOR spreads a store of one sum by the 32 lanes over 32 banks (a row is
+// 128 words: unswizzled, every lane's word would sit in one bank) and keeps the
+// final sums' reads, one row at a time, on consecutive words.
 shared float part[LANES][LONG * TMAX];
 
 // op(A)[m][k] and op(B)[k][n] by their indices.
@@ -46,12 +49,12 @@ void main() {
       [[unroll]] for (uint t = 0u; t < TMAX; ++t)
         if (t < T) acc[t] = fma(x, THIN_N ? b_at(k, t) : a_at(t, k), acc[t]);
     }
-  [[unroll]] for (uint t = 0u; t < TMAX; ++t) part[lane][li * TMAX + t] = acc[t];
+  [[unroll]] for (uint t = 0u; t < TMAX; ++t) part[lane][(li * TMAX + t) ^ lane] = acc[t];
   barrier();
   uint o = tid % TMAX, lo = gl_WorkGroupID.x * LONG + tid / TMAX;  // this invocation's output, if any
   if (tid < LONG * TMAX && o < T && lo < L) {
     float sum = 0.0;
-    for (uint j = 0u; j < LANES; ++j) sum += part[j][tid];
+    for (uint j = 0u; j < LANES; ++j) sum += part[j][tid ^ j];
     uint m = THIN_N ? lo : o, n = THIN_N ? o : lo;
     precise float v = sum * outer(BSK, pc.off[4], pc.dim[4], n) * outer(ASK, pc.off[3], pc.off[5], m);
     F[pc.off[2] + m * N + n] = epilogue(v, m * N + n);
