@@ -263,7 +263,9 @@ inline std::vector<bool> intact_after(const Model& m, const ProgramInfo& p) {
     if (f.bias_add >= 0)
       for (int op : {f.add, f.broadcast}) fused[p.ops[op].out[0]] = true;
   }
+  // Vulkan's: scales, and adds found without the CPU's bias fusions, qmatmuls too.
   for (const ScaleFusion& f : find_scale_fusions(m, p)) fused[p.ops[f.product].out[0]] = true;
+  for (const AddendFusion& f : find_addend_fusions(m, p, {}, true)) fused[p.ops[f.matmul].out[0]] = true;
   // A fused activation: its input is never written, or (in place) holds the
   // activation, whose own output is never written.
   for (const ActivationFusion& f : find_activation_fusions(m, p, bias, addend)) {

@@ -77,7 +77,8 @@ std::vector<BiasFusion> find_bias_fusions(const Model& m, const ProgramInfo& p) 
   return found;
 }
 
-std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias) {
+std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias,
+                                              bool qmatmul) {
   const std::vector<TensorInfo>& ts = m.tensors();
   const Uses u(m, p);
   std::vector<bool> taken(p.ops.size(), false);
@@ -85,9 +86,11 @@ std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo&
   std::vector<AddendFusion> found;
   for (int d = 1; d < static_cast<int>(p.ops.size()); ++d) {
     const OpInfoLoaded &add = p.ops[d], &mul = p.ops[d - 1];
-    if (taken[d] || taken[d - 1] || add.code != OpCode::Add || mul.code != OpCode::MatMul) continue;
+    const bool product = mul.code == OpCode::MatMul || (qmatmul && mul.code == OpCode::QMatMul);
+    if (taken[d] || taken[d - 1] || add.code != OpCode::Add || !product) continue;
     if (add.in.size() != 2 || mul.out.size() != 1 || add.in[1] != mul.out[0] || add.in[0] == add.in[1]) continue;
-    if (!all_f32(ts, add.in) || !all_f32(ts, add.out) || !all_f32(ts, mul.in)) continue;
+    if (!all_f32(ts, add.in) || !all_f32(ts, add.out) || !all_f32(ts, mul.out)) continue;
+    if (mul.code == OpCode::MatMul && !all_f32(ts, mul.in)) continue;
     const TensorInfo &y = ts[add.in[0]], &prod = ts[mul.out[0]];
     if (prod.persistent || u.readers[mul.out[0]] != 1 || !(y.type == prod.type) || !(prod.type == ts[add.out[0]].type)) continue;
     AddendFusion f{d - 1, d, add.in[0]};

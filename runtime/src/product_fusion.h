@@ -55,7 +55,10 @@ struct AddendFusion {
 // transient and read by the next add alone, the ops adjacent; the final output
 // must not overlap the product's inputs, and either is the addend's bytes exactly
 // (in place: each element read before it is written) or misses them.
-std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias);
+// `qmatmul`: the product may also be a qmatmul (f32 output; Vulkan's), not
+// only an f32 matmul (the CPU's).
+std::vector<AddendFusion> find_addend_fusions(const Model& m, const ProgramInfo& p, const std::vector<BiasFusion>& bias,
+                                              bool qmatmul = false);
 
 struct ActivationFusion {
   // The op whose output the activation reads: a matmul or qmatmul, or the last

@@ -191,7 +191,7 @@ class VulkanBackend final : public Backend {
       (*epi)[f.product] = {p.ops[f.scale].out[0], static_cast<float>(p.ops[f.scale].attrs.f("alpha")), -1};
       (*folded)[f.scale] = true;
     }
-    for (const AddendFusion& f : find_addend_fusions(model, p, {}))
+    for (const AddendFusion& f : find_addend_fusions(model, p, {}, true))
       if (f.bias_add < 0) {
         (*epi)[f.matmul] = {p.ops[f.add].out[0], 1.0f, f.addend};
         (*folded)[f.add] = true;
