@@ -1,7 +1,7 @@
 // Fusions of a product with the ops after it, found on a program, each giving
 // the same bits as the ops it replaces. The CPU backend applies the bias,
-// addend and activation ones; the Vulkan backend the addend and scale ones
-// (without a bias). A fused op runs inside its product's epilogue:
+// addend and activation ones; the Vulkan backend the addend (without a bias,
+// qmatmuls too) and scale ones. A fused op runs inside its product's epilogue:
 //  - a linear layer's bias add. The DSL writes x @ W + b as
 //    add(matmul(x, W), broadcast_to(b)); run as written, the broadcast writes a
 //    [rows, N] copy of b and the add reads it and the product back. Fused, the
