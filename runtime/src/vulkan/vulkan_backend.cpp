@@ -114,21 +114,21 @@ class VulkanBackend final : public Backend {
     std::vector<std::vector<vk::Dispatch>> lowered;
     std::vector<std::vector<size_t>> op_end;  // per program: one past each op's last dispatch
     vk::Scratch scratch;
-    // Cooperative matrices have no epilogue for a fused op.
     bool fuse = false;
     SG_TRY(fusion_from_env(opts, &fuse));
+    std::vector<Folds> folds;  // per program, found once for both lowerings
+    for (const ProgramInfo& p : model.programs()) folds.push_back(fold_into_products(model, p, fuse));
     auto lower_all = [&]() -> Status {
       lowered.clear();
       op_end.clear();
-      for (const ProgramInfo& p : model.programs()) {
+      for (size_t q = 0; q < model.programs().size(); ++q) {
+        const ProgramInfo& p = model.programs()[q];
+        const Folds& f = folds[q];
         std::vector<vk::Dispatch> ds;
         op_end.emplace_back();
-        std::vector<vk::Epilogue> epi(p.ops.size());
-        std::vector<bool> folded(p.ops.size(), false);
-        if (fuse) fold_into_products(model, p, &epi, &folded);
         for (size_t i = 0; i < p.ops.size(); ++i) {
-          if (!folded[i])
-            SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds, epi[i]));
+          if (!f.folded[i])
+            SG_TRY(vk::lower_op(p.ops[i], model.tensors(), static_cast<uint32_t>(i), opts, &scratch, &ds, f.epi[i]));
           op_end.back().push_back(ds.size());
         }
         lowered.push_back(std::move(ds));
@@ -184,18 +184,24 @@ class VulkanBackend final : public Backend {
 
   // Each product's fused epilogue (by op index): a scale after it, or an add of
   // it to an earlier tensor (without a bias after: the shaders add none); the
-  // fused ops are `folded` (no dispatches of their own).
-  static void fold_into_products(const Model& model, const ProgramInfo& p, std::vector<vk::Epilogue>* epi,
-                                 std::vector<bool>* folded) {
+  // fused ops are `folded` (no dispatches of their own). None unless `fuse`.
+  struct Folds {
+    std::vector<vk::Epilogue> epi;
+    std::vector<bool> folded;
+  };
+  static Folds fold_into_products(const Model& model, const ProgramInfo& p, bool fuse) {
+    Folds r{std::vector<vk::Epilogue>(p.ops.size()), std::vector<bool>(p.ops.size(), false)};
+    if (!fuse) return r;
     for (const ScaleFusion& f : find_scale_fusions(model, p)) {
-      (*epi)[f.product] = {p.ops[f.scale].out[0], static_cast<float>(p.ops[f.scale].attrs.f("alpha")), -1};
-      (*folded)[f.scale] = true;
+      r.epi[f.product] = {p.ops[f.scale].out[0], static_cast<float>(p.ops[f.scale].attrs.f("alpha")), -1};
+      r.folded[f.scale] = true;
     }
     for (const AddendFusion& f : find_addend_fusions(model, p, {}, true))
       if (f.bias_add < 0) {
-        (*epi)[f.matmul] = {p.ops[f.add].out[0], 1.0f, f.addend};
-        (*folded)[f.add] = true;
+        r.epi[f.matmul] = {p.ops[f.add].out[0], 1.0f, f.addend};
+        r.folded[f.add] = true;
       }
+    return r;
   }
 
   // How shaders reach the arena: bound as one storage buffer where it fits the
