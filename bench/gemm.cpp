@@ -6,6 +6,14 @@
 // B stored [500,784]), `gemm_f32` against `cblas_sgemm` alternately (`cblas_sgemv`
 // for one row of A: 1x1536x576nt is a decode step's x @ W^T).
 //
+// Both libraries keep their idle threads spinning for a while after a call (sgrt's
+// pool up to 1 ms; OpenBLAS's pthread build 2^28 TSC cycles, ~0.1 s), and a
+// spinning thread takes a core from the other library's next call. So the
+// contenders run in blocks of back-to-back calls, as a training step makes them,
+// the blocks alternating (3 rounds) so that load from other processes hits both
+// alike; each block starts after settle() (every other thread of the process
+// asleep) and one untimed call.
+//
 //   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
 #include <algorithm>
 #include <chrono>
@@ -13,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -21,6 +30,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <unistd.h>
 #endif
 
 #include "cpu/cpu_features.h"
@@ -113,6 +125,43 @@ double seconds(F&& f) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Waits (up to 2 s) until no other thread of this process is running or runnable:
+// /proc/self/task/*/stat's state after the command's ")". Returns false if some
+// thread still was.
+bool settle() {
+#if defined(__linux__)
+  const std::string self = std::to_string(gettid());
+  for (const auto until = Clock::now() + std::chrono::seconds(2); Clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    bool busy = false;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      if (task.path().filename() == self) continue;
+      std::ifstream f(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t close = stat.rfind(')');
+      busy |= close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
+    }
+    if (!busy) return true;
+  }
+  return false;
+#else
+  return true;
+#endif
+}
+
+// settle(), one untimed call, then `calls` timed ones appended to t; counts the
+// blocks whose settle gave up.
+template <class F>
+void timed_block(F&& f, int calls, std::vector<double>* t, int* unsettled) {
+  if (!settle()) ++*unsettled;
+  f();
+  for (int i = 0; i < calls; ++i) t->push_back(seconds(f));
+}
+
+constexpr int kRounds = 3;
+int block_calls(int reps) { return (reps + kRounds - 1) / kRounds; }
+
 double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -204,12 +253,11 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
                     1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
 #endif
     };
-    blas();
-    ours();
     std::vector<double> tb, to;
-    for (int rep = 0; rep < reps; ++rep) {
-      tb.push_back(seconds(blas));
-      to.push_back(seconds(ours));
+    int unsettled = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      timed_block(blas, block_calls(reps), &tb, &unsettled);
+      timed_block(ours, block_calls(reps), &to, &unsettled);
     }
     const double flop = 2.0 * s.m * s.n * s.k, gf = flop / median(to) * 1e-9;
 #ifdef SGRT_HAVE_OPENBLAS
@@ -218,8 +266,9 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
     const double gblas = 0;
 #endif
     std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
-                "\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f}\n",
-                s.text.c_str(), reps, median(to) * 1e3, gf, vector ? "sgemv" : "sgemm", gblas, gblas > 0 ? gf / gblas : 0.0);
+                "\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"unsettled\":%d}\n",
+                s.text.c_str(), static_cast<int>(to.size()), median(to) * 1e3, gf, vector ? "sgemv" : "sgemm", gblas,
+                gblas > 0 ? gf / gblas : 0.0, unsettled);
     std::fflush(stdout);
   }
 }
@@ -282,15 +331,12 @@ int main(int argc, char** argv) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data(), n, y.data(), n, 0.0f, c.data(), n);
 #endif
     };
-    // Warm up, then interleave the contenders rep by rep so that load from other
-    // processes hits all of them alike.
-    blas();
-    for (int k = 0; k < kKinds; ++k) ours(k);
     std::vector<double> tb;
     std::vector<std::vector<double>> t(kKinds);
-    for (int rep = 0; rep < r; ++rep) {
-      tb.push_back(seconds(blas));
-      for (int k = 0; k < kKinds; ++k) t[k].push_back(seconds([&] { ours(k); }));
+    int unsettled = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      timed_block(blas, block_calls(r), &tb, &unsettled);
+      for (int k = 0; k < kKinds; ++k) timed_block([&] { ours(k); }, block_calls(r), &t[k], &unsettled);
     }
     const double flop = 2.0 * n * n * n;
 #ifdef SGRT_HAVE_OPENBLAS
@@ -301,9 +347,10 @@ int main(int argc, char** argv) {
     for (int k = 0; k < kKinds; ++k) {
       const double s = median(t[k]), gf = flop / s * 1e-9;
       std::printf("{\"bench\":\"gemm\",\"n\":%lld,\"dtype\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
-                  "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"pct_fp32_peak\":%.1f}\n",
-                  static_cast<long long>(n), kinds[k].name, r, s * 1e3, gf, gblas, gblas > 0 ? gf / gblas : 0.0,
-                  100 * gf / peak);
+                  "\"openblas_sgemm_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"pct_fp32_peak\":%.1f,"
+                  "\"unsettled\":%d}\n",
+                  static_cast<long long>(n), kinds[k].name, static_cast<int>(t[k].size()), s * 1e3, gf, gblas,
+                  gblas > 0 ? gf / gblas : 0.0, 100 * gf / peak, unsettled);
     }
     std::fflush(stdout);
   }

@@ -2,6 +2,7 @@
 // accumulation-order tolerance: odd sizes, every transpose, every dtype mix and
 // scale mode, on every ISA path this CPU has (forced through set_isa_limit).
 #include <atomic>
+#include <fstream>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/core_affinity.h"
 #include "cpu/cpu_features.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
@@ -512,4 +514,30 @@ TEST_CASE("parallel_for: fixed chunks, each index once, nested calls run inline"
   }
   set_num_threads(0);
   CHECK(num_threads() >= 1);
+}
+
+// The pool's helper leaves its caller's core this way: it must land elsewhere and
+// keep the affinity mask it had (a mask left short would ban it from a core).
+TEST_CASE("move_off_cpu moves the thread to another core and restores its mask") {
+  auto allowed = [] {  // this thread's mask as the kernel reports it
+    std::ifstream f("/proc/thread-self/status");
+    std::string line;
+    while (std::getline(f, line) && line.find("Cpus_allowed_list:") != 0) {
+    }
+    return line;
+  };
+  const std::string before = allowed();
+  const int cpu = current_cpu();
+  if (cpu < 0 || std::thread::hardware_concurrency() < 2) {
+    MESSAGE("skipped: no core numbers here, or a single core");
+    return;
+  }
+  const int moved = move_off_cpu(cpu);
+  if (moved < 0) {
+    MESSAGE("skipped: this thread's affinity mask (" << before << ") allows one core");
+    return;
+  }
+  CHECK(moved != cpu);
+  CHECK(allowed() == before);
+  CHECK(move_off_cpu(-1) == -1);
 }

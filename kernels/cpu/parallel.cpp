@@ -10,13 +10,18 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/core_affinity.h"
+
 namespace sgrt::cpu {
 namespace {
 
 thread_local bool t_in_pool_work = false;
 
-// How long an idle thread polls for the next job before sleeping.
-constexpr std::chrono::microseconds kSpin{50};
+// How long an idle thread polls for the next job before sleeping: kSpin with
+// the core paused between polls, then up to kYieldSpin yielding it. A helper
+// that slept between the parallel_for calls of one product was woken onto its
+// caller's core each time (see run) and moved off it again.
+constexpr std::chrono::microseconds kSpin{50}, kYieldSpin{1000};
 
 class Pool {
  public:
@@ -39,6 +44,7 @@ class Pool {
       fn_ = fn; ctx_ = ctx; n_ = n; grain_ = grain; chunks_ = chunks;
       next_.store(0);
       pending_.store(threads - 1);
+      caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
       // One word holds the job's number and its helper count, so a helper reads
       // both from the same job.
       job_.store(((job_.load() >> kHelperBits) + 1) << kHelperBits | static_cast<uint64_t>(threads - 1),
@@ -46,9 +52,13 @@ class Pool {
     }
     wake_.notify_all();
     work();
-    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
-      std::unique_lock<std::mutex> lk(mu_);
-      done_.wait(lk, [&] { return pending_.load() == 0; });
+    // The helpers are working or waking, so the wait is bounded by their chunks:
+    // the caller polls, then yields, and never sleeps. A thread woken from a
+    // futex can be placed on its waker's core while another core idles (seen on
+    // a 2-vCPU KVM guest, where a halted vCPU reads as preempted and wake-ups
+    // skip it): a caller woken by its helper followed it from core to core, and
+    // products ran at one core's speed for tens of milliseconds.
+    while (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
     }
     return true;
   }
@@ -82,23 +92,31 @@ class Pool {
       seen = job_.load(std::memory_order_acquire);
       // A job this helper is not part of may end, and the next begin, at any time.
       if (static_cast<uint64_t>(id) >= (seen & kHelperMask)) continue;
+      // Woken onto the caller's core (see run), a helper would share it with the
+      // caller's own chunks: it moves to another core of its mask first.
+      const int caller_cpu = caller_cpu_.load(std::memory_order_relaxed);
+      if (caller_cpu >= 0 && caller_cpu == current_cpu()) move_off_cpu(caller_cpu);
       work();
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lk(mu_);  // the caller may be between its check and its wait
-        done_.notify_one();
-      }
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 
-  // Polls ready() for up to kSpin, pausing the core between polls.
+  // Polls ready() for up to kSpin, pausing the core between polls, then up to
+  // kYieldSpin in all, yielding the core between polls (to a thread of ours
+  // placed on it, or anyone's).
   template <class Ready>
   static bool spin_until(Ready ready) {
-    const auto until = std::chrono::steady_clock::now() + kSpin;
+    const auto start = std::chrono::steady_clock::now();
     for (int i = 0;; ++i) {
       if (ready()) return true;
       cpu_relax();
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > start + kSpin) break;
     }
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > start + kYieldSpin) return false;
+      std::this_thread::yield();
+    }
+    return true;
   }
 
   static void cpu_relax() {
@@ -110,13 +128,14 @@ class Pool {
   }
 
   std::mutex busy_, mu_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_;
   std::vector<std::thread> workers_;
   bool quit_ = false;
   static constexpr int kHelperBits = 16;
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
   std::atomic<uint64_t> job_{0};  // job number << kHelperBits | helpers it wants
   std::atomic<int> pending_{0};   // helpers of the current job not yet done
+  std::atomic<int> caller_cpu_{-1};  // the core the current job's caller posted it from
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, grain_ = 1, chunks_ = 0;

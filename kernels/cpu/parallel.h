@@ -7,9 +7,10 @@
 // kernel that keeps one partial result per chunk and combines them in chunk order
 // is deterministic on any number of threads. Calls made from inside a chunk, or
 // while another thread is using the pool, run serially on the calling thread.
-// Idle threads poll for the next call for 50 us before sleeping, so a step's
-// back-to-back calls cost about a microsecond each, not a futex wake-up
-// (bench/parallel.cpp).
+// Idle threads poll for the next call for 50 us, then yield between polls up to
+// 1 ms, then sleep, so a step's back-to-back calls cost about a microsecond
+// each, not a futex wake-up (bench/parallel.cpp). The caller waits for its
+// helpers by polling and yielding, never sleeping (parallel.cpp says why).
 #pragma once
 #include <cstddef>
 #include <cstdint>
