@@ -59,7 +59,10 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # inference-only session, exports written from the FlatBuffer builder +8 KB,
 # then checkpoint.cpp built with -Os (-O3 had inlined every error message's
 # string concatenations: checkpoint.o 94 -> 71 KB) -20 KB (3,082,258;
-# libsgrt.so unchanged on aarch64, 1,665,944 -> 1,629,080 on x86-64). Leaving the
+# libsgrt.so unchanged on aarch64, 1,665,944 -> 1,629,080 on x86-64); CI read
+# 3,092,158 on 2026-12-05, before the thread pool's core checks
+# (core_affinity.o) and the GEMM's 4-row kernel for cut tiles in both NEON
+# drivers added ~4.4 KB. Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is the next saving. The
 # archive holds every object; a program linking it statically takes only the

@@ -324,6 +324,36 @@ int64_t differing_floats(const std::vector<float>& x, const std::vector<float>& 
 
 }  // namespace
 
+TEST_CASE("a product's last rows in a cut tile equal those rows of a taller product, to the bit") {
+  // M = 256 leaves 4 rows of a 14-row tile (AVX-512) or of a 6-row one (AVX2,
+  // NEON): they run on the 4- and 8-row kernels or micro_edge, the taller
+  // product's (M = 336, a multiple of every MR) on full tiles. Each row's sum
+  // and merge (alpha, scales, beta, several K blocks) must not notice.
+  std::mt19937 rng(29);
+  const int64_t tall = 336, N = 70, K = 1601;
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    for (DType t : {DType::f32, DType::e4m3})
+      for (int64_t M : {256, 260, 262, 255}) {
+        CAPTURE(std::string(isa_name(isa)));
+        CAPTURE(dtype_name(t));
+        CAPTURE(M);
+        Operand a(t, M % 2, false, tall, K, rng), b(t, true, true, N, K, rng);
+        set_scales(a, t == DType::f32 ? Scales::none : Scales::outer, tall, K, rng);
+        set_scales(b, t == DType::f32 ? Scales::none : Scales::tensor, N, K, rng);
+        std::vector<float> ct(tall * N), cm(M * N);
+        for (int64_t i = 0; i < tall * N; ++i) ct[i] = 0.25f * static_cast<float>(i % 13);
+        std::copy(ct.begin(), ct.begin() + M * N, cm.begin());
+        // The shorter A is the taller one's first rows: the same storage, ld and
+        // per-row scales, read for fewer outer indices.
+        REQUIRE(gemm(tall, N, K, 1.5f, a.g, b.g, 0.5f, ct.data(), N) == nullptr);
+        REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.5f, cm.data(), N) == nullptr);
+        CHECK(std::memcmp(cm.data(), ct.data(), cm.size() * 4) == 0);
+      }
+  }
+  set_isa_limit(kTopIsa);
+}
+
 TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the bit") {
   // The CPU backend fuses add(matmul, broadcast_to(b)) into the GEMM
   // (runtime/src/product_fusion.h): the bias after the whole K sum; v: beta 0.5.

@@ -271,14 +271,17 @@ typename V::reg add_bias(typename V::reg y, typename V::reg b) {
 
 // C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps, then
 // + bias[NR] when given (rounded after the merge: a separate add's bits).
-// beta == 0 never reads C.
-template <class V>
-void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c,
-           int64_t ldc, const float* rs, const float* cs, float beta, const float* bias = nullptr) {
+// beta == 0 never reads C. ROWS < MR: the first `rows` (<= ROWS) rows of a tile
+// cut by the matrix's last rows, each with a full tile's arithmetic (the packed A
+// panel still MR rows apart), at ROWS rows' cost.
+template <class V, int ROWS = V::MR>
+void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, float* c, int64_t ldc,
+           const float* rs, const float* cs, float beta, const float* bias = nullptr, int rows = ROWS) {
   constexpr int MR = V::MR, NV = V::NV, KU = V::KU, NR = NV * V::W;
-  typename V::reg acc[MR][NV];
+  static_assert(ROWS <= MR);
+  typename V::reg acc[ROWS][NV];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < ROWS; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
   for (int64_t k = 0; k < kp; ++k, a += MR * KU, b += NR * KU) {
@@ -286,7 +289,7 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = V::loadb(b + j * V::W * KU);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       const auto av = V::bcast(a + i * KU);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = V::dot(acc[i][j], av, bv[j]);
@@ -300,7 +303,7 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
 #pragma GCC unroll 4
   for (int j = 0; j < NV; ++j) bv[j] = bias ? V::load(bias + j * V::W) : V::zero();
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < ROWS && i < rows; ++i) {
     const typename V::reg r = V::set1(rs[i]);
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
@@ -311,6 +314,12 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
     }
   }
 }
+
+// Row counts for the cut tiles' kernels: 4 and 8 rows where MR is larger (a
+// remainder of 4 rows, M = 256 on 14-row tiles, cost 1.4 full tiles through
+// micro_edge), clamped to MR so every ISA's instantiations compile.
+template <class V>
+constexpr int mn_rows(int rows) { return rows < V::MR ? rows : V::MR; }
 
 // A tile cut by the matrix edge, or stored transposed (Problem::c_trans): compute
 // the full tile into a buffer, then merge with the same arithmetic as micro().
@@ -415,9 +424,12 @@ void run(const Problem& p) {
       // Tasks: row blocks (each packs its own A block), as many as a multiple of
       // the threads allows (M = 500 in three blocks left one of two threads a
       // third of the product idle), split further by column panels when there
-      // are too few rows to feed every thread.
+      // are too few rows to feed every thread. The blocks share out the full
+      // tiles; a last cut tile, cheap now, is a task of its own (M = 256 on
+      // 14-row tiles: 126 + 126 + 4 rows, not 140 + 116).
       const int64_t blocks = cdiv(cdiv(p.M, V::MC), threads) * threads;
-      const int64_t mc = cdiv(cdiv(p.M, blocks), MR) * MR;
+      const int64_t full_rows = p.M >= MR ? p.M / MR * MR : p.M;
+      const int64_t mc = cdiv(cdiv(full_rows, blocks), MR) * MR;
       const int64_t n_ic = cdiv(p.M, mc);
       const int64_t n_jn = n_ic >= threads ? 1 : mn(npanels, cdiv(threads, n_ic));
       parallel_for(n_ic * n_jn, 1, [&](int64_t t0, int64_t t1) {
@@ -435,10 +447,15 @@ void run(const Problem& p) {
               const E* a = at + (ir / MR) * asz + k_lo * MR * KU;
               const E* b = bt + j * bsz + k_lo * NR * KU;
               const float* bias = p.bias && last_k ? p.bias + (p.c_trans ? m0 : n0) : nullptr;
-              if (mr == MR && nr == NR && !p.c_trans)
-                micro<V>(k_hi - k_lo, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
+              const int64_t kn = k_hi - k_lo;
+              if (nr == NR && !p.c_trans && mr == MR)
+                micro<V>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
+              else if (nr == NR && !p.c_trans && MR > 4 && mr <= 4)
+                micro<V, mn_rows<V>(4)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, static_cast<int>(mr));
+              else if (nr == NR && !p.c_trans && MR > 8 && mr <= 8)
+                micro<V, mn_rows<V>(8)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, static_cast<int>(mr));
               else
-                micro_edge<V>(k_hi - k_lo, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
+                micro_edge<V>(kn, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
             }
           }
           // The activation follows the whole sum and its bias: over the task's
