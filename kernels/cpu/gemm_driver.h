@@ -319,7 +319,7 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
 // remainder of 4 rows, M = 256 on 14-row tiles, cost 1.4 full tiles through
 // micro_edge), clamped to MR so every ISA's instantiations compile.
 template <class V>
-constexpr int mn_rows(int rows) { return rows < V::MR ? rows : V::MR; }
+constexpr int cut_rows(int rows) { return rows < V::MR ? rows : V::MR; }
 
 // A tile cut by the matrix edge, or stored transposed (Problem::c_trans): compute
 // the full tile into a buffer, then merge with the same arithmetic as micro().
@@ -448,12 +448,14 @@ void run(const Problem& p) {
               const E* b = bt + j * bsz + k_lo * NR * KU;
               const float* bias = p.bias && last_k ? p.bias + (p.c_trans ? m0 : n0) : nullptr;
               const int64_t kn = k_hi - k_lo;
-              if (nr == NR && !p.c_trans && mr == MR)
+              const bool whole_row = nr == NR && !p.c_trans;  // micro() stores rows of NR
+              const int rows = static_cast<int>(mr);
+              if (whole_row && mr == MR)
                 micro<V>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias);
-              else if (nr == NR && !p.c_trans && MR > 4 && mr <= 4)
-                micro<V, mn_rows<V>(4)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, static_cast<int>(mr));
-              else if (nr == NR && !p.c_trans && MR > 8 && mr <= 8)
-                micro<V, mn_rows<V>(8)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, static_cast<int>(mr));
+              else if (whole_row && MR > 4 && mr <= 4)
+                micro<V, cut_rows<V>(4)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, rows);
+              else if (whole_row && MR > 8 && mr <= 8)
+                micro<V, cut_rows<V>(8)>(kn, a, b, c, p.ldc, p.rs + m0, p.cs + n0, beta, bias, rows);
               else
                 micro_edge<V>(kn, a, b, c, p.ldc, mr, nr, p.rs + m0, p.cs + n0, beta, p.c_trans, bias);
             }
