@@ -2,6 +2,7 @@
 // accumulation-order tolerance: odd sizes, every transpose, every dtype mix and
 // scale mode, on every ISA path this CPU has (forced through set_isa_limit).
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <doctest/doctest.h>
 
@@ -544,6 +545,39 @@ TEST_CASE("parallel_for: fixed chunks, each index once, nested calls run inline"
   }
   set_num_threads(0);
   CHECK(num_threads() >= 1);
+}
+
+// A helper may wake after the caller has taken every chunk (another thread on its
+// core): the call must not wait for it, and it must never run a chunk of a call
+// that has returned. More threads than cores and a spinning thread make late
+// helpers common; each chunk checks that its own call is the one in progress.
+TEST_CASE("parallel_for: every chunk runs once, inside its call, with helpers late to join") {
+  set_num_threads(3);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::atomic<int> current{-1}, outside{0}, wrong_count{0};
+  for (int call = 0; call < 20000; ++call) {
+    const int64_t n = 1 + call % 5;
+    std::atomic<int> hits[5] = {};
+    current.store(call);
+    parallel_for(n, 1, [&, call](int64_t b, int64_t) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+      while (std::chrono::steady_clock::now() < until) {  // long enough for a helper to join
+      }
+      if (current.load() != call) ++outside;
+      ++hits[b];
+    });
+    current.store(-1);
+    for (int64_t c = 0; c < n; ++c) wrong_count += hits[c].load() != 1;
+  }
+  stop.store(true);
+  busy.join();
+  set_num_threads(0);
+  CHECK(outside.load() == 0);
+  CHECK(wrong_count.load() == 0);
 }
 
 // The pool's helper leaves its caller's core this way: it must land elsewhere and

@@ -43,22 +43,27 @@ class Pool {
       std::lock_guard<std::mutex> lk(mu_);
       fn_ = fn; ctx_ = ctx; n_ = n; grain_ = grain; chunks_ = chunks;
       next_.store(0);
-      pending_.store(threads - 1);
+      finished_.store(0);
       caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
+      const uint64_t number = (job_.load() >> kHelperBits) + 1;
+      join_.store(number << kJoinShift, std::memory_order_release);
       // One word holds the job's number and its helper count, so a helper reads
       // both from the same job.
-      job_.store(((job_.load() >> kHelperBits) + 1) << kHelperBits | static_cast<uint64_t>(threads - 1),
-                 std::memory_order_release);
+      job_.store(number << kHelperBits | static_cast<uint64_t>(threads - 1), std::memory_order_release);
     }
     wake_.notify_all();
     work();
-    // The helpers are working or waking, so the wait is bounded by their chunks:
-    // the caller polls, then yields, and never sleeps. A thread woken from a
+    // Every chunk is taken: no helper may join now, and the caller waits only for
+    // those that joined, whose chunks are running. A helper that has not woken,
+    // or was preempted before joining (another process on the cores), is not
+    // waited for: the caller took its chunks.
+    const int joined = static_cast<int>(join_.fetch_or(kClosed, std::memory_order_acq_rel) & kJoinedMask);
+    // The caller polls, then yields, and never sleeps. A thread woken from a
     // futex can be placed on its waker's core while another core idles (seen on
     // a 2-vCPU KVM guest, where a halted vCPU reads as preempted and wake-ups
     // skip it): a caller woken by its helper followed it from core to core, and
     // products ran at one core's speed for tens of milliseconds.
-    while (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    while (!spin_until([&] { return finished_.load(std::memory_order_acquire) == joined; })) {
     }
     return true;
   }
@@ -96,9 +101,20 @@ class Pool {
       // caller's own chunks: it moves to another core of its mask first.
       const int caller_cpu = caller_cpu_.load(std::memory_order_relaxed);
       if (caller_cpu >= 0 && caller_cpu == current_cpu()) move_off_cpu(caller_cpu);
+      if (!join(seen >> kHelperBits)) continue;
       work();
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      finished_.fetch_add(1, std::memory_order_release);
     }
+  }
+
+  // Joins job `number` unless it has ended or its caller has closed it; a helper
+  // reads the job's fields only once joined, and the caller changes them only
+  // after every helper that joined has finished.
+  bool join(uint64_t number) {
+    uint64_t w = join_.load(std::memory_order_acquire);
+    while ((w >> kJoinShift) == number && !(w & kClosed))
+      if (join_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    return false;
   }
 
   // Polls ready() for up to kSpin, pausing the core between polls, then up to
@@ -133,8 +149,11 @@ class Pool {
   bool quit_ = false;
   static constexpr int kHelperBits = 16;
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
-  std::atomic<uint64_t> job_{0};  // job number << kHelperBits | helpers it wants
-  std::atomic<int> pending_{0};   // helpers of the current job not yet done
+  static constexpr int kJoinShift = kHelperBits + 1;
+  static constexpr uint64_t kClosed = uint64_t{1} << kHelperBits, kJoinedMask = kHelperMask;
+  std::atomic<uint64_t> job_{0};   // job number << kHelperBits | helpers it wants
+  std::atomic<uint64_t> join_{0};  // job number << kJoinShift | kClosed | helpers joined
+  std::atomic<int> finished_{0};   // helpers of the current job done
   std::atomic<int> caller_cpu_{-1};  // the core the current job's caller posted it from
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;

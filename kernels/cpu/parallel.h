@@ -10,7 +10,10 @@
 // Idle threads poll for the next call for 50 us, then yield between polls up to
 // 1 ms, then sleep, so a step's back-to-back calls cost about a microsecond
 // each, not a futex wake-up (bench/parallel.cpp). The caller waits for its
-// helpers by polling and yielding, never sleeping (parallel.cpp says why).
+// helpers by polling and yielding, never sleeping (parallel.cpp says why), and
+// only for those that joined the call before its chunks ran out: a helper that
+// wakes late (another process had its core) finds the call closed and its
+// chunks done by the threads that were there.
 #pragma once
 #include <cstddef>
 #include <cstdint>
