@@ -1,9 +1,11 @@
 // What the tool says about itself, and what the README and docs say about it:
 //  - sgrt --version; sgrt COMMAND --help explains every flag the command
 //    accepts, and the README's command-line synopsis lists exactly those;
-//  - --threads N; the start header and the progress lines (ETA, tokens/s);
+//  - --threads N (by default the cores the affinity mask allows); the start header
+//    and the progress lines (ETA, tokens/s);
 //  - every relative link in README.md and docs/ resolves inside the repository.
 #include <dirent.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <map>
@@ -92,6 +94,22 @@ TEST_CASE("--threads N, the start header and the progress lines") {
   test::ToolResult bad = test::run_tool({"train", "models/fashion_mlp.lua", "--threads", "0"});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--threads expects a count from 1") != std::string::npos);
+  // Without --threads: the cores the process may use, one under `taskset -c CPU`.
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) >= 2) {
+    r = test::run_tool({"train", "models/fashion_mlp.lua", "--set", "hidden=16", "--set", "batch=6000", "--steps", "1"},
+                       [] {
+                         unsetenv("SGRT_NUM_THREADS");
+                         cpu_set_t one;
+                         CPU_ZERO(&one);
+                         CPU_SET(sched_getcpu(), &one);
+                         sched_setaffinity(0, sizeof one, &one);
+                       });
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK_MESSAGE(r.err.find(", threads 1, arena") != std::string::npos, r.err);
+  } else {
+    MESSAGE("skipped the one-core run: this process's mask allows one core");
+  }
 
   std::string text;
   for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";

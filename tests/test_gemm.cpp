@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -578,6 +579,33 @@ TEST_CASE("parallel_for: every chunk runs once, inside its call, with helpers la
   set_num_threads(0);
   CHECK(outside.load() == 0);
   CHECK(wrong_count.load() == 0);
+}
+
+// The pool's default size: cores a thread's mask allows, capped by cgroup v2's
+// quota (cpu.max: "QUOTA PERIOD" in microseconds, or "max PERIOD").
+TEST_CASE("usable_cores follows the affinity mask; cpu_max_cores reads a cgroup's quota") {
+  CHECK(cpu_max_cores("max 100000\n") == 0);
+  CHECK(cpu_max_cores("100000 100000\n") == 1);
+  CHECK(cpu_max_cores("50000 100000\n") == 1);   // half a core still needs a thread
+  CHECK(cpu_max_cores("150000 100000\n") == 2);  // rounded up
+  CHECK(cpu_max_cores("400000 100000") == 4);
+  CHECK(cpu_max_cores("") == 0);
+  CHECK(cpu_max_cores("100000") == 0);
+  CHECK(cpu_max_cores("-1 100000") == 0);
+  CHECK(usable_cores() >= 1);
+  cpu_set_t mask, one;
+  REQUIRE(sched_getaffinity(0, sizeof mask, &mask) == 0);
+  CHECK(usable_cores() <= CPU_COUNT(&mask));
+  if (CPU_COUNT(&mask) < 2) {
+    MESSAGE("skipped the one-core mask: this thread's mask allows one core");
+    return;
+  }
+  CPU_ZERO(&one);
+  CPU_SET(current_cpu(), &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int on_one = usable_cores();
+  sched_setaffinity(0, sizeof mask, &mask);
+  CHECK(on_one == 1);
 }
 
 // The pool's helper leaves its caller's core this way: it must land elsewhere and

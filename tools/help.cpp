@@ -22,7 +22,9 @@ const FlagHelp kCheckpointModel = {"--checkpoint", "DIR",
                                    "checkpoint folder from sgrt train; its model.sg is used when MODEL is omitted, and "
                                    "the compile flags it was trained with apply unless given (a different value is an error)"};
 const FlagHelp kBackend = {"--backend", "B", "cpu (default), vulkan or cuda, where built in"};
-const FlagHelp kThreads = {"--threads", "N", "CPU threads (default: all cores, or the environment's SGRT_NUM_THREADS)"};
+const FlagHelp kThreads = {"--threads", "N",
+                           "CPU threads (default: the cores this process may use, by its affinity mask and cgroup "
+                           "CPU quota; or the environment's SGRT_NUM_THREADS)"};
 const FlagHelp kData = {"--data", "PATH", "data set location (a Fashion-MNIST or image folder, a text, CSV or .npy file) instead of the model's"};
 const FlagHelp kMaxMemory = {"--max-memory", "BYTES", "refuse a model whose arena needs more (suffix K, M or G)"};
 const FlagHelp kOutput = {"--output", "FILE", "output file (also -o FILE)"};

@@ -166,10 +166,13 @@ Pool& pool() {
   return p;
 }
 
+// SGRT_NUM_THREADS, else the cores this process may use, read once.
 int default_threads() {
-  if (const char* s = std::getenv("SGRT_NUM_THREADS"); s && std::atoi(s) > 0) return std::atoi(s);
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc ? static_cast<int>(hc) : 1;
+  static const int n = [] {
+    if (const char* s = std::getenv("SGRT_NUM_THREADS"); s && std::atoi(s) > 0) return std::atoi(s);
+    return usable_cores();
+  }();
+  return n;
 }
 
 std::atomic<int> g_threads{0};

@@ -22,7 +22,7 @@
 namespace sgrt::cpu {
 
 int num_threads();            // threads a parallel_for may use, caller included
-void set_num_threads(int n);  // n <= 0: all cores (default; env SGRT_NUM_THREADS)
+void set_num_threads(int n);  // n <= 0: usable_cores() (default; env SGRT_NUM_THREADS)
 
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
 void parallel_run(int64_t n, int64_t grain, ChunkFn fn, void* ctx);
