@@ -14,7 +14,13 @@
 // alike; each block starts after settle() (every other thread of the process
 // asleep) and one untimed call.
 //
+//
+// --beside-busy P (with --shapes) runs P other processes that keep a core busy
+// each, as a user's machine has, and adds both libraries on one thread: on
+// T cores shared with P busy processes, T threads should still beat one.
+//
 //   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
+//              [--beside-busy P]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +38,9 @@
 #include <immintrin.h>
 #endif
 #if defined(__linux__)
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
@@ -208,6 +217,39 @@ std::vector<int64_t> parse_sizes(const char* s) {
   return v;
 }
 
+// `count` child processes, each spinning until this object ends them, the i-th
+// on the i-th core from the last: the same cores taken in every run.
+class BusyProcesses {
+ public:
+  explicit BusyProcesses(int count) {
+#if defined(__linux__)
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET((cores - 1 - i % cores), &one);
+        sched_setaffinity(0, sizeof(one), &one);
+        volatile uint64_t spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+#endif
+  }
+  ~BusyProcesses() {
+#if defined(__linux__)
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+#endif
+  }
+  int count() const { return static_cast<int>(pids_.size()); }
+
+ private:
+  std::vector<int> pids_;
+};
+
 struct Shape3 {
   int64_t m, n, k;
   bool ta, tb;
@@ -231,10 +273,13 @@ bool parse_shapes(const char* s, std::vector<Shape3>* out) {
   return !out->empty();
 }
 
-// f32 at the given shapes, against OpenBLAS in the same process, rep by rep.
-void run_shapes(const std::vector<Shape3>& shapes, int reps) {
+// f32 at the given shapes, against OpenBLAS in the same process, rep by rep;
+// beside `busy` busy processes, each library on one thread too.
+void run_shapes(const std::vector<Shape3>& shapes, int reps, int busy) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int threads = cpu::num_threads();
+  const BusyProcesses others(busy);
   for (const Shape3& s : shapes) {
     std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
     for (float& v : a) v = u(rng);
@@ -253,11 +298,22 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
                     1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
 #endif
     };
-    std::vector<double> tb, to;
+    auto on_threads = [&](int n) {
+      cpu::set_num_threads(n);
+#ifdef SGRT_HAVE_OPENBLAS
+      openblas_set_num_threads(n);
+#endif
+    };
+    std::vector<double> tb, to, tb1, to1;  // OpenBLAS, sgrt; on one thread
     int unsettled = 0;
     for (int round = 0; round < kRounds; ++round) {
       timed_block(blas, block_calls(reps), &tb, &unsettled);
       timed_block(ours, block_calls(reps), &to, &unsettled);
+      if (busy == 0) continue;
+      on_threads(1);
+      timed_block(blas, block_calls(reps), &tb1, &unsettled);
+      timed_block(ours, block_calls(reps), &to1, &unsettled);
+      on_threads(threads);
     }
     const double flop = 2.0 * s.m * s.n * s.k, gf = flop / median(to) * 1e-9;
 #ifdef SGRT_HAVE_OPENBLAS
@@ -265,10 +321,18 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps) {
 #else
     const double gblas = 0;
 #endif
-    std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,\"gflops\":%.1f,"
-                "\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,\"unsettled\":%d}\n",
-                s.text.c_str(), static_cast<int>(to.size()), median(to) * 1e3, gf, vector ? "sgemv" : "sgemm", gblas,
-                gblas > 0 ? gf / gblas : 0.0, unsettled);
+    std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"threads\":%d,\"reps\":%d,\"median_ms\":%.3f,"
+                "\"gflops\":%.1f,\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,",
+                s.text.c_str(), threads, static_cast<int>(to.size()), median(to) * 1e3, gf, vector ? "sgemv" : "sgemm",
+                gblas, gblas > 0 ? gf / gblas : 0.0);
+    if (busy > 0) {  // the ratio against OpenBLAS at its best of the two
+      const double gf1 = flop / median(to1) * 1e-9, gblas1 = gblas > 0 ? flop / median(tb1) * 1e-9 : 0.0;
+      std::printf("\"busy_processes\":%d,\"gflops_1thread\":%.1f,\"openblas_gflops_1thread\":%.1f,"
+                  "\"threads_vs_1thread\":%.2f,\"openblas_threads_vs_1thread\":%.2f,\"best_vs_best_openblas\":%.2f,",
+                  others.count(), gf1, gblas1, gf / gf1, gblas1 > 0 ? gblas / gblas1 : 0.0,
+                  gblas > 0 ? std::max(gf, gf1) / std::max(gblas, gblas1) : 0.0);
+    }
+    std::printf("\"unsettled\":%d}\n", unsettled);
     std::fflush(stdout);
   }
 }
@@ -279,13 +343,16 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {256, 512, 1024, 2048, 4096};
   std::vector<Shape3> shapes;
   int reps = 0;  // 0: by size
+  int busy = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--sizes")) sizes = parse_sizes(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes") && parse_shapes(argv[i + 1], &shapes)) continue;
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) cpu::set_num_threads(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--beside-busy")) busy = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,.. | --shapes MxNxK[nn|nt|tn|tt],..] [--reps N] [--threads N]\n");
+      std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,.. | --shapes MxNxK[nn|nt|tn|tt],..] [--reps N] [--threads N] "
+                           "[--beside-busy P]\n");
       return 2;
     }
   }
@@ -304,7 +371,7 @@ int main(int argc, char** argv) {
               cores, mhz_info, mhz, fpc, peak, cores * mhz * 1e-3 * 32, cpu::isa_name(cpu::active_isa()));
   std::fflush(stdout);
   if (!shapes.empty()) {
-    run_shapes(shapes, reps > 0 ? reps : 9);
+    run_shapes(shapes, reps > 0 ? reps : 9, busy);
     return 0;
   }
 
