@@ -62,9 +62,12 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # libsgrt.so unchanged on aarch64, 1,665,944 -> 1,629,080 on x86-64); CI read
 # 3,092,158 on 2026-12-05, before the thread pool's core checks
 # (core_affinity.o) and the GEMM's 4-row kernel for cut tiles in both NEON
-# drivers added ~4.4 KB. Leaving the
+# drivers added ~4.4 KB (3,096,826); the pool's default size from the affinity
+# mask and cgroup quota (usable_cores) and its late helpers' join +2.7 KB
+# (3,099,502); then gguf.cpp, instruct_dataset.cpp and run_files.cpp built with
+# -Os, as checkpoint.cpp, -60 KB (3,039,630; libsgrt.so unchanged). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
-# but train() runs every step through its RankStep) is the next saving. The
+# but train() runs every step through its RankStep) is a further saving. The
 # archive holds every object; a program linking it statically takes only the
 # ones it calls.
 limit=3100000
