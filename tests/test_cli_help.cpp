@@ -94,22 +94,35 @@ TEST_CASE("--threads N, the start header and the progress lines") {
   test::ToolResult bad = test::run_tool({"train", "models/fashion_mlp.lua", "--threads", "0"});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--threads expects a count from 1") != std::string::npos);
-  // Without --threads: the cores the process may use, one under `taskset -c CPU`.
+  // Without --threads: the cores the process may use, one under `taskset -c CPU`;
+  // more threads than that are taken, with a warning.
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) >= 2) {
-    r = test::run_tool({"train", "models/fashion_mlp.lua", "--set", "hidden=16", "--set", "batch=6000", "--steps", "1"},
-                       [] {
-                         unsetenv("SGRT_NUM_THREADS");
-                         cpu_set_t all, one;
-                         sched_getaffinity(0, sizeof all, &all);
-                         int first = 0;
-                         while (!CPU_ISSET(first, &all)) ++first;
-                         CPU_ZERO(&one);
-                         CPU_SET(first, &one);
-                         sched_setaffinity(0, sizeof one, &one);
-                       });
+    auto on_one_core = [](std::vector<std::string> extra) {
+      std::vector<std::string> args = {"train", "models/fashion_mlp.lua", "--set", "hidden=16", "--set", "batch=6000",
+                                       "--steps", "1"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      return test::run_tool(args, [] {
+        unsetenv("SGRT_NUM_THREADS");
+        cpu_set_t all, one;
+        sched_getaffinity(0, sizeof all, &all);
+        int first = 0;
+        while (!CPU_ISSET(first, &all)) ++first;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        sched_setaffinity(0, sizeof one, &one);
+      });
+    };
+    r = on_one_core({});
     REQUIRE_MESSAGE(r.code == 0, r.err);
     CHECK_MESSAGE(r.err.find(", threads 1, arena") != std::string::npos, r.err);
+    CHECK(r.err.find("warning") == std::string::npos);
+    r = on_one_core({"--threads", "2"});
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK_MESSAGE(r.err.find(", threads 2, arena") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("sgrt: warning: --threads 2 is more than the 1 core this process may use") !=
+                      std::string::npos,
+                  r.err);
   } else {
     MESSAGE("skipped the one-core run: this process's mask allows one core");
   }

@@ -1,7 +1,9 @@
 #include "args.h"
 
+#include <cstdio>
 #include <cstdlib>
 
+#include "cpu/core_affinity.h"
 #include "cpu/parallel.h"
 #include "help.h"
 
@@ -77,6 +79,11 @@ Status apply_threads(const Args& a) {
   SG_TRY(a.get_int("--threads", 0, &n));
   if (n < 1 || n > 4096) return Status::Invalid("--threads expects a count from 1 to 4096, got '" + a.get("--threads") + "'");
   cpu::set_num_threads(static_cast<int>(n));
+  if (const int cores = cpu::usable_cores(); n > cores)
+    std::fprintf(stderr,
+                 "sgrt: warning: --threads %lld is more than the %d core%s this process may use (its affinity mask "
+                 "and CPU quota): the threads will take turns and wait on each other\n",
+                 static_cast<long long>(n), cores, cores == 1 ? "" : "s");
   return Status::Ok();
 }
 
