@@ -14,10 +14,9 @@
 // alike; each block starts after settle() (every other thread of the process
 // asleep) and one untimed call.
 //
-//
 // --beside-busy P (with --shapes) runs P other processes that keep a core busy
-// each, as a user's machine has, and adds both libraries on one thread: on
-// T cores shared with P busy processes, T threads should still beat one.
+// each, as a user's machine has, and adds both libraries on one thread: what T
+// threads still gain over one on cores shared with P busy processes.
 //
 //   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
 //              [--beside-busy P]
@@ -218,19 +217,26 @@ std::vector<int64_t> parse_sizes(const char* s) {
 }
 
 // `count` child processes, each spinning until this object ends them, the i-th
-// on the i-th core from the last: the same cores taken in every run.
+// on the i-th last core of this thread's affinity mask: the same cores taken in
+// every run.
 class BusyProcesses {
  public:
   explicit BusyProcesses(int count) {
 #if defined(__linux__)
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    cpu_set_t mask;
+    std::vector<int> cores;
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &mask)) cores.push_back(c);
     for (int i = 0; i < count; ++i) {
       const pid_t pid = fork();
       if (pid == 0) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET((cores - 1 - i % cores), &one);
-        sched_setaffinity(0, sizeof(one), &one);
+        if (!cores.empty()) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(cores[cores.size() - 1 - i % cores.size()], &one);
+          sched_setaffinity(0, sizeof one, &one);
+        }
         volatile uint64_t spin = 0;
         for (;;) spin = spin + 1;
       }
