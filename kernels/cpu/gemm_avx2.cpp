@@ -21,6 +21,14 @@ struct F32x8 {
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg set1(float v) { return _mm256_set1_ps(v); }
   static float convert(float v) { return v; }
+  // 16 bytes (signed: S) to floats, exactly (GGUF blocks' codes).
+  template <bool S>
+  static void bytes_to_f32(const uint8_t* p, float* out) {
+    for (int h = 0; h < 2; ++h) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h));
+      _mm256_storeu_ps(out + 8 * h, _mm256_cvtepi32_ps(S ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b)));
+    }
+  }
 };
 
 }  // namespace

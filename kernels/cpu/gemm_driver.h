@@ -23,6 +23,7 @@
 #include "cpu/gguf_decode.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_transpose.h"
+#include "formats/gguf_blocks.h"  // its constants only
 
 namespace sgrt::cpu::gemm_impl {
 namespace {
@@ -55,13 +56,50 @@ struct Reader {
   }
 };
 
+// An IEEE binary16's value, exactly (a GGUF block's d and m). Not formats.h's
+// f16_decode: nothing here calls another header's inline function (see above).
+inline float half_value(const uint8_t* p) {
+  const uint32_t h = p[0] | p[1] << 8, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  const float v = e == 0    ? static_cast<float>(m) * 0x1p-24f
+                  : e == 31 ? f32_bits(m ? 0x7FC00000u : 0x7F800000u)
+                            : f32_bits((e + 112u) << 23 | m << 13);
+  return h & 0x8000u ? -v : v;
+}
+
+// Elements [i0, i0 + n) of a q8_0 / q4_1 matrix, i0 and n multiples of 16 (half
+// blocks), through a traits type's bytes_to_f32: ggml's values bit for bit (q * d
+// is exact in f32, a code of at most 8 bits times an f16, so q * d + m rounds once
+// whether or not it is fused). gguf_decode_run's scalar loop had been most of a
+// QLoRA product's packing.
+template <class V, DType D>
+void decode_half_blocks(const void* data, int64_t i0, int64_t n, float* out) {
+  constexpr int64_t kBytes = D == DType::q8_0 ? fmt::kQ8_0Bytes : fmt::kQ4_1Bytes;
+  for (int64_t u = i0 / 16; u < (i0 + n) / 16; ++u, out += 16) {
+    const uint8_t* b = static_cast<const uint8_t*>(data) + u / 2 * kBytes;
+    const float d = half_value(b);
+    if constexpr (D == DType::q8_0) {
+      V::template bytes_to_f32<true>(b + 2 + u % 2 * 16, out);
+      for (int j = 0; j < 16; ++j) out[j] *= d;
+    } else {
+      alignas(16) uint8_t q[16];  // elements 0..15: the low nibbles; 16..31: the high
+      for (int j = 0; j < 16; ++j) q[j] = u % 2 ? b[4 + j] >> 4 : b[4 + j] & 0xF;
+      V::template bytes_to_f32<false>(q, out);
+      const float m = half_value(b + 2);
+      for (int j = 0; j < 16; ++j) out[j] = out[j] * d + m;
+    }
+  }
+}
+
 // Decodes n consecutive stored elements from index i0, times sc, into out. A traits
 // type may offer a SIMD decode_fast<D> (false: this call is not one it takes).
 template <class V, DType D>
 void decode_run(const Source& s, int64_t i0, int64_t n, float sc, typename V::Elem* out) {
   if constexpr (dtype_is_block(D)) {  // a frozen quantized base: whole blocks at a time
-    if constexpr (std::is_same_v<typename V::Elem, float>)
+    if constexpr (std::is_same_v<typename V::Elem, float>) {
+      if constexpr (requires(const uint8_t* p, float* o) { V::template bytes_to_f32<false>(p, o); })
+        if (sc == 1.0f && i0 % 16 == 0 && n % 16 == 0) return decode_half_blocks<V, D>(s.data, i0, n, out);
       if (sc == 1.0f) return gguf_decode_run(D, s.data, i0, n, out);
+    }
     alignas(64) float tmp[256];
     for (int64_t j0 = 0; j0 < n; j0 += 256) {
       const int64_t m = mn(256, n - j0);
@@ -160,11 +198,25 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + ((o0 + r) * s.s_outer + k0) * dtype_bits(D) / 8 + b);
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      decode_row<V, D>(s, o0 + r, k0, kc, tmp[0]);
+    int64_t k = 0;
+    if constexpr (std::is_same_v<E, float> && V::W >= 4)
+      if (rows == R) {
+        // Up to kSteps K steps of every row decoded, then placed by W x W
+        // transposes in registers (element by element, R apart, it was a QLoRA
+        // product's packing's larger half).
+        constexpr int64_t kSteps = 64;
+        alignas(64) float rows_k[R * kSteps];
+        for (int64_t c; (c = mn(kSteps, (kc - k) / V::W * V::W)) > 0; k += c) {
+          for (int64_t r = 0; r < R; ++r) decode_row<V, D>(s, o0 + r, k0 + k, c, rows_k + r * kSteps);
+          for (int64_t j = 0; j < c; j += V::W) pack_f32_tile<V::W, R>(rows_k + j, kSteps, dst + (k + j) * R);
+        }
+      }
+    if (k == kc) return;
+    for (int64_t r = 0; r < rows; ++r) {  // (k > 0 only where KU == 1)
+      decode_row<V, D>(s, o0 + r, k0 + k, kc - k, tmp[0]);
       const E* t = tmp[0];
-      E* d = dst + r * KU;
-      int64_t n = kc;
+      E* d = dst + k * R + r * KU;
+      int64_t n = kc - k;
       for (; n >= KU; n -= KU, t += KU, d += R * KU) std::memcpy(d, t, sizeof(E) * KU);
       if (n) *d = *t;
     }
@@ -183,7 +235,10 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
     for (int64_t k = kb; k < ke;) {
       const int64_t j = k - k0;
       E* d = dst + (j / KU) * R * KU + j % KU;
-      if (KU == 2 && j % 2 == 0 && k + 1 < ke) {  // a whole pair: interleave two rows
+      if constexpr (KU == 1) {  // the K step's rows are the panel's: decode in place
+        decode_k(k, d);
+        k += 1;
+      } else if (j % 2 == 0 && k + 1 < ke) {  // a whole pair: interleave two rows
         decode_k(k, tmp[0]);
         decode_k(k + 1, tmp[1]);
         for (int64_t r = 0; r < rows; ++r) {

@@ -26,6 +26,17 @@ struct F32x4 {
   static reg fma(reg a, reg b, reg c) { return vfmaq_f32(c, a, b); }
   static reg set1(float v) { return vdupq_n_f32(v); }
   static float convert(float v) { return v; }
+  // 16 bytes (signed: S) to floats, exactly (GGUF blocks' codes).
+  template <bool S>
+  static void bytes_to_f32(const uint8_t* p, float* out) {
+    const uint8x16_t b = vld1q_u8(p);
+    for (int h = 0; h < 2; ++h) {
+      const uint8x8_t half = h ? vget_high_u8(b) : vget_low_u8(b);
+      const int16x8_t w = S ? vmovl_s8(vreinterpret_s8_u8(half)) : vreinterpretq_s16_u16(vmovl_u8(half));
+      vst1q_f32(out + 8 * h, vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))));
+      vst1q_f32(out + 8 * h + 4, vcvtq_f32_s32(vmovl_s16(vget_high_s16(w))));
+    }
+  }
 };
 
 }  // namespace
