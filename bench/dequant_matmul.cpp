@@ -1,11 +1,14 @@
 // dequant_matmul on a backend: x [m, k] against a frozen q8_0 / q4_1 base w [n, k]
 // (the QLoRA base's forward, x @ dequant(w)^T, and its input gradient,
-// transpose_w), timed as bench_gemm_graph times a graph: the "infer" program run
-// to completion (a read waits for it). One JSON line per dtype and mode: median
-// ms and TFLOP/s (2 m n k per product). bench_gemm_graph's fp32 matmul is the
-// f32 peer on the same backend.
+// transpose_w), next to the f32 matmul of the same shapes (its peer: an f32 base),
+// each timed as bench_gemm_graph times a graph: the "infer" program run to
+// completion (a read waits for it). The three weights of a mode take turns for
+// 3 rounds, so load from other processes hits them alike. One JSON line per
+// dtype and mode: the median ms over the rounds' medians, TFLOP/s (2 m n k per
+// product) and vs_f32 (the f32 matmul's time over this one's: 1 is parity).
 //
 //   bench_dequant_matmul [--backend B] [--m 512] [--n 4096] [--k 4096] [--reps N]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,7 +31,8 @@ void check(const Status& st, int code = 1) {
   std::exit(code);
 }
 
-// y = dequant_matmul(x, w) with x [m, k] (or [m, n] with transpose_w), w [n, k] of wt.
+// y = dequant_matmul(x, w) with x [m, k] (or [m, n] with transpose_w), w [n, k] of
+// wt; for an f32 w, y = matmul(x, w) with trans_b = !transpose_w.
 std::shared_ptr<const Model> model(DType wt, bool trans, int64_t m, int64_t n, int64_t k) {
   compiler::Graph g;
   g.infer_only = true;
@@ -39,9 +43,10 @@ std::shared_ptr<const Model> model(DType wt, bool trans, int64_t m, int64_t n, i
   const int w = g.add_tensor(in);
   const compiler::Loc loc{"bench_dequant_matmul", __LINE__};
   Attrs at;
-  at.set_i("transpose_w", trans ? 1 : 0);
+  if (wt == DType::f32) at.set_i("trans_b", trans ? 0 : 1);
+  else at.set_i("transpose_w", trans ? 1 : 0);
   Status st;
-  int y = g.op1(OpCode::DequantMatMul, {x, w}, at, loc, &st);
+  int y = g.op1(wt == DType::f32 ? OpCode::MatMul : OpCode::DequantMatMul, {x, w}, at, loc, &st);
   check(st);
   g.outputs = {{"y", y}};
   for (int r = 0; r < 2; ++r) {  // eval needs a scalar loss
@@ -57,23 +62,27 @@ std::shared_ptr<const Model> model(DType wt, bool trans, int64_t m, int64_t n, i
   return std::shared_ptr<const Model>(std::move(mdl));
 }
 
-// Median seconds of the infer program (after two warm-ups); w holds arbitrary
-// bytes with a small f16 scale per block (the speed does not depend on values).
-double time_infer(const std::string& backend, DType wt, bool trans, int64_t m, int64_t n, int64_t k, int reps) {
+// A session of the product, its w holding arbitrary bytes with a small f16 scale
+// per block (f32: small values; the speed does not depend on them).
+std::unique_ptr<Session> open_product(const std::string& backend, DType wt, bool trans, int64_t m, int64_t n, int64_t k) {
   std::shared_ptr<const Model> mdl = model(wt, trans, m, n, k);
   std::unique_ptr<Session> s;
   check(bench::open_session(mdl, backend, &s));
   const int wid = mdl->find_tensor("w"), xid = mdl->find_tensor("x");
   std::vector<uint8_t> w(mdl->tensors()[wid].bytes);
-  const int bb = dtype_block_bytes(wt);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i % static_cast<size_t>(bb) < 2 ? (i % 2 ? 0x20 : 0) : (i * 2654435761u) >> 24);
+  if (wt == DType::f32) {
+    std::vector<float> v(w.size() / 4);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 2654435761u) >> 24) / 4096.f - 1.f / 32;
+    std::memcpy(w.data(), v.data(), w.size());
+  } else {
+    const int bb = dtype_block_bytes(wt);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i % static_cast<size_t>(bb) < 2 ? (i % 2 ? 0x20 : 0) : (i * 2654435761u) >> 24);
+  }
   check(s->write(wid, w.data(), w.size()));
   std::vector<float> x(mdl->tensors()[xid].bytes / 4);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) >> 8 & 0xffff) / 32768.f - 1.f;
   check(s->write(xid, x.data(), x.size() * 4));
-  double sec;
-  check(bench::median_infer_seconds(*s, reps, &sec));
-  return sec;
+  return s;
 }
 
 }  // namespace
@@ -93,14 +102,29 @@ int main(int argc, char** argv) {
     else check(Status::Invalid(std::string("unknown argument ") + argv[i] + usage), 2);
   }
   if (m < 1 || n < 1 || k < 32 || k % 32 || reps < 1) check(Status::Invalid(std::string("bad sizes or reps") + usage), 2);
-  for (DType wt : {DType::q8_0, DType::q4_1})
-    for (bool trans : {false, true}) {
-      const double sec = time_infer(backend, wt, trans, m, n, k, reps);
+  constexpr int kRounds = 3;
+  const DType kWeights[] = {DType::f32, DType::q8_0, DType::q4_1};  // f32 first: the peer
+  for (bool trans : {false, true}) {
+    std::unique_ptr<Session> s[3];
+    for (int i = 0; i < 3; ++i) s[i] = open_product(backend, kWeights[i], trans, m, n, k);
+    std::vector<double> rounds[3];
+    for (int r = 0; r < kRounds; ++r)
+      for (int i = 0; i < 3; ++i) {
+        double sec;
+        check(bench::median_infer_seconds(*s[i], reps, &sec));
+        rounds[i].push_back(sec);
+      }
+    double f32_sec = 0;
+    for (int i = 0; i < 3; ++i) {
+      std::sort(rounds[i].begin(), rounds[i].end());
+      const double sec = rounds[i][kRounds / 2];
+      if (i == 0) f32_sec = sec;
       std::printf("{\"bench\":\"dequant_matmul\",\"backend\":\"%s\",\"w\":\"%s\",\"transpose_w\":%d,\"m\":%lld,\"n\":%lld,"
-                  "\"k\":%lld,\"reps\":%d,\"ms_median\":%.3f,\"tflops_median\":%.3f}\n",
-                  backend.c_str(), dtype_name(wt), trans ? 1 : 0, static_cast<long long>(m), static_cast<long long>(n),
-                  static_cast<long long>(k), reps, sec * 1e3, 2.0 * m * n * k / sec * 1e-12);
-      std::fflush(stdout);
+                  "\"k\":%lld,\"reps\":%d,\"rounds\":%d,\"ms_median\":%.3f,\"tflops_median\":%.3f,\"vs_f32\":%.2f}\n",
+                  backend.c_str(), dtype_name(kWeights[i]), trans ? 1 : 0, static_cast<long long>(m), static_cast<long long>(n),
+                  static_cast<long long>(k), reps, kRounds, sec * 1e3, 2.0 * m * n * k / sec * 1e-12, f32_sec / sec);
     }
+    std::fflush(stdout);
+  }
   return 0;
 }
