@@ -202,8 +202,8 @@ void pack_typed(const Source& s, int64_t o0, int64_t rows, int64_t k0, int64_t k
     if constexpr (std::is_same_v<E, float> && V::W >= 4)
       if (rows == R) {
         // Up to kSteps K steps of every row decoded, then placed by W x W
-        // transposes in registers (element by element, R apart, it was a QLoRA
-        // product's packing's larger half).
+        // transposes in registers (placed one element at a time, R apart, they
+        // had been most of a QLoRA product's packing).
         constexpr int64_t kSteps = 64;
         alignas(64) float rows_k[R * kSteps];
         for (int64_t c; (c = mn(kSteps, (kc - k) / V::W * V::W)) > 0; k += c) {
