@@ -9,6 +9,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_problem.h"
 #include "cpu/parallel.h"
+#include "cpu/zero_rows.h"
 #include "formats/formats.h"
 
 namespace sgrt::cpu {
@@ -119,27 +120,23 @@ void outer_scales(const GemmOperand& op, float mult, std::vector<float>& out) {
     out[i] = op.scale_mode == OperandScale::outer ? mult * scale_at(op, static_cast<int64_t>(i)) : mult;
 }
 
-}  // namespace
-
-const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
-                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias, Triangle tri,
-                 Activation act) {
-  if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
-  if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
-  if (const char* e = check(a, false, M, K)) return e;
-  if (const char* e = check(b, true, N, K)) return e;
-  if (M == 0 || N == 0) return nullptr;
-  if (K == 0) {  // empty sum: C = beta * C (+ bias), then act
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t j = 0; j < N; ++j) {
-        float& c = C[i * ldc + j];
-        c = beta == 0.0f ? 0.0f : beta * c;
-        if (bias) c += bias[j];
-      }
-      activate_run(C + i * ldc, N, act, i * ldc);
+// C's rows [r0, r1) (row stride ldc, N wide) as an empty sum leaves them: `zero`
+// (beta == 0: C not read) or beta * C, plus the bias, then act.
+void empty_sum_rows(float* C, int64_t ldc, int64_t N, int64_t r0, int64_t r1, float zero, float beta,
+                    const float* bias, const Activation& act) {
+  for (int64_t i = r0; i < r1; ++i) {
+    float* c = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) {
+      c[j] = beta == 0.0f ? zero : beta * c[j];
+      if (bias) c[j] += bias[j];
     }
-    return nullptr;
+    activate_run(c, N, act, i * ldc);
   }
+}
+
+// The product of checked, non-empty operands on the active ISA's driver.
+void multiply(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+              float* C, int64_t ldc, const float* bias, Triangle tri, Activation act) {
   std::vector<float> rs(M), cs(N), ka, kb;
   outer_scales(a, alpha, rs);
   outer_scales(b, 1.0f, cs);
@@ -168,6 +165,66 @@ const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   (void)isa, (void)low_precision;
   gemm_impl::run_generic(p);
 #endif
+}
+
+// An f32 A whose all-zero rows (zero_rows.h) are worth skipping: the others are
+// gathered a chunk at a time (at most kGatherFloats), multiplied into C's rows
+// [first, last) and moved to their own; a zero row gets the empty sum's result,
+// as in the full product (its sums start at +0 and stay there). A row's sum does
+// not depend on M in the drivers (only one row's gemv would sum otherwise, so a
+// chunk is never one row): the result is the full product's bit for bit, except
+// that a NaN or infinity in B reaches only the rows that multiply it. Returns
+// false, C untouched, where there is nothing to gain. Not with beta (the rows are
+// computed away from their C) nor a relu_grad mask (indexed by C's position).
+constexpr int64_t kGatherFloats = int64_t{4} << 20;  // 16 MiB of gathered rows
+bool multiply_nonzero_rows(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a, const GemmOperand& b,
+                           float beta, float* C, int64_t ldc, const float* bias, Triangle tri, Activation act) {
+  // Each row skipped saves 2NK flops; finding them reads a row's first non-zero
+  // cache lines, gathering copies K + N floats a kept row.
+  if (a.dtype != DType::f32 || a.trans || a.scale_mode != OperandScale::none || beta != 0.0f ||
+      tri != Triangle::none || act.mask || M < 8 || N < 16 || K < 16)
+    return false;
+  auto* kept = static_cast<int64_t*>(thread_scratch(4, sizeof(int64_t) * M));
+  const auto* A = static_cast<const float*>(a.data);
+  int64_t count = nonzero_rows(A, M, K, a.ld, kept);
+  if ((M - count) * 8 < M) return false;  // under 1/8 of the rows: copies would cost what they save
+  if (count == 1) {  // a row alone: a zero row beside it keeps the blocked drivers' sums
+    const int64_t other = kept[0] == 0 ? 1 : 0;
+    kept[1] = std::max(kept[0], other), kept[0] = std::min(kept[0], other), count = 2;
+  }
+  if (count > 0) {
+    const int64_t most = std::max<int64_t>(8, kGatherFloats / K), chunks = (count + most - 1) / most;
+    float* rows = static_cast<float*>(thread_scratch(5, sizeof(float) * K * ((count + chunks - 1) / chunks)));
+    GemmOperand gathered = a;
+    gathered.data = rows, gathered.ld = K;
+    for (int64_t c = chunks - 1; c >= 0; --c) {  // C's rows [first, last) are free: later rows went higher
+      const int64_t first = c * count / chunks, last = (c + 1) * count / chunks;
+      gather_rows(A, a.ld, K, kept + first, last - first, rows);
+      multiply(last - first, N, K, alpha, gathered, b, 0.0f, C + first * ldc, ldc, bias, Triangle::none, act);
+      spread_rows(C, ldc, N, kept, first, last);
+    }
+  }
+  const float zero = 0.0f * alpha;  // (0 * cs) * rs, B's column scales being positive
+  parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      if (!std::binary_search(kept, kept + count, r)) empty_sum_rows(C, ldc, N, r, r + 1, zero, 0.0f, bias, act);
+  });
+  return true;
+}
+
+}  // namespace
+
+const char* gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
+                 const GemmOperand& b, float beta, float* C, int64_t ldc, const float* bias, Triangle tri,
+                 Activation act) {
+  if (M < 0 || N < 0 || K < 0) return "gemm: negative size";
+  if (M * N > 0 && (!C || ldc < N)) return "gemm: bad C or ldc";
+  if (const char* e = check(a, false, M, K)) return e;
+  if (const char* e = check(b, true, N, K)) return e;
+  if (M == 0 || N == 0) return nullptr;
+  if (K == 0) empty_sum_rows(C, ldc, N, 0, M, 0.0f, beta, bias, act);
+  else if (!multiply_nonzero_rows(M, N, K, alpha, a, b, beta, C, ldc, bias, tri, act))
+    multiply(M, N, K, alpha, a, b, beta, C, ldc, bias, tri, act);
   return nullptr;
 }
 

@@ -197,8 +197,8 @@ void parallel_run(int64_t n, int64_t grain, ChunkFn fn, void* ctx) {
 
 void* thread_scratch(int slot, size_t bytes) {
   struct Free { void operator()(void* p) const { std::free(p); } };
-  thread_local std::unique_ptr<void, Free> buf[4];
-  thread_local size_t cap[4] = {};
+  thread_local std::unique_ptr<void, Free> buf[6];
+  thread_local size_t cap[6] = {};
   if (bytes > cap[slot]) {
     cap[slot] = (bytes + 4095) & ~size_t{4095};
     buf[slot].reset(std::aligned_alloc(64, cap[slot]));

@@ -35,7 +35,7 @@ void parallel_for(int64_t n, int64_t grain, F&& fn) {
 }
 
 // Per-thread scratch memory, 64-byte aligned, kept between calls (grown as needed;
-// earlier contents are not kept when it grows). `slot` 0..3 gives independent buffers.
+// earlier contents are not kept when it grows). `slot` 0..5 gives independent buffers.
 void* thread_scratch(int slot, size_t bytes);
 
 }  // namespace sgrt::cpu
