@@ -18,8 +18,12 @@
 // each, as a user's machine has, and adds both libraries on one thread: what T
 // threads still gain over one on cores shared with P busy processes.
 //
+// --zero-rows F (with --shapes) zeroes a fraction F of A's rows, the last ones of
+// every 64 (a fine-tune's padding: its gradients' rows are exactly zero), which
+// sgrt's GEMM skips and OpenBLAS multiplies; GFLOP/s still count every row.
+//
 //   bench_gemm [--sizes 256,512,1024,2048,4096 | --shapes MxNxK[nn|nt|tn|tt],...] [--reps N] [--threads N]
-//              [--beside-busy P]
+//              [--beside-busy P] [--zero-rows F]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -281,7 +285,7 @@ bool parse_shapes(const char* s, std::vector<Shape3>* out) {
 
 // f32 at the given shapes, against OpenBLAS in the same process, rep by rep;
 // beside `busy` busy processes, each library on one thread too.
-void run_shapes(const std::vector<Shape3>& shapes, int reps, int busy) {
+void run_shapes(const std::vector<Shape3>& shapes, int reps, int busy, double zero_rows) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int threads = cpu::num_threads();
@@ -291,6 +295,12 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps, int busy) {
     for (float& v : a) v = u(rng);
     for (float& v : b) v = u(rng);
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    int64_t zeroed = 0;  // A's rows r with r % 64 >= 64 (1 - F), stored [m, k] or [k, m]
+    for (int64_t r = 0; r < s.m; ++r)
+      if (r % 64 >= 64 * (1.0 - zero_rows)) {
+        for (int64_t k = 0; k < s.k; ++k) a[s.ta ? k * lda + r : r * lda + k] = 0.0f;
+        ++zeroed;
+      }
     auto ours = [&] { cpu::gemm_f32(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n); };
     // One row of A: OpenBLAS's matrix-vector routine, its best at that shape.
     const bool vector = s.m == 1 && !s.ta;
@@ -328,9 +338,9 @@ void run_shapes(const std::vector<Shape3>& shapes, int reps, int busy) {
     const double gblas = 0;
 #endif
     std::printf("{\"bench\":\"gemm_shape\",\"shape\":\"%s\",\"threads\":%d,\"reps\":%d,\"median_ms\":%.3f,"
-                "\"gflops\":%.1f,\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,",
-                s.text.c_str(), threads, static_cast<int>(to.size()), median(to) * 1e3, gf, vector ? "sgemv" : "sgemm",
-                gblas, gblas > 0 ? gf / gblas : 0.0);
+                "\"zero_rows\":%lld,\"gflops\":%.1f,\"openblas\":\"%s\",\"openblas_gflops\":%.1f,\"ratio_vs_openblas\":%.2f,",
+                s.text.c_str(), threads, static_cast<int>(to.size()), median(to) * 1e3, static_cast<long long>(zeroed),
+                gf, vector ? "sgemv" : "sgemm", gblas, gblas > 0 ? gf / gblas : 0.0);
     if (busy > 0) {  // the ratio against OpenBLAS at its best of the two
       const double gf1 = flop / median(to1) * 1e-9, gblas1 = gblas > 0 ? flop / median(tb1) * 1e-9 : 0.0;
       std::printf("\"busy_processes\":%d,\"gflops_1thread\":%.1f,\"openblas_gflops_1thread\":%.1f,"
@@ -350,15 +360,17 @@ int main(int argc, char** argv) {
   std::vector<Shape3> shapes;
   int reps = 0;  // 0: by size
   int busy = 0;
+  double zero_rows = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--sizes")) sizes = parse_sizes(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes") && parse_shapes(argv[i + 1], &shapes)) continue;
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) cpu::set_num_threads(std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--beside-busy")) busy = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--zero-rows") && (zero_rows = std::atof(argv[i + 1])) >= 0 && zero_rows <= 1) continue;
     else {
       std::fprintf(stderr, "usage: bench_gemm [--sizes a,b,.. | --shapes MxNxK[nn|nt|tn|tt],..] [--reps N] [--threads N] "
-                           "[--beside-busy P]\n");
+                           "[--beside-busy P] [--zero-rows F (0 to 1)]\n");
       return 2;
     }
   }
@@ -377,7 +389,7 @@ int main(int argc, char** argv) {
               cores, mhz_info, mhz, fpc, peak, cores * mhz * 1e-3 * 32, cpu::isa_name(cpu::active_isa()));
   std::fflush(stdout);
   if (!shapes.empty()) {
-    run_shapes(shapes, reps > 0 ? reps : 9, busy);
+    run_shapes(shapes, reps > 0 ? reps : 9, busy, zero_rows);
     return 0;
   }
 
