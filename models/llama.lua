@@ -55,20 +55,24 @@ local function block(l, x, attend)
   local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
   return x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
 end
-local function forward(ids, attend)
+local function hidden_states(ids, attend)
   local x = sg.embedding(embd, ids)
   for l = 0, cfg.n_layer - 1 do
     -- --set checkpoint=true: each block's activations are recomputed in backward, not kept
     x = cfg.checkpoint and sg.checkpoint(block, l, x, attend) or block(l, x, attend)
   end
-  x = rmsnorm(x, "output_norm.weight")
+  return rmsnorm(x, "output_norm.weight")
+end
+local function head(x)
   return cfg.tie and sg.matmul(x, embd, { trans_b = true }) or linear(x, "output.weight", cfg.vocab)
 end
+local function forward(ids, attend) return head(hidden_states(ids, attend)) end
 
-local logits = forward(tokens, function(_, q, k, v)
+local hidden = hidden_states(tokens, function(_, q, k, v)
   return sg.attention(sg.rope(q, cfg.n_head, cfg.rope_base, true), sg.rope(k, cfg.n_kv_head, cfg.rope_base, true), v,
                       cfg.n_head, cfg.n_kv_head)
 end)
+local logits = head(hidden)
 
 -- kv_cache = true: programs "prefill" (prefill_chunk tokens of the prompt at
 -- position pos, padded; 0: the whole block) and "decode_step" (one token at
@@ -99,7 +103,13 @@ local n = cfg.batch * cfg.block
 if cfg.instruct then  -- sgrt train --data FILE.jsonl: the loss on response tokens only (docs/lora.md)
   local mask = sg.input("mask", { cfg.batch, cfg.block })
   sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, path = cfg.data ~= "" and cfg.data or nil }
-  sg.loss(sg.nn.masked_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n }), sg.reshape(mask, { n })))
+  -- The loss reads only the response's logits: the head's other input rows are
+  -- zeroed first (the same loss; masked_cross_entropy's multiply then zeroes
+  -- those rows' gradient, and the CPU's products skip zero rows), and it gives
+  -- [n, vocab] at once (a reshape of the logits would copy them).
+  local rows = sg.reshape(mask, { n, 1 })
+  sg.loss(sg.nn.masked_cross_entropy(head(sg.reshape(hidden, { n, cfg.n_embd }) * rows), sg.reshape(targets, { n }),
+                                     sg.reshape(mask, { n })))
 else
   sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
 end
