@@ -430,7 +430,7 @@ int l_data(lua_State* L) {
   compiler::DataConfig& d = s.g->data;
   d.dataset = check_string(L, 1);
   static const std::map<std::string, std::set<std::string>> kFields = {
-      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask"}},
+      {"fashion_mnist", {"image", "label"}}, {"text", {"tokens", "targets"}}, {"instruct", {"tokens", "targets", "mask", "valid"}},
       {"csv", {"features", "label"}},        {"npy", {"features", "label"}}, {"images", {"image", "label"}}};
   auto known = kFields.find(d.dataset);
   if (known == kFields.end())

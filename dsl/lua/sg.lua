@@ -513,16 +513,17 @@ sg.data = {
     for _, f in ipairs { "tokens", "targets" } do if o[f] then fields[f] = o[f].id end end
     core.data("text", fields, { shuffle = true, path = o.path })
   end,
-  -- instruct{tokens = x, targets = y, mask = m, path = file}: JSON-lines
+  -- instruct{tokens = x, targets = y, mask = m, valid = v, path = file}: JSON-lines
   -- conversations in the model's tokens and chat template (sgrt train --data
-  -- FILE.jsonl --init-weights MODEL.gguf); x, y i32 and m f32, all [batch, block],
-  -- m = 1 on response targets (nn.masked_cross_entropy). docs/lora.md.
+  -- FILE.jsonl --init-weights MODEL.gguf); x, y i32 and m, v f32, all [batch, block],
+  -- m = 1 on response targets (nn.masked_cross_entropy), v = 1 on the
+  -- conversation's tokens, 0 on the padding after it. docs/lora.md.
   instruct = function(o)
-    o = check("sg.data.instruct", o, { "tokens", "targets", "mask", "path" })
+    o = check("sg.data.instruct", o, { "tokens", "targets", "mask", "valid", "path" })
     local fields = {}
-    for _, f in ipairs { "tokens", "targets", "mask" } do if o[f] then fields[f] = o[f].id end end
+    for _, f in ipairs { "tokens", "targets", "mask", "valid" } do if o[f] then fields[f] = o[f].id end end
     core.data("instruct", fields, { shuffle = true, path = o.path })
-    if o.mask then core.default_range(o.mask.id, 0, 1) end
+    for _, f in ipairs { "mask", "valid" } do if o[f] then core.default_range(o[f].id, 0, 1) end end
   end,
 }
 

@@ -117,9 +117,9 @@ class InstructDataset final : public Dataset {
   int64_t size(Split s) const override { return s == Split::train ? split_ : static_cast<int64_t>(examples_.size()) - split_; }
 
   Status check_field(const std::string& field, const TensorInfo& t) const override {
-    if (field != "tokens" && field != "targets" && field != "mask")
+    if (field != "tokens" && field != "targets" && field != "mask" && field != "valid")
       return Status::Invalid("the instruct data set has no field '" + field + "'");
-    DType want = field == "mask" ? DType::f32 : DType::i32;
+    DType want = field == "mask" || field == "valid" ? DType::f32 : DType::i32;
     if (t.type.dtype != want || t.type.shape.size() != 2 || t.type.shape[1] != block_)
       return Status::Invalid("input " + t.name + " " + type_str(t.type) + " cannot hold instruction " + field + " (" +
                              dtype_name(want) + " [batch, " + std::to_string(block_) + "])");
@@ -128,6 +128,7 @@ class InstructDataset final : public Dataset {
 
   // tokens[j] = ids[j], targets[j] = ids[j + 1], mask[j] = 1 where ids[j + 1]
   // is trained; past the example's end: pad ids (the tokenizer's EOS) under mask 0.
+  // valid[j] = 1 where tokens[j] is the example's, 0 on the padding.
   Status gather(Split s, const int64_t* idx, int64_t n, const std::string& field, const TensorInfo& t,
                 void* dst) const override {
     for (int64_t r = 0; r < n; ++r) {
@@ -135,8 +136,9 @@ class InstructDataset final : public Dataset {
       const Example& e = examples_[static_cast<size_t>((s == Split::train ? 0 : split_) + idx[r])];
       const int64_t len = static_cast<int64_t>(e.ids.size());
       for (int64_t j = 0; j < block_; ++j) {
-        const int64_t k = field == "tokens" ? j : j + 1;
+        const int64_t k = field == "tokens" || field == "valid" ? j : j + 1;
         if (field == "mask") static_cast<float*>(dst)[r * block_ + j] = k < len && e.trained[k] ? 1.f : 0.f;
+        else if (field == "valid") static_cast<float*>(dst)[r * block_ + j] = k < len ? 1.f : 0.f;
         else static_cast<int32_t*>(dst)[r * block_ + j] = k < len ? e.ids[k] : pad_;
       }
     }
