@@ -44,22 +44,32 @@ local function rmsnorm(x, name) return sg.rms_norm(x, param(name, { x:dim(-1) },
 -- q and k before rope. GGUF llama q/k weights are permuted for interleaved-pair
 -- rotation (llama.cpp's rope "normal"), hence rope's `true`.
 local embd = param("token_embd.weight", { cfg.vocab, cfg.n_embd }, { "normal", 0, 0.02 })
-local function block(l, x, attend)
+local function block(l, x, attend, rows)
   local p = "blk." .. l .. "."
   local h = rmsnorm(x, p .. "attn_norm.weight")
   local q = linear(h, p .. "attn_q.weight", cfg.n_head * dh)
   local k = linear(h, p .. "attn_k.weight", cfg.n_kv_head * dh)
   local v = linear(h, p .. "attn_v.weight", cfg.n_kv_head * dh)
   x = x + linear(attend(l, q, k, v), p .. "attn_output.weight", cfg.n_embd)
+  if rows then x = x * rows end
   h = rmsnorm(x, p .. "ffn_norm.weight")
   local g = linear(h, p .. "ffn_gate.weight", cfg.ffn):silu() * linear(h, p .. "ffn_up.weight", cfg.ffn)
   return x + linear(g, p .. "ffn_down.weight", cfg.n_embd)
 end
-local function hidden_states(ids, attend)
+-- rows [batch, T, 1], when given: 0 on padding positions, whose rows of the
+-- residual stream are zeroed at the embedding and after each attention (which
+-- mixed them), so they stay zero (a zero row normalizes and projects to zero)
+-- and the CPU's products skip them. The other rows do not change: causal
+-- attention lets no earlier position read a later one, and padding comes last.
+local function hidden_states(ids, attend, rows)
   local x = sg.embedding(embd, ids)
+  if rows then  -- one [batch, T, n_embd] copy for every block, not one each
+    rows = sg.broadcast_to(rows, x:shape())
+    x = x * rows
+  end
   for l = 0, cfg.n_layer - 1 do
     -- --set checkpoint=true: each block's activations are recomputed in backward, not kept
-    x = cfg.checkpoint and sg.checkpoint(block, l, x, attend) or block(l, x, attend)
+    x = cfg.checkpoint and sg.checkpoint(block, l, x, attend, rows) or block(l, x, attend, rows)
   end
   return rmsnorm(x, "output_norm.weight")
 end
@@ -68,11 +78,11 @@ local function head(x)
 end
 local function forward(ids, attend) return head(hidden_states(ids, attend)) end
 
-local hidden = hidden_states(tokens, function(_, q, k, v)
+local function causal(_, q, k, v)
   return sg.attention(sg.rope(q, cfg.n_head, cfg.rope_base, true), sg.rope(k, cfg.n_kv_head, cfg.rope_base, true), v,
                       cfg.n_head, cfg.n_kv_head)
-end)
-local logits = head(hidden)
+end
+local logits = head(hidden_states(tokens, causal))
 
 -- kv_cache = true: programs "prefill" (prefill_chunk tokens of the prompt at
 -- position pos, padded; 0: the whole block) and "decode_step" (one token at
@@ -101,15 +111,17 @@ end
 
 local n = cfg.batch * cfg.block
 if cfg.instruct then  -- sgrt train --data FILE.jsonl: the loss on response tokens only (docs/lora.md)
-  local mask = sg.input("mask", { cfg.batch, cfg.block })
-  sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, path = cfg.data ~= "" and cfg.data or nil }
-  -- The loss reads only the response's logits: the head's other input rows are
-  -- zeroed first (the same loss; masked_cross_entropy's multiply then zeroes
-  -- those rows' gradient, and the CPU's products skip zero rows), and it gives
-  -- [n, vocab] at once (a reshape of the logits would copy them).
-  local rows = sg.reshape(mask, { n, 1 })
-  sg.loss(sg.nn.masked_cross_entropy(head(sg.reshape(hidden, { n, cfg.n_embd }) * rows), sg.reshape(targets, { n }),
-                                     sg.reshape(mask, { n })))
+  local mask, valid = sg.input("mask", { cfg.batch, cfg.block }), sg.input("valid", { cfg.batch, cfg.block })
+  sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, valid = valid,
+                    path = cfg.data ~= "" and cfg.data or nil }
+  -- The loss's own forward pass: padding rows zero (hidden_states), then only
+  -- the response's rows into the head (the same loss: masked_cross_entropy
+  -- zeroes the other rows' logits and gradient anyway), [n, vocab] at once (a
+  -- reshape of the logits would copy them). The logits output above is the
+  -- plain model's, for programs fed tokens alone.
+  local hidden = hidden_states(tokens, causal, sg.reshape(valid, { cfg.batch, cfg.block, 1 }))
+  sg.loss(sg.nn.masked_cross_entropy(head(sg.reshape(hidden, { n, cfg.n_embd }) * sg.reshape(mask, { n, 1 })),
+                                     sg.reshape(targets, { n }), sg.reshape(mask, { n })))
 else
   sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
 end

@@ -1,11 +1,13 @@
 // The JSON-lines instruction data set and the masked loss:
-//  * ids, targets and mask against the ChatML text written out here by hand
+//  * ids, targets, mask and valid against the ChatML text written out here by hand
 //    and a byte-level tokenizer (id = byte, <|im_start|> 256, <|im_end|> 257),
 //    so the expected ids need neither the chat template code nor BPE;
 //  * truncation to the block, EOS padding under mask 0, the held-out tenth;
 //  * bad lines: path:line and the reason;
 //  * nn.masked_cross_entropy and its gradient against the definition
 //    (mean over mask = 1 rows of lse(z) - z[label]) computed here in double;
+//  * models/llama.lua's instruct loss zeroes the padding rows without changing
+//    a bit of the losses or the trained parameters;
 //  * sgrt train on a bad line exits 2 naming path:line (with SmolLM2's GGUF).
 #include <cmath>
 #include <fstream>
@@ -56,11 +58,12 @@ local sg = require "sg"
 local tokens = sg.input("tokens", {)" + b + ", " + t + R"(}, "i32")
 local targets = sg.input("targets", {)" + b + ", " + t + R"(}, "i32")
 local mask = sg.input("mask", {)" + b + ", " + t + R"(})
+local valid = sg.input("valid", {)" + b + ", " + t + R"(})
 local emb = sg.param("emb", {258, 4}, {"normal", 0, 1})
 local logits = sg.matmul(sg.embedding(emb, tokens), emb, {trans_b = true})
 local n = )" + b + " * " + t + R"(
 sg.loss(sg.nn.masked_cross_entropy(sg.reshape(logits, {n, 258}), sg.reshape(targets, {n}), sg.reshape(mask, {n})))
-sg.data.instruct{ tokens = tokens, targets = targets, mask = mask }
+sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, valid = valid }
 sg.optimizer.sgd{ lr = 0.1 }
 )", &m);
   REQUIRE_MESSAGE(st.ok(), st.message());
@@ -114,10 +117,12 @@ TEST_CASE("prompt/response and messages lines: ids, shifted targets, the mask on
   auto tokens = gather<int32_t>(*d, Split::train, 4, "tokens", block);
   auto targets = gather<int32_t>(*d, Split::train, 4, "targets", block);
   auto mask = gather<float>(*d, Split::train, 4, "mask", block);
+  auto valid = gather<float>(*d, Split::train, 4, "valid", block);
   for (int j = 0; j < block; ++j) {
     CAPTURE(j);
     const size_t k = static_cast<size_t>(j) + 1;
     CHECK(tokens[j] == (static_cast<size_t>(j) < ids.size() ? ids[j] : kEos));
+    CHECK(valid[j] == (static_cast<size_t>(j) < ids.size() ? 1.f : 0.f));
     CHECK(targets[j] == (k < ids.size() ? ids[k] : kEos));
     CHECK(mask[j] == (k < ids.size() && trained[k] ? 1.f : 0.f));
   }
@@ -224,6 +229,67 @@ sg.optimizer.sgd{ lr = 1e-30, momentum = 0.0 }
   for (int i = 0; i < n * c; ++i) {
     CAPTURE(i);
     CHECK(g[i] == doctest::Approx(grad[i] / count).epsilon(1e-5).scale(1e-6));
+  }
+}
+
+TEST_CASE("models/llama.lua (instruct): zeroing the padding rows changes no bit") {
+  // The loss's forward pass zeroes the padding positions' rows (valid = 0) so the
+  // CPU's products skip them; with valid all ones nothing is zeroed, as before.
+  // Three LoRA steps (dropout on, so the adapters' inputs are masked too) must give
+  // the same losses and parameters to the bit.
+  const int block = 96, batch = 2;  // conversations of 42-56 byte tokens, then padding
+  auto m = test::compile_model_file(
+      "models/llama.lua", {{"n_layer", "2"}, {"n_embd", "32"}, {"n_head", "4"}, {"n_kv_head", "2"}, {"ffn", "48"},
+                           {"vocab", "258"}, {"block", std::to_string(block)}, {"batch", std::to_string(batch)},
+                           {"context", std::to_string(block)}, {"lora_rank", "4"}, {"lora_dropout", "0.1"},
+                           {"instruct", "true"}});
+  std::string lines;
+  for (const char* r : {"Yo", "A longer answer", "Mm", "Hey there", "Fine", "Ok", "Sure", "No"})
+    lines += std::string("{\"prompt\": \"Hi\", \"response\": \"") + r + "\"}\n";
+  const std::string path = "/tmp/sgrt_instruct_valid_" + std::to_string(getpid()) + ".jsonl";
+  std::ofstream(path) << lines;
+  auto tok = chatml_tokenizer();
+  std::unique_ptr<Dataset> d;
+  Status st = open_dataset(*m, path, &d, tok.get());
+  std::remove(path.c_str());
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto field = [&](const std::string& name, int64_t first) {
+    const TensorInfo& t = m->tensors()[m->find_tensor(name)];
+    std::vector<uint8_t> v(t.bytes);
+    const int64_t idx[] = {first, first + 1};
+    const Status gs = d->gather(Split::train, idx, batch, name, t, v.data());
+    REQUIRE_MESSAGE(gs.ok(), gs.message());
+    return v;
+  };
+  std::vector<float> losses[2];
+  std::vector<std::vector<float>> params[2];
+  for (int plain = 0; plain < 2; ++plain) {
+    auto s = test::open_session(m);
+    for (int64_t step = 0; step < 3; ++step) {
+      for (const char* name : {"tokens", "targets", "mask", "valid"}) {
+        std::vector<uint8_t> v = field(name, 2 * step);
+        if (plain && std::string(name) == "valid") {
+          const float one = 1.0f;
+          for (size_t i = 0; i < v.size(); i += 4) std::memcpy(&v[i], &one, 4);
+        }
+        test::write_vec(*s, name, v);
+      }
+      if (!plain && step == 0) {  // the batch has padding for the test to mean anything
+        const std::vector<uint8_t> v = field("valid", 0);
+        float zeros = 0, x;
+        for (size_t i = 0; i < v.size(); i += 4) std::memcpy(&x, &v[i], 4), zeros += x == 0.f;
+        CHECK(zeros > block);
+      }
+      losses[plain].push_back(test::loss_of(*s, "train_step"));
+    }
+    for (const TensorInfo& t : m->tensors())
+      if (t.role == Role::param && t.name.find("lora") != std::string::npos) params[plain].push_back(test::param_f32(*s, t.name));
+  }
+  CHECK(losses[0] == losses[1]);
+  REQUIRE(params[0].size() == 28);  // A and B of the 7 projections of 2 layers
+  for (size_t i = 0; i < params[0].size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(params[0][i].data(), params[1][i].data(), params[0][i].size() * 4) == 0);
   }
 }
 
