@@ -450,78 +450,84 @@ TEST_CASE("a triangular A or C: the product skips tiles and terms, never bits") 
   set_isa_limit(kTopIsa);
 }
 
-TEST_CASE("an f32 A's all-zero rows are skipped without changing a bit") {
-  // gemm() multiplies only the rows of an f32 A that hold a non-zero (gemm.cpp's
-  // multiply_nonzero_rows; a fine-tune's masked prompt and padding rows). Each
-  // result must be the full product's to the bit: the full product here is the
-  // same A with its zero rows filled with tiny values, so none is skipped, and its
-  // other rows must come out the same (no row's sum depends on another row). A zero
-  // row holds +0 (alpha > 0), then the bias, then relu. Patterns: prompt and padding
-  // rows around each sequence's response, every third row, one row (with B stored
-  // [N, K], which alone would take the matrix-vector sums), none, too few zero
-  // rows to skip; -0 is a zero, a NaN is not. K = 16384 gathers its 280 non-zero
-  // rows in two chunks (16 MiB each at most).
+TEST_CASE("A's all-zero rows are skipped without changing a bit") {
+  // gemm() multiplies only the rows of an A (f32, bf16, e4m3, e5m2; none, tensor
+  // or outer scales) that hold a non-zero (gemm.cpp's multiply_nonzero_rows; a
+  // fine-tune's masked prompt and padding rows). Each result must be the full
+  // product's to the bit: the full product here is the same A with its zero rows
+  // holding a tiny code, so none is skipped, and its other rows must come out the
+  // same (no row's sum depends on another row). A zero row holds +0 (alpha > 0),
+  // then the bias, then relu. Patterns: prompt and padding rows around each
+  // sequence's response, every third row, one row (with B stored [N, K], which
+  // alone would take the matrix-vector sums), none, too few zero rows to skip; -0
+  // is a zero, a NaN is not. K = 16384 gathers its 280 non-zero f32 rows in two
+  // chunks (16 MiB each at most).
   std::mt19937 rng(31);
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t shapes[][3] = {{64, 70, 300}, {40, 33, 1601}, {200, 16, 16}, {320, 16, 16384}};
+  const std::pair<DType, Scales> kinds[] = {
+      {DType::f32, Scales::none}, {DType::bf16, Scales::none}, {DType::e4m3, Scales::tensor}, {DType::e5m2, Scales::outer}};
   for (Isa isa : isas()) {
     set_isa_limit(isa);
-    for (const auto& sh : shapes)
-      for (int pattern = 0; pattern < 5; ++pattern)
-        for (int v = 0; v < 3; ++v) {  // nothing, a bias, a bias and relu
-          const int64_t M = sh[0], N = sh[1], K = sh[2];
-          if (K > 4096 && (pattern > 0 || v > 0 || isa != isas().back())) continue;  // one large case
-          CAPTURE(std::string(isa_name(isa)));
-          CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(pattern); CAPTURE(v);
-          auto zero = [&](int64_t m) {
-            switch (pattern) {
-              case 0: return M == 320 ? m % 8 == 0 : m % 16 < 5 || m % 16 >= 11;  // prompt, response, padding
-              case 1: return m % 3 != 1 && m != 3;  // row 3: zeros and a NaN
-              case 2: return m != M / 2;
-              case 3: return false;
-              default: return m == 3;  // 1 of M: not worth skipping
-            }
-          };
-          Operand a(DType::f32, false, false, M, K, rng), b(DType::f32, pattern == 2, true, N, K, rng);
-          Operand full = a;
-          full.g.data = full.m.bytes.data();
-          for (int64_t m = 0; m < M; ++m)
-            if (zero(m))
-              for (int64_t k = 0; k < K; ++k) {
-                const float z = k % 2 ? -0.0f : 0.0f, tiny = 1e-30f;
-                std::memcpy(&a.m.bytes[4 * (m * a.m.ld + k)], &z, 4);
-                std::memcpy(&full.m.bytes[4 * (m * full.m.ld + k)], &tiny, 4);
+    for (const auto& [dt, sc] : kinds)
+      for (const auto& sh : shapes)
+        for (int pattern = 0; pattern < 5; ++pattern)
+          for (int v = 0; v < 3; ++v) {  // nothing, a bias, a bias and relu
+            const int64_t M = sh[0], N = sh[1], K = sh[2];
+            if (K > 4096 && (dt != DType::f32 || pattern > 0 || v > 0 || isa != isas().back())) continue;  // one large case
+            CAPTURE(std::string(isa_name(isa)));
+            CAPTURE(std::string(dtype_name(dt)));
+            CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(pattern); CAPTURE(v);
+            auto zero = [&](int64_t m) {
+              switch (pattern) {
+                case 0: return M == 320 ? m % 8 == 0 : m % 16 < 5 || m % 16 >= 11;  // prompt, response, padding
+                case 1: return m % 3 != 1 && m != 3;  // row 3: zeros and a NaN
+                case 2: return m != M / 2;
+                case 3: return false;
+                default: return m == 3;  // 1 of M: not worth skipping
               }
-          if (pattern == 1) {
-            const float nan = std::numeric_limits<float>::quiet_NaN();
-            for (Operand* op : {&a, &full}) {
-              std::memset(&op->m.bytes[4 * 3 * op->m.ld], 0, 4 * K);
-              std::memcpy(&op->m.bytes[4 * (3 * op->m.ld + K - 1)], &nan, 4);
-            }
+            };
+            Operand a(dt, false, false, M, K, rng), b(dt, pattern == 2, true, N, K, rng);
+            set_scales(a, sc, M, K, rng);
+            Operand full = a;
+            full.g.data = full.m.bytes.data();
+            if (sc == Scales::tensor) full.g.scale = full.f32_scale.data();
+            if (sc == Scales::outer) full.g.scale = full.exps.data();
+            const size_t width = dtype_bytes(dt, 1);
+            // Element (m, k)'s code: bits (1: the smallest positive code; the sign bit: -0).
+            auto set = [&](Operand& op, int64_t m, int64_t k, uint32_t bits) {
+              std::memcpy(&op.m.bytes[(m * op.m.ld + k) * width], &bits, width);
+            };
+            const uint32_t sign = 1u << (8 * width - 1);
+            for (int64_t m = 0; m < M; ++m)
+              if (zero(m))
+                for (int64_t k = 0; k < K; ++k) set(a, m, k, k % 2 ? sign : 0), set(full, m, k, 1);
+            if (pattern == 1)  // row 3: zeros and a NaN (every format's all-ones magnitude)
+              for (Operand* op : {&a, &full})
+                for (int64_t k = 0; k < K; ++k) set(*op, 3, k, k == K - 1 ? sign - 1 : 0);
+            std::vector<float> bias(N);
+            for (float& x : bias) x = 3.0f * u(rng);
+            const float* bp = v ? bias.data() : nullptr;
+            const Activation act{v == 2, nullptr};
+            const int64_t ldc = N + 1;
+            std::vector<float> skipped(M * ldc, 1234.5f), dense(M * ldc, 1234.5f);
+            REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.0f, skipped.data(), ldc, bp, Triangle::none, act) == nullptr);
+            REQUIRE(gemm(M, N, K, 1.5f, full.g, b.g, 0.0f, dense.data(), ldc, bp, Triangle::none, act) == nullptr);
+            int64_t differ = 0, zero_rows_wrong = 0;
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t j = 0; j < ldc; ++j) {
+                const float got = skipped[m * ldc + j];
+                if (j == N) differ += got != 1234.5f;  // past the row: untouched
+                else if (!zero(m)) differ += std::memcmp(&got, &dense[m * ldc + j], 4) != 0;
+                else {
+                  float want = v ? 0.0f + bias[j] : 0.0f;
+                  if (v == 2) want = want > 0.f ? want : 0.f;
+                  zero_rows_wrong += std::memcmp(&got, &want, 4) != 0;
+                }
+              }
+            CHECK(differ == 0);
+            CHECK(zero_rows_wrong == 0);
           }
-          std::vector<float> bias(N);
-          for (float& x : bias) x = 3.0f * u(rng);
-          const float* bp = v ? bias.data() : nullptr;
-          const Activation act{v == 2, nullptr};
-          const int64_t ldc = N + 1;
-          std::vector<float> skipped(M * ldc, 1234.5f), dense(M * ldc, 1234.5f);
-          REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, 0.0f, skipped.data(), ldc, bp, Triangle::none, act) == nullptr);
-          REQUIRE(gemm(M, N, K, 1.5f, full.g, b.g, 0.0f, dense.data(), ldc, bp, Triangle::none, act) == nullptr);
-          int64_t differ = 0, zero_rows_wrong = 0;
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t j = 0; j < ldc; ++j) {
-              const float got = skipped[m * ldc + j];
-              if (j == N) differ += got != 1234.5f;  // past the row: untouched
-              else if (!zero(m)) differ += std::memcmp(&got, &dense[m * ldc + j], 4) != 0;
-              else {
-                float want = v ? 0.0f + bias[j] : 0.0f;
-                if (v == 2) want = want > 0.f ? want : 0.f;
-                zero_rows_wrong += std::memcmp(&got, &want, 4) != 0;
-              }
-            }
-          CHECK(differ == 0);
-          CHECK(zero_rows_wrong == 0);
-        }
   }
   set_isa_limit(kTopIsa);
 }

@@ -167,44 +167,53 @@ void multiply(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a
 #endif
 }
 
-// An f32 A whose all-zero rows (zero_rows.h) are worth skipping: the others are
-// gathered a chunk at a time (at most kGatherFloats), multiplied into C's rows
-// [first, last) and moved to their own; a zero row gets the empty sum's result,
-// as in the full product (its sums start at +0 and stay there). A row's sum does
-// not depend on M in the drivers (only one row's gemv would sum otherwise, so a
-// chunk is never one row): the result is the full product's bit for bit, except
-// that a NaN or infinity in B reaches only the rows that multiply it. Returns
-// false, C untouched, where there is nothing to gain. Not with beta (the rows are
-// computed away from their C) nor a relu_grad mask (indexed by C's position).
-constexpr int64_t kGatherFloats = int64_t{4} << 20;  // 16 MiB of gathered rows
+// An A whose all-zero rows (zero_rows.h) are worth skipping: the others (and
+// their outer scales) are gathered a chunk at a time (at most kGatherBytes),
+// multiplied into C's rows [first, last) and moved to their own; a zero row gets
+// the empty sum's result, as in the full product (its sums start at +0 and stay
+// there). A row's sum does not depend on M in the drivers (only one row's gemv
+// would sum otherwise, so a chunk is never one row): the result is the full
+// product's bit for bit, except that a NaN or infinity in B reaches only the
+// rows that multiply it. Returns false, C untouched, where there is nothing to
+// gain. f32, bf16, e4m3 or e5m2 codes stored [M, K], no K or block scales; not
+// with beta (the rows are computed away from their C) nor a relu_grad mask
+// (indexed by C's position).
+constexpr int64_t kGatherBytes = int64_t{16} << 20;
 bool multiply_nonzero_rows(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a, const GemmOperand& b,
                            float beta, float* C, int64_t ldc, const float* bias, Triangle tri, Activation act) {
   // Each row skipped saves 2NK flops; finding them reads a row's first non-zero
-  // cache lines, gathering copies K + N floats a kept row.
-  if (a.dtype != DType::f32 || a.trans || a.scale_mode != OperandScale::none || beta != 0.0f ||
-      tri != Triangle::none || act.mask || M < 8 || N < 16 || K < 16)
+  // cache lines, gathering copies K codes and N floats a kept row.
+  const bool codes = a.dtype == DType::f32 || a.dtype == DType::bf16 || a.dtype == DType::e4m3 || a.dtype == DType::e5m2;
+  const bool scales = a.scale_mode == OperandScale::none || a.scale_mode == OperandScale::tensor ||
+                      a.scale_mode == OperandScale::outer;
+  if (!codes || !scales || a.trans || beta != 0.0f || tri != Triangle::none || act.mask || M < 8 || N < 16 || K < 16)
     return false;
+  const int bytes = static_cast<int>(dtype_bytes(a.dtype, 1));
   auto* kept = static_cast<int64_t*>(thread_scratch(4, sizeof(int64_t) * M));
-  const auto* A = static_cast<const float*>(a.data);
-  int64_t count = nonzero_rows(A, M, K, a.ld, kept);
+  int64_t count = nonzero_rows(a.data, bytes, M, K, a.ld, kept);
   if ((M - count) * 8 < M) return false;  // under 1/8 of the rows: copies would cost what they save
   if (count == 1) {  // a row alone: a zero row beside it keeps the blocked drivers' sums
     const int64_t other = kept[0] == 0 ? 1 : 0;
     kept[1] = std::max(kept[0], other), kept[0] = std::min(kept[0], other), count = 2;
   }
   if (count > 0) {
-    const int64_t most = std::max<int64_t>(8, kGatherFloats / K), chunks = (count + most - 1) / most;
-    float* rows = static_cast<float*>(thread_scratch(5, sizeof(float) * K * ((count + chunks - 1) / chunks)));
+    const bool outer = a.scale_mode == OperandScale::outer;
+    const int scale_bytes = outer ? static_cast<int>(dtype_bytes(a.scale_dtype, 1)) : 0;
+    const int64_t most = std::max<int64_t>(8, kGatherBytes / (K * bytes)), chunks = (count + most - 1) / most;
+    const int64_t rows = (count + chunks - 1) / chunks, at = (rows * K * bytes + 7) / 8 * 8;  // the scales, aligned
+    auto* buf = static_cast<uint8_t*>(thread_scratch(5, static_cast<size_t>(at + rows * scale_bytes)));
     GemmOperand gathered = a;
-    gathered.data = rows, gathered.ld = K;
+    gathered.data = buf, gathered.ld = K;
+    if (outer) gathered.scale = buf + at;
     for (int64_t c = chunks - 1; c >= 0; --c) {  // C's rows [first, last) are free: later rows went higher
       const int64_t first = c * count / chunks, last = (c + 1) * count / chunks;
-      gather_rows(A, a.ld, K, kept + first, last - first, rows);
+      gather_rows(a.data, bytes, a.ld, K, kept + first, last - first, buf);
+      if (outer) gather_rows(a.scale, scale_bytes, 1, 1, kept + first, last - first, buf + at);
       multiply(last - first, N, K, alpha, gathered, b, 0.0f, C + first * ldc, ldc, bias, Triangle::none, act);
       spread_rows(C, ldc, N, kept, first, last);
     }
   }
-  const float zero = 0.0f * alpha;  // (0 * cs) * rs, B's column scales being positive
+  const float zero = 0.0f * alpha;  // (0 * cs) * rs, the scales being positive
   parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       if (!std::binary_search(kept, kept + count, r)) empty_sum_rows(C, ldc, N, r, r + 1, zero, 0.0f, bias, act);

@@ -16,9 +16,10 @@
 // cpu_features.h). Both cores are used; each C element's K-reduction stays on one
 // thread in a fixed order, so results do not depend on the thread count.
 // vdpbf16ps treats BF16 subnormals (|v| < 2^-126) as zero: keep scaled inputs normal.
-// An f32 A (not transposed, no scale; beta == 0) with at least 1/8 of its rows
-// all zero is multiplied over its other rows only (zero_rows.h): the same bits,
-// except that a NaN or infinity in B then reaches only the rows that multiply it.
+// An A of f32, bf16 or FP8 codes (stored [M, K], no K or block scales; beta == 0)
+// with at least 1/8 of its rows all zero is multiplied over its other rows only
+// (zero_rows.h): the same bits, except that a NaN or infinity in B then reaches
+// only the rows that multiply it.
 #pragma once
 #include <cstdint>
 
