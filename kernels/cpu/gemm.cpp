@@ -168,7 +168,7 @@ void multiply(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a
 }
 
 // An A whose all-zero rows (zero_rows.h) are worth skipping: the others (and
-// their outer scales) are gathered a chunk at a time (at most kGatherBytes),
+// their outer scales) are gathered a chunk at a time (kGatherBytes at most),
 // multiplied into C's rows [first, last) and moved to their own; a zero row gets
 // the empty sum's result, as in the full product (its sums start at +0 and stay
 // there). A row's sum does not depend on M in the drivers (only one row's gemv
@@ -178,7 +178,7 @@ void multiply(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a
 // gain. f32, bf16, e4m3 or e5m2 codes stored [M, K], no K or block scales; not
 // with beta (the rows are computed away from their C) nor a relu_grad mask
 // (indexed by C's position).
-constexpr int64_t kGatherBytes = int64_t{16} << 20;
+constexpr int64_t kGatherBytes = int64_t{64} << 20;  // a chunk more packs all of B once more
 bool multiply_nonzero_rows(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a, const GemmOperand& b,
                            float beta, float* C, int64_t ldc, const float* bias, Triangle tri, Activation act) {
   // Each row skipped saves 2NK flops; finding them reads a row's first non-zero
