@@ -31,7 +31,8 @@ std::vector<uint8_t> payload() {
   Status st = test::compile_graph(kModel, &g);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::vector<uint8_t> b = compiler::serialize(g);
-  b.resize(b.size() - kFooterBytes);
+  REQUIRE(b.size() >= kFooterBytes);
+  b.erase(b.end() - static_cast<std::ptrdiff_t>(kFooterBytes), b.end());
   return b;
 }
 

@@ -667,7 +667,7 @@ int64_t mx_scales(const float* amax, int64_t nb, float fmt_max, int margin, uint
     const I below = (fb & 0x7FFFFFu) < (an & 0x7FFFFFu);
     const I e0 = ef - ea + below - margin;  // below is -1 where set
     const I e = kept ? I{} : (e0 < -126 ? splat<I>(-126) : (e0 > 127 ? splat<I>(127) : e0));
-    const U code = kept & (ab != 0u) ? splat<U>(0xFFu) : as<U>(127 - e);
+    const U code = (kept & (ab != 0u)) ? splat<U>(0xFFu) : as<U>(127 - e);
     const F m = as<F>(as<U>(e + 127) << 23);
     kept_count -= kept & (iota<N>() < static_cast<uint32_t>(lanes));
     for (int l = 0; l < lanes; ++l) {
