@@ -43,7 +43,7 @@ qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
 # thread-count independence is tested natively.
 export SGRT_NUM_THREADS=1
 single_thread='*thread count*,*thread-count*,parallel_for*'
-for t in test_layering test_formats test_quantize test_quantize_simd test_row_reduce test_optimizer_fast test_dequant_matmul; do
+for t in test_layering test_formats test_quantize test_quantize_simd test_row_reduce test_optimizer_fast test_dequant_matmul test_gemm_skinny; do
   "${qemu[@]}" "$cross/tests/$t" -tce="$single_thread" >/dev/null
 done
 # test_gemm on the default CPU (qemu's "max", with BF16) covers every path (portable,

@@ -141,14 +141,16 @@ void multiply(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a
   outer_scales(a, alpha, rs);
   outer_scales(b, 1.0f, cs);
   const Source sa = source(a, false, M, K, ka), sb = source(b, true, N, K, kb);
-  // A product with few columns (a classifier head, a LoRA down-projection) runs as
-  // C^T = op(B)^T op(A)^T: its columns become the micro-tile's rows (14 of them)
-  // instead of a fraction of its 32 lanes. Every element's sum and merge are the
-  // same, so the result is bit for bit the untransposed one. (Not with a triangle:
-  // the driver's skips are the untransposed product's.)
-  const bool narrow = N < 16 && M > N && tri == Triangle::none;
+  const Problem wide{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri, act};
+  // A product with few columns that the f32 drivers' skinny path does not take
+  // (FP8 or scaled operands) runs as C^T = op(B)^T op(A)^T: its columns become the
+  // micro-tile's rows (14 of them) instead of a fraction of its 32 lanes. Every
+  // element's sum and merge are the same, so the result is bit for bit the
+  // untransposed one. (Not with a triangle: the driver's skips are the
+  // untransposed product's.)
+  const bool narrow = N < 16 && M > N && tri == Triangle::none && !gemm_impl::skinny_fits(wide);
   const Problem p = narrow ? Problem{N, M, K, sb, sa, cs.data(), rs.data(), beta, C, ldc, true, bias, Triangle::none, act}
-                           : Problem{M, N, K, sa, sb, rs.data(), cs.data(), beta, C, ldc, false, bias, tri, act};
+                           : wide;
   const Isa isa = active_isa();
   // BF16 panels pay off over many rows; one row runs on the f32 drivers' gemv.
   const bool low_precision = a.dtype != DType::f32 && b.dtype != DType::f32 && !gemm_impl::is_gemv(p);

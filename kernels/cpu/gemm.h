@@ -19,7 +19,10 @@
 // An A of f32, bf16 or FP8 codes (stored [M, K], no K or block scales; beta == 0)
 // with at least 1/8 of its rows all zero is multiplied over its other rows only
 // (zero_rows.h): the same bits, except that a NaN or infinity in B then reaches
-// only the rows that multiply it.
+// only the rows that multiply it. f32 products with a side of at most 16 (a LoRA
+// adapter's rank, a classifier's classes) skip the packing (gemm_skinny.h) and
+// skip A's all-zero rows, or the zero k of a short side stored [K, *], alike;
+// each row of one with at most 16 columns is summed as that row alone would be.
 #pragma once
 #include <cstdint>
 

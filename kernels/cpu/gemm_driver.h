@@ -316,6 +316,13 @@ inline float separate_add(float y, float b) {
   return y + b;
 }
 
+// One element of the epilogue done in scalar code: y = beta * y + v (beta == 0:
+// y not read), then + *add when given, a separate add's rounding.
+inline void merge_into(float& y, float v, float beta, const float* add) {
+  y = beta == 0.0f ? v : y * beta + v;
+  if (add) y = separate_add(y, *add);
+}
+
 // A bias added to a merged vector: y * 1 + b (an FMA intrinsic: one rounding,
 // y + b's); the portable kernel's scalar goes through separate_add.
 template <class V>
@@ -388,17 +395,13 @@ void micro_edge(int64_t kp, const typename V::Elem* a, const typename V::Elem* b
   alignas(64) float one[NR > MR ? NR : MR];
   for (float& x : one) x = 1.0f;
   micro<V>(kp, a, b, t, NR, one, one, 0.0f);
-  auto merge = [beta](float& y, float v, const float* add) {
-    y = beta == 0.0f ? v : y * beta + v;
-    if (add) y = separate_add(y, *add);
-  };
   if (c_trans) {
     for (int64_t j = 0; j < nr; ++j)
-      for (int64_t i = 0; i < mr; ++i) merge(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j], bias ? bias + i : nullptr);
+      for (int64_t i = 0; i < mr; ++i) merge_into(c[j * ldc + i], (t[i * NR + j] * rs[i]) * cs[j], beta, bias ? bias + i : nullptr);
     return;
   }
   for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) merge(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], bias ? bias + j : nullptr);
+    for (int64_t j = 0; j < nr; ++j) merge_into(c[i * ldc + j], (t[i * NR + j] * cs[j]) * rs[i], beta, bias ? bias + j : nullptr);
 }
 
 // The packed K steps [lo, hi) of the block starting at K index pc (kp steps) that
@@ -411,30 +414,63 @@ std::pair<int64_t, int64_t> packed_steps(Triangle tri, int64_t m0, int64_t mr, i
   return {0, kp};
 }
 
-// sum x[k] y[k] over k < n as 16 partial sums (lane k % 16, fused multiply-adds)
-// merged in a fixed tree: the same order on every V, whose width divides 16.
-template <class V>
-float dot16(const float* x, const float* y, int64_t n) {
+// part[0] after part[i] += part[i + w] (i < w) for w = 8, 4, 2, 1: the fixed
+// tree that merges dot16s' partial sums, each step's adds done as one vector add.
+inline float tree16(const float* part) {
+  typedef float v8 __attribute__((vector_size(32)));
+  typedef float v4 __attribute__((vector_size(16)));
+  v8 lo, hi;
+  std::memcpy(&lo, part, sizeof lo);
+  std::memcpy(&hi, part + 8, sizeof hi);
+  lo += hi;
+  v4 a, b;
+  std::memcpy(&a, &lo, sizeof a);
+  std::memcpy(&b, reinterpret_cast<const float*>(&lo) + 4, sizeof b);
+  a += b;
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// out[i * J + j] = sum x[i][k] y[j][k] over k < n as 16 partial sums (lane
+// k % 16, fused multiply-adds) merged by tree16: the same order on every V, whose
+// width divides 16. I x J sums at once, so each vector loaded serves several and
+// their chains hide the FMA latency.
+template <class V, int I = 1, int J = 1>
+void dot16s(const float* const* x, const float* const* y, int64_t n, float* out) {
   constexpr int R = 16 / V::W;
-  typename V::reg acc[R];
+  typename V::reg acc[I][J][R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  for (int i = 0; i < I; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < J; ++j)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[i][j][r] = V::zero();
   int64_t k = 0;
   for (; k + 16 <= n; k += 16)
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = V::fma(V::load(x + k + r * V::W), V::load(y + k + r * V::W), acc[r]);
-  alignas(64) float part[16];
-  for (int r = 0; r < R; ++r) V::store(part + r * V::W, acc[r]);
-  for (; k < n; ++k) part[k % 16] = std::fma(x[k], y[k], part[k % 16]);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int i = 0; i < w; ++i) part[i] += part[i + w];
-  return part[0];
+    for (int r = 0; r < R; ++r) {
+      typename V::reg yv[J];
+#pragma GCC unroll 16
+      for (int j = 0; j < J; ++j) yv[j] = V::load(y[j] + k + r * V::W);
+#pragma GCC unroll 16
+      for (int i = 0; i < I; ++i) {
+        const typename V::reg xv = V::load(x[i] + k + r * V::W);
+#pragma GCC unroll 16
+        for (int j = 0; j < J; ++j) acc[i][j][r] = V::fma(xv, yv[j], acc[i][j][r]);
+      }
+    }
+  for (int i = 0; i < I; ++i)
+    for (int j = 0; j < J; ++j) {
+      alignas(64) float part[16];
+      for (int r = 0; r < R; ++r) V::store(part + r * V::W, acc[i][j][r]);
+      for (int64_t t = k; t < n; ++t) part[t % 16] = std::fma(x[i][t], y[j][t], part[t % 16]);
+      out[i * J + j] = tree16(part);
+    }
 }
 
 // A product is_gemv() names: C[0, j] = ((x . w_j) * cs[j]) * rs[0], then beta,
 // the bias and `act` as micro_edge() merges them. A's row is decoded once, each
 // row w_j of B (with its K scales) as its output is summed; the threads split the
-// rows of B and each sum is dot16's, so the thread count does not change a bit.
+// rows of B and each sum is dot16s', so the thread count does not change a bit.
 template <class V>
 void gemv(const Problem& p) {
   static_assert(std::is_same_v<typename V::Elem, float>);
@@ -448,20 +484,26 @@ void gemv(const Problem& p) {
   const float* x = decode(p.a, 0, 0);
   parallel_for(p.N, std::max<int64_t>(1, 4096 / K), [&](int64_t n0, int64_t n1) {
     for (int64_t j = n0; j < n1; ++j) {
-      const float v = (dot16<V>(x, decode(p.b, j, 1), K) * p.cs[j]) * p.rs[0];
-      float& c = p.C[j];
-      c = p.beta == 0.0f ? v : c * p.beta + v;
-      if (p.bias) c = separate_add(c, p.bias[j]);
+      const float* w = decode(p.b, j, 1);
+      float dot;
+      dot16s<V>(&x, &w, K, &dot);
+      merge_into(p.C[j], (dot * p.cs[j]) * p.rs[0], p.beta, p.bias ? p.bias + j : nullptr);
     }
     activate_run(p.C + n0, n1 - n0, p.act, n0);
   });
 }
 
+// gemm_skinny.h: the products skinny_fits() names (a side of at most 16).
+template <class V>
+void skinny(const Problem& p);
+
 template <class V>
 void run(const Problem& p) {
   using E = typename V::Elem;
-  if constexpr (std::is_same_v<E, float>)
+  if constexpr (std::is_same_v<E, float>) {
     if (is_gemv(p)) return gemv<V>(p);
+    if (skinny_fits(p)) return skinny<V>(p);
+  }
   constexpr int MR = V::MR, NR = V::NV * V::W, KU = V::KU;
   const int threads = num_threads();
   for (int64_t jc = 0; jc < p.N; jc += V::NC) {
@@ -534,3 +576,5 @@ void run(const Problem& p) {
 
 }  // namespace
 }  // namespace sgrt::cpu::gemm_impl
+
+#include "cpu/gemm_skinny.h"  // skinny<V>(), which uses the helpers above

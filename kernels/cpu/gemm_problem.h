@@ -44,6 +44,22 @@ inline bool is_gemv(const Problem& p) {
   return p.M == 1 && !p.c_trans && p.tri == Triangle::none && p.a.s_k == 1 && p.b.s_k == 1;
 }
 
+// A product with a side of at most kSkinny (a LoRA adapter's rank, a classifier's
+// classes) between plain f32 operands: the f32 drivers run it without packing
+// (gemm_skinny.h), as the blocked path would fill most of every micro-tile with
+// zeros and copy the long operand for a few multiply-adds an element. Each
+// element's sum is taken whole by one thread in an order fixed by the shape (a
+// K < 16 sum or a product with N < 16 differs from a wider one's in rounding).
+inline constexpr int64_t kSkinny = 16;
+inline bool skinny_fits(const Problem& p) {
+  const auto plain = [](const Source& s) { return s.dtype == DType::f32 && !s.kscale; };
+  if (!plain(p.a) || !plain(p.b) || p.c_trans || p.tri != Triangle::none) return false;
+  if (p.K <= kSkinny) return true;                  // rows of K outer products
+  if (p.N <= kSkinny && p.a.s_k == 1) return true;  // dot products of A's rows
+  // A stored [K, M] and B [K, N] (a weight gradient): outer products of their rows.
+  return p.a.s_outer == 1 && p.b.s_outer == 1 && (p.M <= kSkinny || p.N <= kSkinny);
+}
+
 // One driver per kernel; each is compiled with its own ISA flags.
 void run_generic(const Problem& p);
 void run_avx2(const Problem& p);
