@@ -62,12 +62,15 @@ void short_k_tile(const Problem& p, int64_t i, const float* a, int64_t K, const 
       for (int u = 0; u < U; ++u) acc[r][u] = V::fma(av, bv[u], acc[r][u]);
     }
   }
+  typename V::reg cs[U];
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) cs[u] = V::load(p.cs + j + u * W);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u)
-      store_merged<V>(p.C + (i + r) * p.ldc + j + u * W, acc[r][u], V::load(p.cs + j + u * W), V::set1(p.rs[i + r]),
-                      p.beta, p.bias ? p.bias + j + u * W : nullptr);
+      store_merged<V>(p.C + (i + r) * p.ldc + j + u * W, acc[r][u], cs[u], V::set1(p.rs[i + r]), p.beta,
+                      p.bias ? p.bias + j + u * W : nullptr);
 }
 
 // C's rows [i, i + R) (a, K: their A values, as short_k_tile's), all N columns.
