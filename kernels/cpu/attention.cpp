@@ -38,10 +38,10 @@ Dims dims_of(const OpArgs& a) {
 // Scratch slots 0 and 1 belong to the GEMM's packing.
 constexpr int kTileP = 2, kTileDP = 3;
 
-// S = scale * Q K^T for one head: [T, T], row stride T; only S[i, j <= i] is
-// written for sure (the GEMM skips tiles above the diagonal).
-void scores(const Dims& d, const float* q, const float* k, float* s) {
-  gemm_f32(false, true, d.T, d.T, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, d.T, nullptr, Triangle::c_lower);
+// S = scale * Q K^T for one head's first n rows: [n, n], row stride n; only
+// S[i, j <= i] is written for sure (the GEMM skips tiles above the diagonal).
+void scores(const Dims& d, int64_t n, const float* q, const float* k, float* s) {
+  gemm_f32(false, true, n, n, d.Dh, d.scale, q, d.C, k, d.Ckv, 0.f, s, n, nullptr, Triangle::c_lower);
 }
 
 // Softmax of row[0, n) in place, zeros in row[n, width); returns the log-sum-exp.
@@ -64,12 +64,27 @@ void attention_forward(const OpArgs& a) {
     float* p = static_cast<float*>(thread_scratch(kTileP, sizeof(float) * d.T * d.T));
     for (int64_t bh = b0; bh < b1; ++bh) {
       int64_t off = d.q_off(bh / d.H, bh % d.H), kv = d.kv_off(bh / d.H, bh % d.H);
-      scores(d, q + off, k + kv, p);
+      scores(d, d.T, q + off, k + kv, p);
       for (int64_t i = 0; i < d.T; ++i) lse[bh * d.T + i] = softmax_prefix(p + i * d.T, i + 1, d.T);
       gemm_f32(false, false, d.T, d.Dh, d.T, 1.f, p, d.T, v + kv, d.Ckv, 0.f, y + off, d.C, nullptr,
                Triangle::a_lower);
     }
   });
+}
+
+// One head's rows [0, n) after which dy is zero (a padding suffix: the loss
+// reads nothing there). Causal attention lets no earlier row read a later one,
+// so the head's backward is that of its first n rows, and rows from n on get
+// zero gradients: the full sums' values, their terms there all zero.
+int64_t live_rows(const Dims& d, const float* dy) {
+  int64_t n = d.T;
+  for (; n > 0; --n) {
+    const float* row = dy + (n - 1) * d.C;
+    bool zero = true;
+    for (int64_t j = 0; j < d.Dh; ++j) zero &= row[j] == 0.f;
+    if (!zero) break;
+  }
+  return n;
 }
 
 // dV = P^T dY;  dP = dY V^T;  dS = P * (dP - rowsum(dY * Y));  dQ = scale dS K;  dK = scale dS^T Q.
@@ -87,29 +102,35 @@ void attention_backward(const OpArgs& a) {
         int64_t b = bk / d.Hkv, h = (bk % d.Hkv) * group + g, bh = b * d.H + h;
         int64_t off = d.q_off(b, h), kv = d.kv_off(b, h);
         float acc = g == 0 ? 0.f : 1.f;  // the group's heads sum into dk, dv
-        scores(d, q + off, k + kv, p);
-        for (int64_t i = 0; i < d.T; ++i) {
-          float* row = p + i * d.T;
+        // The [n, n] problem of the live rows; the tiles p and ds have row stride n.
+        const int64_t n = live_rows(d, dy + off);
+        for (int64_t i = n; i < d.T; ++i) {
+          std::memset(dq + off + i * d.C, 0, sizeof(float) * d.Dh);
+          if (g == 0) {
+            std::memset(dk + kv + i * d.Ckv, 0, sizeof(float) * d.Dh);
+            std::memset(dv + kv + i * d.Ckv, 0, sizeof(float) * d.Dh);
+          }
+        }
+        if (n == 0) continue;
+        scores(d, n, q + off, k + kv, p);
+        for (int64_t i = 0; i < n; ++i) {
+          float* row = p + i * n;
           float l = lse[bh * d.T + i];
           for (int64_t j = 0; j <= i; ++j) row[j] = fast_exp(row[j] - l);
-          for (int64_t j = i + 1; j < d.T; ++j) row[j] = 0.f;
+          for (int64_t j = i + 1; j < n; ++j) row[j] = 0.f;
         }
         // P and dS are zero above the diagonal: P^T and dS^T are upper triangular.
-        gemm_f32(true, false, d.T, d.Dh, d.T, 1.f, p, d.T, dy + off, d.C, acc, dv + kv, d.Ckv, nullptr,
-                 Triangle::a_upper);
-        gemm_f32(false, true, d.T, d.T, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, d.T, nullptr,
-                 Triangle::c_lower);
-        for (int64_t i = 0; i < d.T; ++i) {
+        gemm_f32(true, false, n, d.Dh, n, 1.f, p, n, dy + off, d.C, acc, dv + kv, d.Ckv, nullptr, Triangle::a_upper);
+        gemm_f32(false, true, n, n, d.Dh, 1.f, dy + off, d.C, v + kv, d.Ckv, 0.f, ds, n, nullptr, Triangle::c_lower);
+        for (int64_t i = 0; i < n; ++i) {
           const float *dyr = dy + off + i * d.C, *yr = y + off + i * d.C;
           float D = row_dot(dyr, yr, d.Dh);
-          float *srow = ds + i * d.T, *prow = p + i * d.T;
+          float *srow = ds + i * n, *prow = p + i * n;
           for (int64_t j = 0; j <= i; ++j) srow[j] = prow[j] * (srow[j] - D);
-          for (int64_t j = i + 1; j < d.T; ++j) srow[j] = 0.f;
+          for (int64_t j = i + 1; j < n; ++j) srow[j] = 0.f;
         }
-        gemm_f32(false, false, d.T, d.Dh, d.T, d.scale, ds, d.T, k + kv, d.Ckv, 0.f, dq + off, d.C, nullptr,
-                 Triangle::a_lower);
-        gemm_f32(true, false, d.T, d.Dh, d.T, d.scale, ds, d.T, q + off, d.C, acc, dk + kv, d.Ckv, nullptr,
-                 Triangle::a_upper);
+        gemm_f32(false, false, n, d.Dh, n, d.scale, ds, n, k + kv, d.Ckv, 0.f, dq + off, d.C, nullptr, Triangle::a_lower);
+        gemm_f32(true, false, n, d.Dh, n, d.scale, ds, n, q + off, d.C, acc, dk + kv, d.Ckv, nullptr, Triangle::a_upper);
       }
     }
   });
