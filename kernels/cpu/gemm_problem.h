@@ -48,8 +48,9 @@ inline bool is_gemv(const Problem& p) {
 // classes) between plain f32 operands: the f32 drivers run it without packing
 // (gemm_skinny.h), as the blocked path would fill most of every micro-tile with
 // zeros and copy the long operand for a few multiply-adds an element. Each
-// element's sum is taken whole by one thread in an order fixed by the shape (a
-// K < 16 sum or a product with N < 16 differs from a wider one's in rounding).
+// element's sum is taken whole by one thread in an order fixed by the shape; a
+// product of at most 16 columns sums each row as a one-row product does, so its
+// columns may round otherwise than the same columns of a wider product.
 inline constexpr int64_t kSkinny = 16;
 inline bool skinny_fits(const Problem& p) {
   const auto plain = [](const Source& s) { return s.dtype == DType::f32 && !s.kscale; };
