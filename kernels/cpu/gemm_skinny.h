@@ -80,7 +80,8 @@ void short_k_rows(const Problem& p, int64_t i, const float* a, int64_t K, const 
   const int64_t N = p.N;
   int64_t j = 0;
   for (; j + U * V::W <= N; j += U * V::W) short_k_tile<V, R, U>(p, i, a, K, b, ldb, j);
-  for (; j < N; ++j)  // the columns past the last U vectors, one at a time
+  for (; j + V::W <= N; j += V::W) short_k_tile<V, R, 1>(p, i, a, K, b, ldb, j);
+  for (; j < N; ++j)  // the columns past the last vector, one at a time
     for (int r = 0; r < R; ++r) {
       float acc = 0.0f;
       for (int64_t k = 0; k < K; ++k) acc = fma_lane<V>(a[r * K + k], b[k * ldb + j], acc);
