@@ -1,7 +1,7 @@
 // The f32 GEMM's skinny path (kernels/cpu/gemm_skinny.h): products with a side of
 // at most 16, the shapes of a LoRA adapter's six products at rank 8 and others at
-// ranks 3, 5, 13 and 16, every layout it takes (K short; N short with A's rows
-// contiguous; A stored [K, M] and B [K, N] with M or N short). Checked against
+// ranks 3, 5, 13 and 16, every layout it takes (K short, N >= 128; N short with
+// A's rows contiguous, K >= 128; A stored [K, M] and B [K, N] with M or N short). Checked against
 // FP64, across the ISA paths (the sums' order does not depend on the vector width),
 // across thread counts, and for what it skips: A's all-zero rows must leave every
 // other row's bits alone, and a k whose short-side values are all zero must give
@@ -33,7 +33,7 @@ struct Dims {
 const Dims kShapes[] = {
     {256, 1536, 8, false, true}, {256, 576, 8, false, false}, {256, 8, 576, false, true},
     {256, 8, 1536, false, false}, {8, 576, 256, true, false}, {1536, 8, 256, true, false},
-    {70, 45, 16, false, false},  {33, 100, 3, true, true},     {37, 5, 1601, false, true},
+    {70, 130, 16, false, false}, {33, 200, 3, true, true},     {37, 5, 1601, false, true},
     {130, 16, 300, false, false}, {9, 70, 33, true, false},    {50, 13, 200, true, false}};
 
 // op(A) [M, K] stored [M, K] or [K, M] (ta); op(B) [K, N] stored [K, N] or [N, K] (tb).
@@ -210,7 +210,7 @@ TEST_CASE("a product with few columns sums each row as that row alone does (the 
   std::mt19937 rng(17);
   for (Isa isa : isas()) {
     set_isa_limit(isa);
-    for (const Dims& s : {Dims{53, 10, 300, false, true}, Dims{53, 16, 1601, false, false}, Dims{20, 1, 40, false, true}}) {
+    for (const Dims& s : {Dims{53, 10, 300, false, true}, Dims{53, 16, 1601, false, false}, Dims{20, 1, 140, false, true}}) {
       CAPTURE(std::string(isa_name(isa)));
       CAPTURE(s.N); CAPTURE(s.K); CAPTURE(s.tb);
       const Product p = make(s, rng);

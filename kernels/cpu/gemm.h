@@ -20,9 +20,10 @@
 // with at least 1/8 of its rows all zero is multiplied over its other rows only
 // (zero_rows.h): the same bits, except that a NaN or infinity in B then reaches
 // only the rows that multiply it. f32 products with a side of at most 16 (a LoRA
-// adapter's rank, a classifier's classes) skip the packing (gemm_skinny.h) and
-// skip A's all-zero rows, or the zero k of a short side stored [K, *], alike;
-// each row of one with at most 16 columns is summed as that row alone would be.
+// adapter's rank, a classifier's classes) skip the packing where that is faster
+// (gemm_problem.h's skinny_fits, gemm_skinny.h) and skip A's all-zero rows, or
+// the zero k of a short side stored [K, *], alike; each row of one with at most
+// 16 columns over K >= 128 is summed as that row alone would be.
 #pragma once
 #include <cstdint>
 

@@ -51,12 +51,14 @@ inline bool is_gemv(const Problem& p) {
 // element's sum is taken whole by one thread in an order fixed by the shape; a
 // product of at most 16 columns sums each row as a one-row product does, so its
 // columns may round otherwise than the same columns of a wider product.
-inline constexpr int64_t kSkinny = 16;
+// Where the blocked path is as fast (bench_gemm --shapes on AVX-512: rows of
+// fewer than 128 columns, dot products over K < 128), it keeps the product.
+inline constexpr int64_t kSkinny = 16, kSkinnyLong = 128;
 inline bool skinny_fits(const Problem& p) {
   const auto plain = [](const Source& s) { return s.dtype == DType::f32 && !s.kscale; };
   if (!plain(p.a) || !plain(p.b) || p.c_trans || p.tri != Triangle::none) return false;
-  if (p.K <= kSkinny) return true;                  // rows of K outer products
-  if (p.N <= kSkinny && p.a.s_k == 1) return true;  // dot products of A's rows
+  if (p.K <= kSkinny) return p.N >= kSkinnyLong;  // rows of K outer products
+  if (p.N <= kSkinny && p.a.s_k == 1) return p.K >= kSkinnyLong;  // dot products of A's rows
   // A stored [K, M] and B [K, N] (a weight gradient): outer products of their rows.
   return p.a.s_outer == 1 && p.b.s_outer == 1 && (p.M <= kSkinny || p.N <= kSkinny);
 }

@@ -4,11 +4,11 @@
 // linkage in each ISA's file.
 //
 // None of the three shapes packs the long operand:
-// - K <= 16 (LoRA's up-projection (x A^T) B^T, its input gradient d_low A):
+// - K <= 16, N >= 128 (LoRA's up-projection (x A^T) B^T, its input gradient d_low A):
 //   each row of C is K rows of B scaled by A's K values; B stored [N, K] is
 //   transposed once. Each sum is K multiply-adds (V::fma) in order, as the
 //   blocked path's (one K block).
-// - N <= 16 with A's rows contiguous (x A^T, dy B): dot products a row of A at a
+// - N <= 16, K >= 128, A's rows contiguous (x A^T, dy B): dot products a row of A at a
 //   time in dot16s' order, a one-row product's (gemv); B stored [K, N] is
 //   transposed once.
 // - A stored [K, M] and B [K, N], M or N <= 16 (the adapters' weight gradients,
