@@ -22,6 +22,7 @@
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "formats/formats.h"
+#include "isa_paths.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
@@ -185,13 +186,6 @@ int64_t check_gemm(const Case& cs, int64_t M, int64_t N, int64_t K, bool trans_a
   return bad;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : kIsas)
-    if (i <= detected_isa()) v.push_back(i);
-  return v;
-}
-
 // M = 1 with B stored [N, K] is the matrix-vector path (gemm_problem.h's is_gemv):
 // K past 16-element steps and their tails, and past the blocked path's K block.
 const int64_t kShapes[][3] = {{1, 1, 1},   {7, 33, 65}, {33, 7, 129}, {65, 129, 33}, {129, 65, 7},
@@ -200,7 +194,7 @@ const int64_t kShapes[][3] = {{1, 1, 1},   {7, 33, 65}, {33, 7, 129}, {65, 129, 
 
 void run_cases(const std::vector<Case>& cases) {
   std::mt19937 rng(42);
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (const Case& c : cases)
       for (const auto& s : kShapes)
@@ -305,7 +299,7 @@ template <class F>
 void epilogue_cases(uint32_t seed, F&& body) {
   std::mt19937 rng(seed);
   const int64_t shapes[][3] = {{37, 45, 29}, {70, 96, 1601}, {53, 10, 300}, {1, 33, 65}, {129, 65, 7}};
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (DType t : {DType::f32, DType::e4m3})
       for (const auto& sh : shapes)
@@ -334,7 +328,7 @@ TEST_CASE("a product's last rows in a cut tile equal those rows of a taller prod
   // and merge (alpha, scales, beta, several K blocks) must not notice.
   std::mt19937 rng(29);
   const int64_t tall = 336, N = 70, K = 1601;
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (DType t : {DType::f32, DType::e4m3})
       for (int64_t M : {256, 260, 262, 255}) {
@@ -420,7 +414,7 @@ TEST_CASE("a triangular A or C: the product skips tiles and terms, never bits") 
   // the last row tile ends on the diagonal of a column panel's first column).
   std::mt19937 rng(13);
   const int64_t shapes[][3] = {{128, 128, 128}, {45, 70, 37}, {200, 40, 1000}, {300, 40, 200}, {129, 65, 7}, {65, 70, 9}};
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (DType t : {DType::f32, DType::e4m3})
       for (const auto& sh : shapes)
@@ -468,14 +462,14 @@ TEST_CASE("A's all-zero rows are skipped without changing a bit") {
   const int64_t shapes[][3] = {{64, 70, 300}, {40, 33, 1601}, {200, 16, 16}, {300, 16, 65536}};
   const std::pair<DType, Scales> kinds[] = {
       {DType::f32, Scales::none}, {DType::bf16, Scales::none}, {DType::e4m3, Scales::tensor}, {DType::e5m2, Scales::outer}};
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (const auto& [dt, sc] : kinds)
       for (const auto& sh : shapes)
         for (int pattern = 0; pattern < 5; ++pattern)
           for (int v = 0; v < 3; ++v) {  // nothing, a bias, a bias and relu
             const int64_t M = sh[0], N = sh[1], K = sh[2];
-            if (K > 4096 && (dt != DType::f32 || pattern > 0 || v > 0 || isa != isas().back())) continue;  // one large case
+            if (K > 4096 && (dt != DType::f32 || pattern > 0 || v > 0 || isa != test::isa_paths().back())) continue;  // one large case
             CAPTURE(std::string(isa_name(isa)));
             CAPTURE(std::string(dtype_name(dt)));
             CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE(pattern); CAPTURE(v);

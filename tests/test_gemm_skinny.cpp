@@ -17,6 +17,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
+#include "isa_paths.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
@@ -66,13 +67,6 @@ int64_t differing(const std::vector<float>& x, const std::vector<float>& y) {
   return n;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : kIsas)
-    if (i <= detected_isa()) v.push_back(i);
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("skinny products match FP64 on every ISA path, each path the same bits") {
@@ -85,7 +79,7 @@ TEST_CASE("skinny products match FP64 on every ISA path, each path the same bits
     for (float& x : c0) x = u(rng);
     for (float beta : {0.0f, 0.5f}) {
       std::vector<float> first;
-      for (Isa isa : isas()) {
+      for (Isa isa : test::isa_paths()) {
         set_isa_limit(isa);
         CAPTURE(std::string(isa_name(isa)));
         CAPTURE(s.M); CAPTURE(s.N); CAPTURE(s.K); CAPTURE(s.ta); CAPTURE(s.tb); CAPTURE(beta);
@@ -124,7 +118,7 @@ TEST_CASE("skinny products match FP64 on every ISA path, each path the same bits
 
 TEST_CASE("skinny products skip A's zero rows and the short side's zero k without changing a bit") {
   std::mt19937 rng(9);
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (const Dims& s : kShapes)
       for (int v = 0; v < 3; ++v) {  // nothing, a bias, a bias and relu
@@ -208,7 +202,7 @@ TEST_CASE("a product with few columns sums each row as that row alone does (the 
   // row's bits do not depend on the rows beside it: each row of the product equals
   // the one-row product of that row (gemv where B is stored [N, K]).
   std::mt19937 rng(17);
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     for (const Dims& s : {Dims{53, 10, 300, false, true}, Dims{53, 16, 1601, false, false}, Dims{20, 1, 140, false, true}}) {
       CAPTURE(std::string(isa_name(isa)));

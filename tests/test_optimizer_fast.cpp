@@ -20,6 +20,7 @@
 #include "cpu/quantize.h"
 #include "formats/formats.h"
 #include "sgrt/quant.h"
+#include "isa_paths.h"
 
 using namespace sgrt;
 
@@ -116,18 +117,11 @@ void check_same(const State& got, const State& want) {
   CHECK(got.scales == want.scales);
 }
 
-std::vector<cpu::Isa> isas() {
-  std::vector<cpu::Isa> v;
-  for (cpu::Isa i : cpu::kIsas)
-    if (i <= cpu::detected_isa()) v.push_back(i);
-  return v;
-}
-
 // Runs `body` on every ISA path with `threads` threads.
 template <class F>
 void every_path(int threads, F&& body) {
   cpu::set_num_threads(threads);
-  for (cpu::Isa isa : isas()) {
+  for (cpu::Isa isa : test::isa_paths()) {
     cpu::set_isa_limit(isa);
     CAPTURE(std::string(cpu::isa_name(isa)));
     CAPTURE(threads);

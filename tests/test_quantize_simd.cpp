@@ -23,18 +23,12 @@
 #include "formats/fp8_tile.h"
 #include "formats/hadamard.h"
 #include "formats/nvfp4.h"
+#include "isa_paths.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
 
 namespace {
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : kIsas)
-    if (i <= detected_isa()) v.push_back(i);
-  return v;
-}
 
 struct Format {
   DType t;
@@ -117,7 +111,7 @@ void check_encode(const quant_impl::Kernels& k, const Format& f, const std::vect
 TEST_CASE("vectorized encode is the scalar encode on every float pattern, every ISA") {
   const std::vector<float> x = sweep();
   const std::vector<float> one = {1.0f};
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
     for (const Format& f : kFormats)
       for (bool sr : {false, true}) {
@@ -132,7 +126,7 @@ TEST_CASE("vectorized encode is the scalar encode on every float pattern, every 
 TEST_CASE("vectorized encode: multipliers (one, per element, per 16 or 32), odd starts, tails, indices past 2^32") {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-3, 3);
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
     for (const Format& f : kFormats)
       for (int n : {1, 2, 3, 15, 16, 17, 31, 33, 100})
@@ -157,7 +151,7 @@ TEST_CASE("vectorized encode: multipliers (one, per element, per 16 or 32), odd 
 }
 
 TEST_CASE("vectorized decode is the scalar decode on every code, every ISA") {
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
     for (const Format& f : kFormats) {
       if (f.bits == 4 || f.t == DType::bf16) continue;
@@ -184,7 +178,7 @@ TEST_CASE("vectorized decode is the scalar decode on every code, every ISA") {
 
 TEST_CASE("vectorized amax: max |x| by value, NaN-sticky, every length") {
   const std::vector<float> x = sweep();
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
     CAPTURE(std::string(isa_name(isa)));
     for (int64_t n : {0, 1, 5, 16, 33, 1000}) {
@@ -212,7 +206,7 @@ TEST_CASE("vectorized amax: max |x| by value, NaN-sticky, every length") {
 
 TEST_CASE("block_amax: each block's amax, NaN and infinity included, every block count, every ISA") {
   const std::vector<float> x = sweep();  // every pattern: NaNs, infinities, subnormals, zeros
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     const quant_impl::Kernels& k = quant_impl::kernels_for(isa);
     CAPTURE(std::string(isa_name(isa)));
     for (int64_t block : {16, 32, 128})
@@ -246,7 +240,7 @@ TEST_CASE("mx_scales: scale_exponent's exponent per block, OCP's NaN scale, the 
   while (amax.size() < 203) amax.push_back(std::bit_cast<float>(bits(rng)));  // ragged: 12 groups of 16 and 11
   for (float fmax : {448.0f, 57344.0f, 6.0f})
     for (int margin : {0, 1, 3})
-      for (Isa isa : isas()) {
+      for (Isa isa : test::isa_paths()) {
         CAPTURE(std::string(isa_name(isa)));
         CAPTURE(fmax);
         CAPTURE(margin);
@@ -276,7 +270,7 @@ TEST_CASE("hadamard16_blocks is formats/hadamard.h's hadamard16 on every block, 
   x[7] = -0.0f, x[40] = std::numeric_limits<float>::infinity(), x[41] = 3e38f, x[42] = 3e38f, x[99] = 1e-44f;
   std::vector<float> want = x;
   for (int64_t b = 0; b < nb; ++b) fmt::hadamard16(want.data() + b * 16);
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     CAPTURE(std::string(isa_name(isa)));
     std::vector<float> got(x.size(), -1.0f);
     quant_impl::kernels_for(isa).hadamard16_blocks(x.data(), got.data(), nb);
@@ -348,7 +342,7 @@ TEST_CASE("nvfp4_blocks: formats/nvfp4.h's four-over-six choice and encode's cod
         want_under += x[b * 16 + i] != 0.0f && (c & 7u) == 0;
       }
     }
-    for (Isa isa : isas()) {
+    for (Isa isa : test::isa_paths()) {
       CAPTURE(std::string(isa_name(isa)));
       CAPTURE(ts);
       for (bool codes : {false, true}) {
@@ -391,7 +385,7 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
       const float m = fmt::exp2i(scale_exponent(a, format_max(f.t), 0, 0, &kept));
       for (int64_t c = 0; c < cols; ++c) want[r * cols + c] = fmt::encode(f.spec, x[r * cols + c] * m);
     }
-    for (Isa isa : isas()) {
+    for (Isa isa : test::isa_paths()) {
       set_isa_limit(isa);
       CAPTURE(std::string(isa_name(isa)));
       CAPTURE(dtype_name(f.t));
@@ -404,7 +398,7 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
     }
   }
   // NVFP4's block scales are formats/nvfp4.h's choice, from the scalar sums.
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     CAPTURE(std::string(isa_name(isa)));
     std::vector<uint8_t> q(rows * cols, 0), s(rows * 5, 0);
@@ -427,7 +421,7 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
     const int64_t wr = 3, wc = 16 * 70 + 9, wnb = 71;
     std::vector<float> w(wr * wc);
     for (int64_t i = 0; i < wr * wc; ++i) w[i] = std::ldexp(nd(rng), static_cast<int>(i % 23) - 11);
-    for (Isa isa : isas()) {
+    for (Isa isa : test::isa_paths()) {
       set_isa_limit(isa);
       CAPTURE(std::string(isa_name(isa)));
       std::vector<uint8_t> q(wr * wc, 0), s(wr * wnb, 0);
@@ -454,7 +448,7 @@ TEST_CASE("quantize, quantize_mx and quantize_nvfp4 agree on every ISA path") {
   // reference-dump tests (test_quant_reference) check against Python.
   for (int nv = 0; nv < 2; ++nv) {
     std::vector<std::vector<uint8_t>> out;
-    for (Isa isa : isas()) {
+    for (Isa isa : test::isa_paths()) {
       set_isa_limit(isa);
       std::vector<uint8_t> q(rows * cols, 0), s(rows * 8, 0);
       float ts = 0;
@@ -484,7 +478,7 @@ TEST_CASE("the row-block quantizers on short rows of whole blocks (quantized as 
     for (int64_t j = 0; j < n; ++j) a = std::max(a, std::fabs(x[i + j]));
     return a;
   };
-  for (Isa isa : isas()) {
+  for (Isa isa : test::isa_paths()) {
     set_isa_limit(isa);
     CAPTURE(std::string(isa_name(isa)));
     QuantParams p;
