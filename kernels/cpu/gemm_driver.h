@@ -331,6 +331,14 @@ typename V::reg add_bias(typename V::reg y, typename V::reg b) {
   else return V::fma(y, V::set1(1.0f), b);
 }
 
+// A vector of merged sums v stored at c: beta * C + v (beta == 0: C not read),
+// then + the bias's vector at `bias` when given.
+template <class V>
+void store_merged(float* c, typename V::reg v, float beta, const float* bias) {
+  const typename V::reg y = beta == 0.0f ? v : V::fma(V::load(c), V::set1(beta), v);
+  V::store(c, bias ? add_bias<V>(y, V::load(bias)) : y);
+}
+
 // C[MR x NR] = beta * C + (acc * cs) * rs, acc = sum over kp packed steps, then
 // + bias[NR] when given (rounded after the merge: a separate add's bits).
 // beta == 0 never reads C. ROWS < MR: the first `rows` (<= ROWS) rows of a tile
@@ -360,20 +368,13 @@ void micro(int64_t kp, const typename V::Elem* a, const typename V::Elem* b, flo
   typename V::reg csv[NV];
 #pragma GCC unroll 4
   for (int j = 0; j < NV; ++j) csv[j] = V::load(cs + j * V::W);
-  const typename V::reg bt = V::set1(beta);
-  typename V::reg bv[NV];
-#pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) bv[j] = bias ? V::load(bias + j * V::W) : V::zero();
 #pragma GCC unroll 16
   for (int i = 0; i < ROWS && i < rows; ++i) {
     const typename V::reg r = V::set1(rs[i]);
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) {
-      float* p = c + i * ldc + j * V::W;
-      const typename V::reg v = V::mul(V::mul(acc[i][j], csv[j]), r);
-      const typename V::reg y = beta == 0.0f ? v : V::fma(V::load(p), bt, v);
-      V::store(p, bias ? add_bias<V>(y, bv[j]) : y);
-    }
+    for (int j = 0; j < NV; ++j)
+      store_merged<V>(c + i * ldc + j * V::W, V::mul(V::mul(acc[i][j], csv[j]), r), beta,
+                      bias ? bias + j * V::W : nullptr);
   }
 }
 

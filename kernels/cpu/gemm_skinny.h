@@ -23,15 +23,6 @@
 namespace sgrt::cpu::gemm_impl {
 namespace {
 
-// micro()'s merge of one vector of sums: ((acc * cs) * rs), beta, the bias.
-template <class V>
-void store_merged(float* c, typename V::reg acc, typename V::reg cs, typename V::reg rs, float beta,
-                  const float* bias) {
-  const typename V::reg v = V::mul(V::mul(acc, cs), rs);
-  const typename V::reg y = beta == 0.0f ? v : V::fma(V::load(c), V::set1(beta), v);
-  V::store(c, bias ? add_bias<V>(y, V::load(bias)) : y);
-}
-
 // One lane of V::fma(a, b, c): the columns past the last vectors sum as the
 // vectors' lanes do (the portable kernel's a * b + c, fused or not as it is built).
 template <class V>
@@ -69,8 +60,8 @@ void short_k_tile(const Problem& p, int64_t i, const float* a, int64_t K, const 
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u)
-      store_merged<V>(p.C + (i + r) * p.ldc + j + u * W, acc[r][u], cs[u], V::set1(p.rs[i + r]), p.beta,
-                      p.bias ? p.bias + j + u * W : nullptr);
+      store_merged<V>(p.C + (i + r) * p.ldc + j + u * W, V::mul(V::mul(acc[r][u], cs[u]), V::set1(p.rs[i + r])),
+                      p.beta, p.bias ? p.bias + j + u * W : nullptr);
 }
 
 // C's rows [i, i + R) (a, K: their A values, as short_k_tile's), all N columns.
@@ -213,8 +204,8 @@ void k_major_columns(const KMajor& m, int64_t l0) {
       float* c = p.C + s * p.ldc + l0;
 #pragma GCC unroll 2
       for (int u = 0; u < P; ++u)
-        store_merged<V>(c + u * W, acc[s][u], V::load(p.cs + l0 + u * W), V::set1(p.rs[s]), p.beta,
-                        p.bias ? p.bias + l0 + u * W : nullptr);
+        store_merged<V>(c + u * W, V::mul(V::mul(acc[s][u], V::load(p.cs + l0 + u * W)), V::set1(p.rs[s])),
+                        p.beta, p.bias ? p.bias + l0 + u * W : nullptr);
       activate_run(c, L, p.act, s * p.ldc + l0);
     }
     return;
