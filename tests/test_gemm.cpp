@@ -22,7 +22,7 @@
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "formats/formats.h"
-#include "isa_paths.h"
+#include "kernel_checks.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
@@ -313,12 +313,6 @@ void epilogue_cases(uint32_t seed, F&& body) {
   set_isa_limit(kTopIsa);
 }
 
-int64_t differing_floats(const std::vector<float>& x, const std::vector<float>& y) {
-  int64_t differ = 0;
-  for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], 4) != 0;
-  return differ;
-}
-
 }  // namespace
 
 TEST_CASE("a product's last rows in a cut tile equal those rows of a taller product, to the bit") {
@@ -367,7 +361,7 @@ TEST_CASE("a bias in the epilogue equals the product plus a separate add, to the
     REQUIRE(gemm(M, N, K, 1.5f, a.g, b.g, beta, separate.data(), N) == nullptr);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) separate[i * N + j] += bias[j];
-    CHECK(differing_floats(fused, separate) == 0);
+    CHECK(test::differing_floats(fused, separate) == 0);
   });
 }
 
@@ -399,8 +393,8 @@ TEST_CASE("a ReLU or a ReLU mask in the epilogue equals the product then relu / 
       want_relu[i] = plain[i] > 0.f ? plain[i] : 0.f;
       want_masked[i] = mask[i] > 0.f ? plain[i] : 0.f;
     }
-    CHECK(differing_floats(relu, want_relu) == 0);
-    CHECK(differing_floats(masked, want_masked) == 0);
+    CHECK(test::differing_floats(relu, want_relu) == 0);
+    CHECK(test::differing_floats(masked, want_masked) == 0);
   });
 }
 

@@ -17,7 +17,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
-#include "isa_paths.h"
+#include "kernel_checks.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
@@ -59,12 +59,6 @@ Product make(const Dims& s, std::mt19937& rng) {
   for (auto* v : {&p.a, &p.b, &p.bias})
     for (float& x : *v) x = u(rng);
   return p;
-}
-
-int64_t differing(const std::vector<float>& x, const std::vector<float>& y) {
-  int64_t n = 0;
-  for (size_t i = 0; i < x.size(); ++i) n += std::memcmp(&x[i], &y[i], 4) != 0;
-  return n;
 }
 
 }  // namespace
@@ -109,7 +103,7 @@ TEST_CASE("skinny products match FP64 on every ISA path, each path the same bits
         if (beta != 0.0f) continue;
 #endif
         if (first.empty()) first = c;
-        else CHECK(differing(c, first) == 0);
+        else CHECK(test::differing_floats(c, first) == 0);
       }
     }
   }
@@ -176,7 +170,7 @@ TEST_CASE("skinny products skip A's zero rows and the short side's zero k withou
           std::memcpy(&less.a[t * s.M], &p.a[kept[t] * s.M], sizeof(float) * s.M);
           std::memcpy(&less.b[t * s.N], &p.b[kept[t] * s.N], sizeof(float) * s.N);
         }
-        CHECK(differing(p.run(0.0f, v > 0, v == 2, c0), less.run(0.0f, v > 0, v == 2, c0)) == 0);
+        CHECK(test::differing_floats(p.run(0.0f, v > 0, v == 2, c0), less.run(0.0f, v > 0, v == 2, c0)) == 0);
       }
   }
   set_isa_limit(kTopIsa);
@@ -193,7 +187,7 @@ TEST_CASE("skinny products: the thread count does not change a bit") {
     set_num_threads(2);
     const std::vector<float> two = p.run(0.5f, true, true, c0);
     set_num_threads(0);
-    CHECK(differing(one, two) == 0);
+    CHECK(test::differing_floats(one, two) == 0);
   }
 }
 

@@ -20,7 +20,7 @@
 #include "cpu/quantize.h"
 #include "formats/formats.h"
 #include "sgrt/quant.h"
-#include "isa_paths.h"
+#include "kernel_checks.h"
 
 using namespace sgrt;
 

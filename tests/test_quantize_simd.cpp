@@ -23,7 +23,7 @@
 #include "formats/fp8_tile.h"
 #include "formats/hadamard.h"
 #include "formats/nvfp4.h"
-#include "isa_paths.h"
+#include "kernel_checks.h"
 
 using namespace sgrt;
 using namespace sgrt::cpu;
