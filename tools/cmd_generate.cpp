@@ -120,12 +120,14 @@ Status plan_generation(Args* a, const GgufFile& f, int64_t context, std::unique_
   return Status::Ok();
 }
 
-Status session_for(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
+// `supplied`: what the caller writes next (Session::init).
+Status session_for(const Args& a, std::shared_ptr<const Model> m, const std::vector<bool>& supplied,
+                   std::unique_ptr<Session>* s) {
   SG_TRY(apply_threads(a));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   SG_TRY(Session::create(std::move(m), std::move(be), s));
-  return (*s)->init(0, 0);
+  return (*s)->init(0, 0, supplied);
 }
 
 }  // namespace
@@ -154,8 +156,10 @@ Status cmd_generate(int argc, char** argv) {
   if (a.has("--adapter")) SG_TRY(adapter_rank(a.get("--adapter"), &a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
+  std::vector<bool> supplied;
+  SG_TRY(weights_file_tensors(*m, path, &supplied));
   std::unique_ptr<Session> s;
-  SG_TRY(session_for(a, std::move(m), &s));
+  SG_TRY(session_for(a, std::move(m), supplied, &s));
   SG_TRY(import_gguf(*s, path));
   if (a.has("--adapter")) SG_TRY(import_safetensors(*s, a.get("--adapter"), ParamSet::trained));
 
@@ -179,8 +183,9 @@ Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
   SG_TRY(plan_generation(&a, *f, context, &tok, &ids, &count));
   std::shared_ptr<const Model> m, trained;  // inference-only; the script as the checkpoint was trained
   SG_TRY(load_inference_model(&a, "MODEL.lua", {"batch", "block", "kv_cache"}, &m, &trained));
+  const std::vector<bool> supplied = checkpoint_tensors(*m);
   std::unique_ptr<Session> s;
-  SG_TRY(session_for(a, std::move(m), &s));
+  SG_TRY(session_for(a, std::move(m), supplied, &s));
   CheckpointMeta meta;
   SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   return print_generation(*s, *tok, ids, count, o);
@@ -211,7 +216,7 @@ Status run_tokenized(const Args& a, std::shared_ptr<const Model> m) {
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(std::move(m), std::move(be), &s));
-  SG_TRY(s->init(0, 0));
+  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model())));
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   return print_generation(*s, *tok, ids, count, o);

@@ -56,7 +56,7 @@ Status cmd_export_weights(int argc, char** argv) {
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(static_cast<uint64_t>(seed), 0));
+  SG_TRY(s->init(static_cast<uint64_t>(seed), 0, checkpoint_supplied(a, s->model())));
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
   if (gguf) {

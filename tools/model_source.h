@@ -43,4 +43,8 @@ Status load_checkpoint_model(Args* a, const std::string& what, std::shared_ptr<c
 Status load_inference_model(Args* a, const std::string& what, const std::vector<std::string>& free_keys,
                             std::shared_ptr<const Model>* out, std::shared_ptr<const Model>* trained);
 
+// Session::init's `supplied` for a command that loads --checkpoint DIR next:
+// every tensor the checkpoint restores (none without the flag).
+std::vector<bool> checkpoint_supplied(const Args& a, const Model& m);
+
 }  // namespace sgrt::tool

@@ -115,6 +115,12 @@ bool in_checkpoint(const TensorInfo& t) {
   return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0;
 }
 
+std::vector<bool> checkpoint_tensors(const Model& m) {
+  std::vector<bool> out;
+  for (const TensorInfo& t : m.tensors()) out.push_back(saved(t) && t.bytes > 0);
+  return out;
+}
+
 uint64_t model_identity(const Model& m) {
   Hash h;
   for (const TensorInfo& t : m.tensors()) {

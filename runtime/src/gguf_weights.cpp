@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "fnv1a.h"
 #include "formats/gguf_blocks.h"
-#include "sgrt/file_io.h"
 #include "sgrt/params.h"
 #include "sgrt/safetensors.h"
 
@@ -125,6 +123,24 @@ Status import_weights(Session& s, const std::string& path) {
   return is_gguf_name(path) ? import_gguf(s, path) : import_safetensors(s, path);
 }
 
+Status weights_file_tensors(const Model& m, const std::string& path, std::vector<bool>* out) {
+  std::vector<std::string> names;
+  if (is_gguf_name(path)) {
+    std::unique_ptr<GgufFile> f;
+    SG_TRY(GgufFile::open(path, &f));
+    for (const GgufTensor& t : f->tensors()) names.push_back(t.name);
+  } else {
+    SG_TRY(read_safetensors_names(path, &names));
+  }
+  out->assign(m.tensors().size(), false);
+  for (const std::string& name : names) {
+    const int id = m.find_tensor(name);
+    if (id < 0 || !is_weight(m.tensors()[id])) continue;  // the import refuses the file
+    if (const int v = value_tensor(m, id); v >= 0) (*out)[v] = true;
+  }
+  return Status::Ok();
+}
+
 Status weights_file_identity(const std::string& path, uint64_t* id) {
   if (is_gguf_name(path)) {
     std::unique_ptr<GgufFile> f;
@@ -132,13 +148,8 @@ Status weights_file_identity(const std::string& path, uint64_t* id) {
     *id = fnv1a(f->header_bytes().data(), f->header_bytes().size());
     return Status::Ok();
   }
-  std::vector<uint8_t> b;  // safetensors: u64 header length, then the JSON header
-  uint64_t n = 0;
-  SG_TRY(read_file_prefix(path, 8, &b));
-  if (b.size() == 8) std::memcpy(&n, b.data(), 8);
-  if (b.size() < 8 || n > (uint64_t{1} << 30)) return Status::Invalid(path + ": not a safetensors file (no header)");
-  SG_TRY(read_file_prefix(path, 8 + n, &b));
-  if (b.size() != 8 + n) return Status::Invalid(path + ": truncated safetensors header");
+  std::vector<uint8_t> b;
+  SG_TRY(read_safetensors_header(path, &b));
   *id = fnv1a(b.data(), b.size());
   return Status::Ok();
 }

@@ -19,17 +19,22 @@ Status storage_of(const Session& s, int param, Storage* out) {
   const Model& m = s.model();
   const TensorInfo& p = m.tensors().at(param);
   if (!is_weight(p)) return Status::Invalid(p.name + " is not a parameter");
-  out->tensor = param;
-  if (p.persistent) return Status::Ok();
-  int master = m.find_tensor(p.name + ".master"), scales = m.find_tensor(p.name + ".opt_scales");
-  if (master < 0 || scales < 0) return Status::Invalid(p.name + ": the model keeps no value for this parameter");
+  out->tensor = value_tensor(m, param);
+  if (out->tensor == param) return Status::Ok();
+  const int scales = m.find_tensor(p.name + ".opt_scales");
+  if (out->tensor < 0 || scales < 0) return Status::Invalid(p.name + ": the model keeps no value for this parameter");
   float sc[kOptScaleLen];
   SG_TRY(s.read(scales, sc, sizeof sc));
-  *out = Storage{master, sc[kOptScaleW]};
+  out->scale = sc[kOptScaleW];
   return Status::Ok();
 }
 
 }  // namespace
+
+int value_tensor(const Model& m, int param) {
+  const TensorInfo& p = m.tensors().at(param);
+  return p.persistent ? param : m.find_tensor(p.name + ".master");
+}
 
 bool may_keep_init(const Model& m, const TensorInfo& param) {
   return !param.frozen && count_params(m.tensors()).frozen > 0;

@@ -125,6 +125,27 @@ Status read_safetensors(const std::string& path, std::vector<SafeTensor>* out) {
   return Status::Ok();
 }
 
+Status read_safetensors_header(const std::string& path, std::vector<uint8_t>* out) {
+  uint64_t n = 0;
+  SG_TRY(read_file_prefix(path, 8, out));
+  if (out->size() < 8) return Status::Invalid(path + ": too short for a safetensors file (" + std::to_string(out->size()) + " bytes)");
+  std::memcpy(&n, out->data(), 8);
+  if (n <= kMaxHeader) SG_TRY(read_file_prefix(path, 8 + n, out));
+  if (n > kMaxHeader || out->size() != 8 + n)
+    return Status::Invalid(path + ": header length " + std::to_string(n) + " runs past the file's end");
+  return Status::Ok();
+}
+
+Status read_safetensors_names(const std::string& path, std::vector<std::string>* out) {
+  std::vector<uint8_t> b;
+  SG_TRY(read_safetensors_header(path, &b));
+  std::vector<Entry> entries;
+  SG_TRY(parse_header(std::string_view(reinterpret_cast<const char*>(b.data() + 8), b.size() - 8), &entries).with_context(path));
+  out->clear();
+  for (const Entry& e : entries) out->push_back(e.name);
+  return Status::Ok();
+}
+
 Status write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors) {
   std::string header = "{";
   uint64_t offset = 0;

@@ -58,10 +58,15 @@ Status Session::create(std::shared_ptr<const Model> model, std::unique_ptr<Backe
   return Status::Ok();
 }
 
-Status Session::init(uint64_t seed, int64_t total_steps) {
+Status Session::init(uint64_t seed, int64_t total_steps, const std::vector<bool>& supplied) {
   const std::vector<TensorInfo>& ts = model_->tensors();
+  if (!supplied.empty() && supplied.size() != ts.size())
+    return Status::Invalid("Session::init: " + std::to_string(supplied.size()) + " tensors marked as supplied, " +
+                           model_->label() + " has " + std::to_string(ts.size()));
+  auto left = [&](size_t id) { return !supplied.empty() && supplied[id]; };
   for (size_t id = 0; id < ts.size(); ++id) {
     const TensorInfo& t = ts[id];
+    if (left(id)) continue;
     if (t.init == InitKind::buffer && t.bytes > 0) {  // an exported graph carries the value
       std::span<const uint8_t> b = model_->buffer(t.init_buffer);
       SG_TRY(write(static_cast<int>(id), b.data(), b.size()));
@@ -89,7 +94,7 @@ Status Session::init(uint64_t seed, int64_t total_steps) {
     }
     SG_TRY(write(static_cast<int>(id), coded.data(), coded.size()));
   }
-  if (model_->train_state() >= 0) {
+  if (model_->train_state() >= 0 && !left(static_cast<size_t>(model_->train_state()))) {
     int32_t state[kTrainStateLen] = {};
     state[kTotalSteps] = static_cast<int32_t>(total_steps);
     SG_TRY(write(model_->train_state(), state, sizeof state));

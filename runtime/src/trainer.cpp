@@ -173,7 +173,11 @@ Status start_from_file(Session& s, const std::string& path, CheckpointMeta* run)
 // A checkpoint resumes on any number of ranks whose step reads as many
 // examples (`step` says how this run's does) as the run that saved it.
 Status start_run(Session& s, const TrainOptions& opts, const std::string& step, CheckpointMeta* run) {
-  SG_TRY(s.init(run->seed, run->total_steps));
+  std::vector<bool> supplied;  // what the checkpoint or the weights file writes next
+  if (!opts.continue_from && opts.resume) supplied = checkpoint_tensors(s.model());
+  else if (!opts.continue_from && !opts.init_weights.empty())
+    SG_TRY(weights_file_tensors(s.model(), opts.init_weights, &supplied));
+  SG_TRY(s.init(run->seed, run->total_steps, supplied));
   if (opts.continue_from) return continue_run(s, opts, run);
   if (!opts.resume) return opts.init_weights.empty() ? Status::Ok() : start_from_file(s, opts.init_weights, run);
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");

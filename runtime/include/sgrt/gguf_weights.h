@@ -27,6 +27,12 @@ Status import_gguf(Session& s, const std::string& path);
 // import_safetensors (sgrt/safetensors.h).
 Status import_weights(Session& s, const std::string& path);
 
+// The tensors (by id) that import_weights(s, path) writes into a session of
+// m, or fails: each weight the file names, or its master (sgrt/params.h).
+// Reads the file's header only. Session::init's `supplied` when the file is
+// imported next.
+Status weights_file_tensors(const Model& m, const std::string& path, std::vector<bool>* out);
+
 // A weights file's identity, for finding the same file again (a checkpoint
 // records the --init-weights file's, sgrt/checkpoint.h): FNV-1a of its header,
 // a GGUF's metadata and tensor table or a safetensors file's JSON header, so

@@ -11,6 +11,10 @@ namespace sgrt {
 
 Status read_param(const Session& s, int param, std::vector<float>* out);
 
+// The tensor that holds the parameter's value: the parameter itself, or its
+// master when the parameter is a working copy; -1 when the model keeps none.
+int value_tensor(const Model& m, int param);
+
 // Whether a weights file (GGUF, safetensors) may leave this parameter out: a
 // trained one beside frozen ones (an adapter on a frozen base, sg.freeze)
 // keeps its initializer. Any other missing parameter is an error.

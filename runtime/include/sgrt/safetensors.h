@@ -22,6 +22,10 @@ struct SafeTensor {
 // Parses and validates a whole file (header, dtypes, shapes against byte
 // ranges, ranges inside the data and not overlapping); errors name the path.
 Status read_safetensors(const std::string& path, std::vector<SafeTensor>* out);
+// The file's first 8 + N bytes: the header length N and the JSON header.
+Status read_safetensors_header(const std::string& path, std::vector<uint8_t>* out);
+// The tensor names of a file's header; the data is not read.
+Status read_safetensors_names(const std::string& path, std::vector<std::string>* out);
 // Writes atomically; each tensor stored as its `dtype`.
 Status write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors);
 
