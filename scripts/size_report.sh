@@ -65,7 +65,11 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # drivers added ~4.4 KB (3,096,826); the pool's default size from the affinity
 # mask and cgroup quota (usable_cores) and its late helpers' join +2.7 KB
 # (3,099,502); then gguf.cpp, instruct_dataset.cpp and run_files.cpp built with
-# -Os, as checkpoint.cpp, -60 KB (3,039,630; libsgrt.so unchanged). Leaving the
+# -Os, as checkpoint.cpp, -60 KB (3,039,630; libsgrt.so unchanged); 3,074,446
+# in session 34; Session::init's supplied tensors (weights_file_tensors,
+# checkpoint_tensors, read_safetensors_header) +25 KB (3,099,442); the one-row
+# GEMM's q8_0/q4_1 blocks decoded in registers, 4 rows at a time, +10 KB, and
+# safetensors.cpp built with -Os -13 KB (3,096,498). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is a further saving. The
 # archive holds every object; a program linking it statically takes only the

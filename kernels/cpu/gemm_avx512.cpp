@@ -32,6 +32,13 @@ struct F32x16 {
     _mm512_storeu_ps(out, _mm512_maskz_cvtepi32_ps(0xFFFF, w));
   }
 
+  // An IEEE binary16's value, exactly (AVX-512VL's form of F16C's conversion).
+  static float half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _mm_cvtss_f32(_mm_maskz_cvtph_ps(1, _mm_cvtsi32_si128(h)));
+  }
+
   static __mmask16 first(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
   // FP8 / FP4 codes -> f32 by table permutes, 16 at a time, each 16 then put

@@ -66,27 +66,59 @@ inline float half_value(const uint8_t* p) {
   return h & 0x8000u ? -v : v;
 }
 
+// A q8_0 / q4_1 block's 32 weights in 32 / W registers (a q4_1 block's low
+// nibbles are weights 0..15, its high ones 16..31), through a traits type's
+// bytes_to_f32: ggml's values bit for bit (q * d is exact in f32, a code of at
+// most 8 bits times an f16, so q * d + m rounds once whether or not it is fused).
+template <class V, DType D>
+[[gnu::always_inline]] inline void block_weights(const uint8_t* b, typename V::reg* w) {
+  alignas(64) uint8_t q[32];
+  alignas(64) float f[32];
+  const auto half = [](const uint8_t* h) {
+    if constexpr (requires { V::half(h); }) return V::half(h);
+    else return half_value(h);
+  };
+  const typename V::reg d = V::set1(half(b));
+  if constexpr (D == DType::q8_0) {
+    V::template bytes_to_f32<true>(b + 2, f);
+    V::template bytes_to_f32<true>(b + 18, f + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < 32 / V::W; ++r) w[r] = V::mul(V::load(f + r * V::W), d);
+  } else {
+    typedef uint8_t u8x16 __attribute__((vector_size(16)));
+    u8x16 codes;
+    std::memcpy(&codes, b + 4, sizeof codes);
+    const u8x16 lo = codes & 0xF, hi = codes >> 4;
+    std::memcpy(q, &lo, sizeof lo);
+    std::memcpy(q + 16, &hi, sizeof hi);
+    V::template bytes_to_f32<false>(q, f);
+    V::template bytes_to_f32<false>(q + 16, f + 16);
+    const typename V::reg m = V::set1(half(b + 2));
+#pragma GCC unroll 8
+    for (int r = 0; r < 32 / V::W; ++r) w[r] = V::fma(V::load(f + r * V::W), d, m);
+  }
+}
+
 // Elements [i0, i0 + n) of a q8_0 / q4_1 matrix, i0 and n multiples of 16 (half
-// blocks), through a traits type's bytes_to_f32: ggml's values bit for bit (q * d
-// is exact in f32, a code of at most 8 bits times an f16, so q * d + m rounds once
-// whether or not it is fused). gguf_decode_run's scalar loop had been most of a
-// QLoRA product's packing.
+// blocks), a block at a time through block_weights (gguf_decode_run's scalar
+// loop had been most of a QLoRA product's packing).
 template <class V, DType D>
 void decode_half_blocks(const void* data, int64_t i0, int64_t n, float* out) {
   constexpr int64_t kBytes = D == DType::q8_0 ? fmt::kQ8_0Bytes : fmt::kQ4_1Bytes;
-  for (int64_t u = i0 / 16; u < (i0 + n) / 16; ++u, out += 16) {
-    const uint8_t* b = static_cast<const uint8_t*>(data) + u / 2 * kBytes;
-    const float d = half_value(b);
-    if constexpr (D == DType::q8_0) {
-      V::template bytes_to_f32<true>(b + 2 + u % 2 * 16, out);
-      for (int j = 0; j < 16; ++j) out[j] *= d;
-    } else {
-      alignas(16) uint8_t q[16];  // elements 0..15: the low nibbles; 16..31: the high
-      for (int j = 0; j < 16; ++j) q[j] = u % 2 ? b[4 + j] >> 4 : b[4 + j] & 0xF;
-      V::template bytes_to_f32<false>(q, out);
-      const float m = half_value(b + 2);
-      for (int j = 0; j < 16; ++j) out[j] = out[j] * d + m;
-    }
+  constexpr int H = 16 / V::W;  // registers a half block
+  for (int64_t i = i0; i < i0 + n;) {
+    typename V::reg w[2 * H];
+    block_weights<V, D>(static_cast<const uint8_t*>(data) + i / 32 * kBytes, w);
+    // Constant register indices, so w stays in registers.
+    const bool first = i % 32 == 0, second = i % 32 == 16 || i + 32 <= i0 + n;
+    if (first)
+#pragma GCC unroll 8
+      for (int r = 0; r < H; ++r) V::store(out + r * V::W, w[r]);
+    if (second)
+#pragma GCC unroll 8
+      for (int r = 0; r < H; ++r) V::store(out + (first ? 16 : 0) + r * V::W, w[H + r]);
+    const int64_t done = 16 * (first + second);
+    out += done, i += done;
   }
 }
 
@@ -468,27 +500,85 @@ void dot16s(const float* const* x, const float* const* y, int64_t n, float* out)
     }
 }
 
+// out[j] = x . w_j for J rows of a q8_0 / q4_1 B (row[j]: their indices), each
+// block decoded into registers as it is multiplied (decoded to memory a row at
+// a time first, the decode was most of a 4-bit model's generation step). The
+// values and each sum's order are dot16s' over the decoded rows: the same bits.
+template <class V, DType D, int J>
+void block_rows_dot(const Problem& p, const float* x, const int64_t* row, float* out) {
+  constexpr int R = 16 / V::W;
+  constexpr int64_t kBytes = D == DType::q8_0 ? fmt::kQ8_0Bytes : fmt::kQ4_1Bytes;
+  const uint8_t* w_row[J];
+  for (int j = 0; j < J; ++j) w_row[j] = static_cast<const uint8_t*>(p.b.data) + row[j] * (p.b.s_outer / 32 * kBytes);
+  typename V::reg acc[J][R];
+#pragma GCC unroll 16
+  for (int j = 0; j < J; ++j)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[j][r] = V::zero();
+  for (int64_t blk = 0; blk < p.K / 32; ++blk) {
+    typename V::reg xv[2 * R], w[2 * R];
+#pragma GCC unroll 16
+    for (int r = 0; r < 2 * R; ++r) xv[r] = V::load(x + blk * 32 + r * V::W);
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      block_weights<V, D>(w_row[j] + blk * kBytes, w);
+#pragma GCC unroll 16
+      for (int r = 0; r < 2 * R; ++r) acc[j][r % R] = V::fma(xv[r], w[r], acc[j][r % R]);
+    }
+  }
+  for (int j = 0; j < J; ++j) {
+    alignas(64) float part[16];
+    for (int r = 0; r < R; ++r) V::store(part + r * V::W, acc[j][r]);
+    out[j] = tree16(part);
+  }
+}
+
+// out[j] = x . w_j for J rows of B (row[j]: their indices; with their K
+// scales), in dot16s' order.
+template <class V, int J>
+void rows_dot(const Problem& p, const float* x, const int64_t* row, float* out) {
+  const Source& s = p.b;
+  if constexpr (requires(const uint8_t* q, float* o) { V::template bytes_to_f32<false>(q, o); })
+    if (dtype_is_block(s.dtype) && !s.kscale && p.K % 32 == 0)
+      return s.dtype == DType::q8_0 ? block_rows_dot<V, DType::q8_0, J>(p, x, row, out)
+                                    : block_rows_dot<V, DType::q4_1, J>(p, x, row, out);
+  const float* w[J];
+  if (s.dtype == DType::f32 && !s.kscale) {
+    for (int j = 0; j < J; ++j) w[j] = static_cast<const float*>(s.data) + row[j] * s.s_outer;
+  } else {
+    float* rows = static_cast<float*>(thread_scratch(1, sizeof(float) * J * p.K));
+    with_dtype(s.dtype, [&]<DType D>() {
+      for (int j = 0; j < J; ++j) decode_row<V, D>(s, row[j], 0, p.K, rows + j * p.K);
+    });
+    for (int j = 0; j < J; ++j) w[j] = rows + j * p.K;
+  }
+  dot16s<V, 1, J>(&x, w, p.K, out);
+}
+
 // A product is_gemv() names: C[0, j] = ((x . w_j) * cs[j]) * rs[0], then beta,
-// the bias and `act` as micro_edge() merges them. A's row is decoded once, each
-// row w_j of B (with its K scales) as its output is summed; the threads split the
-// rows of B and each sum is dot16s', so the thread count does not change a bit.
+// the bias and `act` as micro_edge() merges them. A's row is decoded once; the
+// threads split the rows of B, 4 at a time (their sums' chains side by side,
+// each in dot16s' order), so neither the thread count nor the grouping changes a bit.
 template <class V>
 void gemv(const Problem& p) {
   static_assert(std::is_same_v<typename V::Elem, float>);
-  const int64_t K = p.K;
-  auto decode = [K](const Source& s, int64_t o, int slot) -> const float* {
-    if (s.dtype == DType::f32 && !s.kscale) return static_cast<const float*>(s.data) + o * s.s_outer;
-    float* out = static_cast<float*>(thread_scratch(slot, sizeof(float) * K));
-    with_dtype(s.dtype, [&]<DType D>() { decode_row<V, D>(s, o, 0, K, out); });
-    return out;
-  };
-  const float* x = decode(p.a, 0, 0);
-  parallel_for(p.N, std::max<int64_t>(1, 4096 / K), [&](int64_t n0, int64_t n1) {
-    for (int64_t j = n0; j < n1; ++j) {
-      const float* w = decode(p.b, j, 1);
-      float dot;
-      dot16s<V>(&x, &w, K, &dot);
-      merge_into(p.C[j], (dot * p.cs[j]) * p.rs[0], p.beta, p.bias ? p.bias + j : nullptr);
+  const int64_t K = p.K, N = p.N;
+  const float* x = static_cast<const float*>(p.a.data);
+  if (p.a.dtype != DType::f32 || p.a.kscale) {
+    float* row = static_cast<float*>(thread_scratch(0, sizeof(float) * K));
+    with_dtype(p.a.dtype, [&]<DType D>() { decode_row<V, D>(p.a, 0, 0, K, row); });
+    x = row;
+  }
+  constexpr int J = 4;
+  parallel_for(cdiv(N, J), std::max<int64_t>(1, 1024 / K), [&](int64_t t0, int64_t t1) {
+    const int64_t n0 = t0 * J, n1 = mn(N, t1 * J);
+    for (int64_t j0 = n0; j0 < n1; j0 += J) {
+      int64_t row[J];  // past the last row, the last again (its sum unused)
+      for (int j = 0; j < J; ++j) row[j] = mn(j0 + j, N - 1);
+      float dot[J];
+      rows_dot<V, J>(p, x, row, dot);
+      for (int64_t j = j0; j < mn(N, j0 + J); ++j)
+        merge_into(p.C[j], (dot[j - j0] * p.cs[j]) * p.rs[0], p.beta, p.bias ? p.bias + j : nullptr);
     }
     activate_run(p.C + n0, n1 - n0, p.act, n0);
   });
