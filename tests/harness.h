@@ -82,17 +82,32 @@ inline std::shared_ptr<const Model> compile_model_file(const std::string& path,
   return std::shared_ptr<const Model>(std::move(m));
 }
 
+// `supplied`: Session::init's, the tensors the caller writes next.
 inline std::unique_ptr<Session> open_session(std::shared_ptr<const Model> m, const std::string& backend = "cpu",
-                                             uint64_t seed = 1) {
+                                             uint64_t seed = 1, const std::vector<bool>& supplied = {}) {
   std::unique_ptr<Backend> be;
   Status st = make_backend(backend, &be);
   REQUIRE_MESSAGE(st.ok(), st.message());
   std::unique_ptr<Session> s;
   st = Session::create(std::move(m), std::move(be), &s);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  st = s->init(seed, 100);
+  st = s->init(seed, 100, supplied);
   REQUIRE_MESSAGE(st.ok(), st.message());
   return s;
+}
+
+// Every persistent tensor's bytes, by name.
+inline std::map<std::string, std::vector<uint8_t>> persistent_state(const Session& s) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
+    const TensorInfo& t = s.model().tensors()[id];
+    if (!t.persistent || t.bytes == 0) continue;
+    std::vector<uint8_t>& b = out[t.name];
+    b.resize(t.bytes);
+    Status st = s.read(static_cast<int>(id), b.data(), b.size());
+    REQUIRE_MESSAGE(st.ok(), st.message());
+  }
+  return out;
 }
 
 inline int tensor_id(const Session& s, const std::string& name) {

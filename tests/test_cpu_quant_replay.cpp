@@ -37,22 +37,8 @@ std::vector<bool> written_by_ops(const Model& m) {
   return w;
 }
 
-// Every persistent tensor's bytes, in id order.
-std::vector<uint8_t> persistent_bytes(const Session& s) {
-  std::vector<uint8_t> all;
-  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
-    const TensorInfo& t = s.model().tensors()[id];
-    if (!t.persistent || t.bytes == 0) continue;
-    std::vector<uint8_t> b(t.bytes);
-    Status st = s.read(static_cast<int>(id), b.data(), b.size());
-    REQUIRE_MESSAGE(st.ok(), st.message());
-    all.insert(all.end(), b.begin(), b.end());
-  }
-  return all;
-}
-
 // 3 steps, the frozen blk.0.attn_q.weight doubled by the host, an eval, 2 steps.
-std::vector<uint8_t> fine_tune(std::shared_ptr<const Model> m) {
+std::map<std::string, std::vector<uint8_t>> fine_tune(std::shared_ptr<const Model> m) {
   auto s = test::open_session(std::move(m));
   test::randomize_adapters(*s);
   test::feed_tiny_llama(*s);
@@ -62,7 +48,7 @@ std::vector<uint8_t> fine_tune(std::shared_ptr<const Model> m) {
   test::write_vec(*s, "blk.0.attn_q.weight", w);
   test::run(*s, "eval");
   for (int i = 0; i < 2; ++i) test::run(*s, "train_step");
-  return persistent_bytes(*s);
+  return test::persistent_state(*s);
 }
 
 }  // namespace
@@ -116,12 +102,12 @@ TEST_CASE("a LoRA fine-tune with replayed quantizations is bit-identical to one 
   for (const char* recipe : {"fp8", "mxfp8", "nvfp4"}) {
     CAPTURE(recipe);
     auto m = lora(recipe);
-    std::vector<uint8_t> off;
+    std::map<std::string, std::vector<uint8_t>> off;
     {
       test::ScopedEnv env("SGRT_CPU_QUANT_REPLAY", "0");
       off = fine_tune(m);
     }
-    const std::vector<uint8_t> on = fine_tune(m);
+    const std::map<std::string, std::vector<uint8_t>> on = fine_tune(m);
     REQUIRE(on.size() == off.size());
     CHECK(on == off);
   }

@@ -35,29 +35,6 @@ sg.optimizer.adamw{ lr = 1e-2, state = "O2" }
   return m;
 }
 
-std::unique_ptr<Session> session(std::shared_ptr<const Model> m, uint64_t seed, const std::vector<bool>& supplied) {
-  std::unique_ptr<Backend> be;
-  REQUIRE(make_backend("cpu", &be).ok());
-  std::unique_ptr<Session> s;
-  REQUIRE(Session::create(std::move(m), std::move(be), &s).ok());
-  Status st = s->init(seed, 100, supplied);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  return s;
-}
-
-// The bytes of every persistent tensor, by name.
-std::map<std::string, std::vector<uint8_t>> state(const Session& s) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (size_t id = 0; id < s.model().tensors().size(); ++id) {
-    const TensorInfo& t = s.model().tensors()[id];
-    if (!t.persistent || t.bytes == 0) continue;
-    std::vector<uint8_t>& b = out[t.name];
-    b.resize(t.bytes);
-    REQUIRE(s.read(static_cast<int>(id), b.data(), b.size()).ok());
-  }
-  return out;
-}
-
 std::vector<std::string> marked(const Model& m, const std::vector<bool>& supplied) {
   REQUIRE(supplied.size() == m.tensors().size());
   std::vector<std::string> names;
@@ -81,7 +58,7 @@ TEST_CASE("a weights file's tensors are written by the import alone, the rest as
     auto m = model(base);
     // A safetensors file of every weight, from a session with other initial values.
     test::TempFile st_file(".safetensors");
-    REQUIRE(export_safetensors(*session(m, 7, {}), st_file.path, DType::f32).ok());
+    REQUIRE(export_safetensors(*test::open_session(m, "cpu", 7), st_file.path, DType::f32).ok());
     // A GGUF file of the base alone (the trained head keeps its initializer):
     // F32 values 0.01 * i, ggml shape ne = [32, 8].
     test::TempFile gguf_file(".gguf");
@@ -97,33 +74,33 @@ TEST_CASE("a weights file's tensors are written by the import alone, the rest as
       Status st = weights_file_tensors(*m, path, &supplied);
       REQUIRE_MESSAGE(st.ok(), st.message());
       CHECK(marked(*m, supplied) == names);
-      auto whole = session(m, 1, {}), left = session(m, 1, supplied);
+      auto whole = test::open_session(m, "cpu", 1), left = test::open_session(m, "cpu", 1, supplied);
       for (Session* s : {whole.get(), left.get()}) {
         st = import_weights(*s, path);
         REQUIRE_MESSAGE(st.ok(), st.message());
       }
-      CHECK(state(*left) == state(*whole));
+      CHECK(test::persistent_state(*left) == test::persistent_state(*whole));
     }
   }
 }
 
 TEST_CASE("a checkpoint's tensors are written by the load alone, every one of them") {
   auto m = model("q4_1");
-  auto trained = session(m, 3, {});
+  auto trained = test::open_session(m, "cpu", 3);
   train_once(*trained);
   test::TempDir dir;
   REQUIRE(save_checkpoint(*trained, dir.path, 1).ok());
   const std::vector<bool> supplied = checkpoint_tensors(*m);
   // Everything persistent but the input: weights, masters, moments, scales, the train state.
   std::vector<std::string> want;
-  for (const auto& [name, bytes] : state(*trained))
+  for (const auto& [name, bytes] : test::persistent_state(*trained))
     if (name != "x") want.push_back(name);
   CHECK(marked(*m, supplied) == want);
-  auto left = session(m, 1, supplied);
+  auto left = test::open_session(m, "cpu", 1, supplied);
   int64_t step = 0;
   Status st = load_checkpoint(*left, dir.path, &step);
   REQUIRE_MESSAGE(st.ok(), st.message());
-  std::map<std::string, std::vector<uint8_t>> want_state = state(*trained), got_state = state(*left);
+  std::map<std::string, std::vector<uint8_t>> want_state = test::persistent_state(*trained), got_state = test::persistent_state(*left);
   want_state.erase("x"), got_state.erase("x");
   CHECK(got_state == want_state);
 }
@@ -135,14 +112,14 @@ TEST_CASE("init writes no supplied tensor and refuses a list of the wrong length
   REQUIRE(master >= 0);
   CHECK(value_tensor(*m, m->find_tensor("head.w")) == master);
   CHECK(value_tensor(*m, base) == base);
-  auto s = session(m, 1, {});
+  auto s = test::open_session(m, "cpu", 1);
   const std::vector<float> held(256, 3.0f);
   REQUIRE(s->write(base, held.data(), held.size() * sizeof(float)).ok());
   std::vector<bool> supplied(m->tensors().size(), false);
   supplied[base] = true;
   REQUIRE(s->init(2, 100, supplied).ok());
   CHECK(test::read_f32(*s, "base") == held);
-  CHECK(test::param_f32(*s, "head.w") == test::param_f32(*session(m, 2, {}), "head.w"));  // the others re-initialized
+  CHECK(test::param_f32(*s, "head.w") == test::param_f32(*test::open_session(m, "cpu", 2), "head.w"));  // the others re-initialized
   supplied.pop_back();
   Status st = s->init(2, 100, supplied);
   CHECK_FALSE(st.ok());

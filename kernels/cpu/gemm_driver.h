@@ -72,7 +72,6 @@ inline float half_value(const uint8_t* p) {
 // most 8 bits times an f16, so q * d + m rounds once whether or not it is fused).
 template <class V, DType D>
 [[gnu::always_inline]] inline void block_weights(const uint8_t* b, typename V::reg* w) {
-  alignas(64) uint8_t q[32];
   alignas(64) float f[32];
   const auto half = [](const uint8_t* h) {
     if constexpr (requires { V::half(h); }) return V::half(h);
@@ -86,6 +85,7 @@ template <class V, DType D>
     for (int r = 0; r < 32 / V::W; ++r) w[r] = V::mul(V::load(f + r * V::W), d);
   } else {
     typedef uint8_t u8x16 __attribute__((vector_size(16)));
+    alignas(64) uint8_t q[32];
     u8x16 codes;
     std::memcpy(&codes, b + 4, sizeof codes);
     const u8x16 lo = codes & 0xF, hi = codes >> 4;
