@@ -212,6 +212,7 @@ class Differ {
       case OpCode::Softmax: return accumulate(in[0], emit(OpCode::SoftmaxGrad, {y, dy}, op.attrs));
       case OpCode::LogSoftmax: return accumulate(in[0], emit(OpCode::LogSoftmaxGrad, {y, dy}, op.attrs));
       case OpCode::SoftmaxXent: return accumulate(in[0], emit(OpCode::SoftmaxXentGrad, {in[0], in[1], dy}));
+      case OpCode::MaskedXent: return accumulate(in[0], emit(OpCode::MaskedXentGrad, {in[0], in[1], in[2], dy}));
       case OpCode::Embedding: {
         Attrs a;
         a.set_i("vocab", g_.t(in[0]).type.shape[0]);
@@ -256,7 +257,7 @@ class Differ {
       case OpCode::SoftmaxXentGrad: case OpCode::LrSchedule: case OpCode::SgdUpdate:
       case OpCode::AdamwUpdate: case OpCode::StepIncrement: case OpCode::kCount:
       case OpCode::EmbeddingGrad: case OpCode::LayerNormGrad: case OpCode::RmsNormGrad:
-      case OpCode::AttentionGrad: case OpCode::SiluGrad: case OpCode::Col2im:
+      case OpCode::AttentionGrad: case OpCode::SiluGrad: case OpCode::Col2im: case OpCode::MaskedXentGrad:
       // Low-precision ops are inserted after autodiff (compiler/precision.cpp).
       case OpCode::Quantize: case OpCode::QMatMul: case OpCode::DgeGrad: case OpCode::ClampOutliers:
       case OpCode::CheckFinite: case OpCode::Dequantize: case OpCode::QuantizeGrad:

@@ -136,6 +136,13 @@ class Propagator {
         set(y, pow2_floor(in(2).scale / n), b, name + ": |dloss| / N");
         break;
       }
+      case ScaleRule::masked_xent_grad: {
+        // (softmax - onehot) mask_r / sum(mask) * dloss: |dloss| / N when every row
+        // counts; a row is bounded by |dloss| only (it may be the one that counts).
+        double n = static_cast<double>(g_.t(op.in[0]).type.shape[0]);
+        set(y, pow2_floor(in(3).scale / n), bounded(3) ? in(3).bound : -1, name + ": |dloss| / N, within |dloss|");
+        break;
+      }
       case ScaleRule::dy_scale:
         for (int o : op.out) set(o, info_[op.in.back()].scale, -1, name + ": dy's scale (a derivative of order 1)");
         break;

@@ -115,10 +115,10 @@ if cfg.instruct then  -- sgrt train --data FILE.jsonl: the loss on response toke
   sg.data.instruct{ tokens = tokens, targets = targets, mask = mask, valid = valid,
                     path = cfg.data ~= "" and cfg.data or nil }
   -- The loss's own forward pass: padding rows zero (hidden_states), then only
-  -- the response's rows into the head (the same loss: masked_cross_entropy
-  -- zeroes the other rows' logits and gradient anyway), [n, vocab] at once (a
-  -- reshape of the logits would copy them). The logits output above is the
-  -- plain model's, for programs fed tokens alone.
+  -- the response's rows into the head (the CPU's product skips the zeroed rows;
+  -- masked_cross_entropy never reads them and gives them a zero gradient), [n,
+  -- vocab] at once (a reshape of the logits would copy them). The logits output
+  -- above is the plain model's, for programs fed tokens alone.
   local hidden = hidden_states(tokens, causal, sg.reshape(valid, { cfg.batch, cfg.block, 1 }))
   sg.loss(sg.nn.masked_cross_entropy(head(sg.reshape(hidden, { n, cfg.n_embd }) * sg.reshape(mask, { n, 1 })),
                                      sg.reshape(targets, { n }), sg.reshape(mask, { n })))

@@ -336,6 +336,11 @@ TEST_CASE("softmax_cross_entropy") {
   gradcheck({"softmax_cross_entropy, repeated labels", {{"logits", {6, 3}, Gen::distinct}},
              "sg.softmax_cross_entropy(logits, label)",
              "local label = sg.input(\"label\", {6}, \"i32\")", {2, 2, 0, 1, 2, 0}});
+  // mask {0, 1, 1, 1.5}: row 0 left out (its label 9 is not even checked), row 3 weighed 1.5.
+  gradcheck({"masked_cross_entropy", {{"logits", {4, 5}}},
+             "sg.nn.masked_cross_entropy(logits, label, sg.pad(sg.op(\"fill\", {}, {value = 1, shape = {2}}), {1}, {1}) + "
+             "sg.pad(sg.op(\"fill\", {}, {value = 1.5, shape = {1}}), {3}, {0}))",
+             "local label = sg.input(\"label\", {4}, \"i32\")", {9, 3, 4, 1}});
 }
 
 TEST_CASE("im2col, and the convolution and pooling layers built from it (NHWC)") {

@@ -186,6 +186,8 @@ TEST_CASE("bad lines are refused with path:line and the reason") {
 }
 
 TEST_CASE("nn.masked_cross_entropy and its gradient match the definition") {
+  // Rows of mask 0 hold NaN logits and a label out of range: the op never reads
+  // them and gives them a gradient of exactly 0. Row 5 weighs 2.5.
   const int n = 6, c = 5;
   std::shared_ptr<const Model> m;
   Status st = test::compile_lua(R"(
@@ -200,8 +202,9 @@ sg.optimizer.sgd{ lr = 1e-30, momentum = 0.0 }
   auto s = test::open_session(m);
   std::vector<float> z(n * c);
   for (int i = 0; i < n * c; ++i) z[i] = std::sin(1.7f * i) * 3.f;
-  const std::vector<int32_t> y{0, 4, 2, 2, 1, 3};
-  const std::vector<float> mask{1, 0, 1, 1, 0, 1};
+  for (int j = 0; j < c; ++j) z[1 * c + j] = std::nanf("");
+  const std::vector<int32_t> y{0, 4, 2, 2, -7, 3};
+  const std::vector<float> mask{1, 0, 1, 1, 0, 2.5f};
   test::write_vec(*s, "z", z);
   test::write_vec(*s, "y", y);
   test::write_vec(*s, "mask", mask);
@@ -213,23 +216,32 @@ sg.optimizer.sgd{ lr = 1e-30, momentum = 0.0 }
     for (int j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(z[r * c + j]));
     for (int j = 0; j < c; ++j) sum += std::exp(z[r * c + j] - mx);
     const double lse = mx + std::log(sum);
-    want += lse - z[r * c + y[r]];
-    for (int j = 0; j < c; ++j) grad[r * c + j] = std::exp(z[r * c + j] - lse) - (j == y[r] ? 1.0 : 0.0);
-    ++count;
+    want += mask[r] * (lse - z[r * c + y[r]]);
+    for (int j = 0; j < c; ++j) grad[r * c + j] = mask[r] * (std::exp(z[r * c + j] - lse) - (j == y[r] ? 1.0 : 0.0));
+    count += mask[r];
   }
   want /= count;
   CHECK(test::loss_of(*s) == doctest::Approx(want).epsilon(1e-6));
-  test::run(*s, "train_step");
   int gid = -1;
   for (const OpInfoLoaded& op : m->programs()[m->find_program("train_step")].ops)
     if (op.code == OpCode::SgdUpdate) gid = op.in[1];
   REQUIRE(gid >= 0);
-  std::vector<float> g(n * c);
+  std::vector<float> g(n * c, 7.f);  // what the arena held before: the masked rows must be written
+  REQUIRE(s->write(gid, g.data(), g.size() * sizeof(float)).ok());
+  test::run(*s, "train_step");
   REQUIRE(s->read(gid, g.data(), g.size() * sizeof(float)).ok());
   for (int i = 0; i < n * c; ++i) {
     CAPTURE(i);
-    CHECK(g[i] == doctest::Approx(grad[i] / count).epsilon(1e-5).scale(1e-6));
+    if (mask[i / c] == 0) CHECK(g[i] == 0.f);
+    else CHECK(g[i] == doctest::Approx(grad[i] / count).epsilon(1e-5).scale(1e-6));
   }
+  // A label out of range in a row that counts fails the run, naming the op.
+  test::write_vec(*s, "y", std::vector<int32_t>{0, 4, 2, 5, 0, 3});
+  int eval = -1;
+  REQUIRE(s->find_program("eval", &eval).ok());
+  Status bad = s->run(eval);
+  CHECK_MESSAGE(bad.message().find("masked_cross_entropy: label 5 at row 3 is outside [0, 5)") != std::string::npos,
+                bad.message());
 }
 
 TEST_CASE("models/llama.lua (instruct): zeroing the padding rows changes no bit") {

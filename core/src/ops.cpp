@@ -61,6 +61,7 @@ const char* scale_rule_name(ScaleRule r) {
     case ScaleRule::dropout: return "dropout";
     case ScaleRule::fill: return "fill";
     case ScaleRule::xent_grad: return "xent_grad";
+    case ScaleRule::masked_xent_grad: return "masked_xent_grad";
     case ScaleRule::unscaled: return "unscaled";
   }
   return "invalid";

@@ -249,6 +249,15 @@ Status infer_unbounded(OpCode code, const std::vector<TensorType>& ins, const At
       out = ins[0];
       return Status::Ok();
     }
+    case OpCode::MaskedXent: case OpCode::MaskedXentGrad: {
+      SG_TRY(infer_classifier(code, ins[0], ins[1], &out));
+      if (ins[2].dtype != DType::f32 || ins[2].shape != ins[1].shape)
+        return fail(code, "mask must be f32[" + std::to_string(ins[0].shape[0]) + "], got " + type_str(ins[2]));
+      if (code == OpCode::MaskedXent) return Status::Ok();
+      if (!ins[3].shape.empty()) return fail(code, "dloss must be a scalar, got " + type_str(ins[3]));
+      out = ins[0];
+      return Status::Ok();
+    }
     case OpCode::LrSchedule:
       SG_TRY(check_train_state(code, ins[0]));
       out = TensorType{{}, DType::f32};

@@ -71,17 +71,12 @@ function nn.lora(x, w, opts)
 end
 
 -- Mean softmax cross-entropy over the rows where mask = 1: logits [N, C],
--- labels i32 [N], mask f32 [N] of 0/1 with at least one 1. Rows are masked by
--- zeroing their logits, so each adds exactly log C to softmax_cross_entropy's
--- sum and nothing to the gradient; that share is taken out again:
---   loss = (N * xent(logits * mask) - (N - sum(mask)) log C) / sum(mask)
---        = (xent(logits * mask) - log C) * N / sum(mask) + log C.
+-- labels i32 [N], mask f32 [N] of 0/1 (or weights >= 0) with at least one
+-- nonzero. One op: the rows of mask 0 are never read (their labels may be
+-- anything) and get a zero gradient.
 function nn.masked_cross_entropy(logits, labels, mask)
   local sg = require "sg"
-  local n, c = logits:dim(1), logits:dim(2)
-  local x = sg.softmax_cross_entropy(logits * sg.reshape(mask, { n, 1 }), labels)
-  local log_c = sg.op("fill", {}, { value = math.log(c), shape = {} })
-  return (x - log_c) * n / sg.sum(mask) + log_c
+  return sg.op("masked_cross_entropy", { logits, labels, mask }, {})
 end
 
 -- Recurrent cells, one time step, with PyTorch's gate equations, gate order and

@@ -1,5 +1,7 @@
-// Softmax cross-entropy (mean over the batch), its gradient, and accuracy.
-// logits [N, C] f32, labels [N] i32. Rows reduce in row_reduce.h's order.
+// Softmax cross-entropy (mean over the batch), its gradient, and accuracy;
+// the masked loss (mean over the rows a mask weighs) and its gradient.
+// logits [N, C] f32, labels [N] i32, mask [N] f32. Rows reduce in row_reduce.h's order.
+#include <algorithm>
 #include <string>
 
 #include "cpu/fast_math.h"
@@ -20,12 +22,47 @@ SGRT_X86_CLONES void xent_grad_row(const float* z, int64_t c, int32_t label, flo
   dz[label] = at_label;
 }
 
-Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
+// The labels of the rows that count: every row, or those of nonzero mask.
+Status check_labels(const OpArgs& a, int64_t n, int64_t c, const float* mask) {
   const int32_t* lab = a.in[1].i32();
   for (int64_t r = 0; r < n; ++r)
-    if (lab[r] < 0 || lab[r] >= c)
+    if ((!mask || mask[r] != 0.f) && (lab[r] < 0 || lab[r] >= c))
       return Status::Runtime(std::string(op_info(a.code).name) + ": label " + std::to_string(lab[r]) + " at row " +
                              std::to_string(r) + " is outside [0, " + std::to_string(c) + ")");
+  return Status::Ok();
+}
+
+// sum_r m_r (lse_r - z_r[label_r]) / sum_r m_r and its gradient
+// dloss m_r / sum(m) (softmax(z_r) - onehot): a row of m_r = 0 is never read
+// (a language model's prompt and padding rows cost nothing) and its gradient
+// row is 0. No row of nonzero m: the loss is 0 / 0 (NaN), the gradient 0.
+Status masked_xent(const OpArgs& a, int64_t n, int64_t c) {
+  const float* z = a.in[0].f();
+  const int32_t* lab = a.in[1].i32();
+  const float* m = a.in[2].f();
+  double weight = 0;
+  for (int64_t r = 0; r < n; ++r) weight += m[r];
+  const int64_t grain = std::max<int64_t>(1, 16384 / c);
+  if (a.code == OpCode::MaskedXent) {
+    float* term = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
+    parallel_for(n, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        term[r] = m[r] != 0.f ? row_logsumexp(z + r * c, c) - z[r * c + lab[r]] : 0.f;
+    });
+    double total = 0;
+    for (int64_t r = 0; r < n; ++r)
+      if (m[r] != 0.f) total += static_cast<double>(m[r]) * term[r];
+    a.out[0].f()[0] = static_cast<float>(total / weight);
+    return Status::Ok();
+  }
+  const float g = a.in[3].f()[0] / static_cast<float>(weight);
+  float* dz = a.out[0].f();
+  parallel_for(n, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (m[r] == 0.f) std::fill(dz + r * c, dz + (r + 1) * c, 0.f);
+      else xent_grad_row(z + r * c, c, lab[r], row_logsumexp(z + r * c, c), g * m[r], dz + r * c);
+    }
+  });
   return Status::Ok();
 }
 
@@ -33,7 +70,9 @@ Status check_labels(const OpArgs& a, int64_t n, int64_t c) {
 
 Status k_classifier(const OpArgs& a) {
   int64_t n = a.in[0].shape()[0], c = a.in[0].shape()[1];
-  SG_TRY(check_labels(a, n, c));
+  const bool masked = a.code == OpCode::MaskedXent || a.code == OpCode::MaskedXentGrad;
+  SG_TRY(check_labels(a, n, c, masked ? a.in[2].f() : nullptr));
+  if (masked) return masked_xent(a, n, c);
   const float* z = a.in[0].f();
   const int32_t* lab = a.in[1].i32();
   switch (a.code) {

@@ -24,6 +24,7 @@ const std::vector<KernelEntry<CpuKernel>>& kernel_table() {
       {OpCode::SoftmaxGrad, {f, f}, {f}, k_reduce},    {OpCode::LogSoftmaxGrad, {f, f}, {f}, k_reduce},
       {OpCode::SoftmaxXent, {f, i}, {f}, k_classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, k_classifier},
       {OpCode::Accuracy, {f, i}, {f}, k_classifier},
+      {OpCode::MaskedXent, {f, i, f}, {f}, k_classifier}, {OpCode::MaskedXentGrad, {f, i, f, f}, {f}, k_classifier},
       {OpCode::LrSchedule, {i}, {f}, k_optimizer},     {OpCode::StepIncrement, {i}, {i}, k_optimizer},
       // Updates take f32, f16 or e4m3 params and state (the shape rule admits which).
       {OpCode::SgdUpdate, {}, {}, k_optimizer, Match::any},

@@ -1,5 +1,7 @@
-// Softmax cross-entropy (mean over the batch), its gradient, and accuracy;
-// logits [N, C] f32, labels i32[N] (kernels/cpu/classifier.cpp is the definition).
+// Softmax cross-entropy (mean over the batch), its gradient, and accuracy; the
+// masked loss and its gradient (mask f32[N]: a row of mask 0 is never read, its
+// gradient row is 0; the mean divides by the mask's sum). logits [N, C] f32,
+// labels i32[N] (kernels/cpu/classifier.cpp is the definition).
 // Rows of at most kWideRow classes: one thread per row. Longer rows (a language
 // model's vocabulary) get a block each: each thread takes columns t, t + 256, ...
 // and the row's maximum, exp sum or first argmax comes from a fixed tree over the
@@ -61,12 +63,20 @@ __device__ int64_t block_row_argmax(const float* z, int64_t c) {
   return isnan(z[0]) || best.i < 0 ? 0 : best.i;
 }
 
+// Row r's weight: mask[r], or 1 without a mask.
+__device__ float row_weight(const float* mask, int64_t r) { return mask ? mask[r] : 1.f; }
+
 // part[r] as row_kernel's, a block per row.
 template <bool kAccuracy>
-__global__ void wide_row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, float* part, ErrorRecord* err,
-                                int32_t tag) {
+__global__ void wide_row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* mask, float* part,
+                                ErrorRecord* err, int32_t tag) {
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const float* zr = z + r * c;
+    const float w = row_weight(mask, r);
+    if (w == 0.f) {  // masked out: not read
+      if (threadIdx.x == 0) part[r] = 0.f;
+      continue;
+    }
     if (lab[r] < 0 || lab[r] >= c) {  // the same in every thread: no one waits at a barrier alone
       if (threadIdx.x == 0) { record_label_error(err, tag, lab[r], r, c); part[r] = 0.f; }
       continue;
@@ -76,61 +86,87 @@ __global__ void wide_row_kernel(int64_t n, int64_t c, const float* z, const int3
       if (threadIdx.x == 0) part[r] = best == lab[r] ? 1.f : 0.f;
     } else {
       const float lse = block_row_logsumexp(zr, c);
-      if (threadIdx.x == 0) part[r] = lse - zr[lab[r]];
+      if (threadIdx.x == 0) part[r] = w * (lse - zr[lab[r]]);
     }
   }
 }
 
-// part[r]: the row's loss (lse - z[label]) or hit (argmax == label, first max wins).
+// part[r]: the row's loss w (lse - z[label]) or hit (argmax == label, first max wins).
 template <bool kAccuracy>
-__global__ void row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, float* part, ErrorRecord* err,
-                           int32_t tag) {
+__global__ void row_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* mask, float* part,
+                           ErrorRecord* err, int32_t tag) {
   SG_GRID_STRIDE(r, n) {
     const float* zr = z + r * c;
-    if (!label_ok(lab, r, c, err, tag)) { part[r] = 0.f; continue; }
+    const float w = row_weight(mask, r);
+    if (w == 0.f || !label_ok(lab, r, c, err, tag)) { part[r] = 0.f; continue; }
     if constexpr (kAccuracy) {
       int64_t best = 0;
       for (int64_t j = 1; j < c; ++j) if (zr[j] > zr[best]) best = j;
       part[r] = best == lab[r] ? 1.f : 0.f;
     } else {
-      part[r] = row_logsumexp(zr, c) - zr[lab[r]];
+      part[r] = w * (row_logsumexp(zr, c) - zr[lab[r]]);
     }
   }
 }
 
-// out = (sum of part in double) / n, as the CPU: loss total / n in double; accuracy
-// float(hits) / float(n).
+// The rows' total weight in double, in a fixed order: n without a mask.
+__device__ double total_weight(int64_t n, const float* mask) {
+  if (!mask) return static_cast<double>(n);
+  double s = 0;
+  for (int64_t r = threadIdx.x; r < n; r += kThreads) s += mask[r];
+  return block_sum(s);
+}
+
+// out = (sum of part in double) / total weight, as the CPU: loss total / n (or the
+// mask's sum) in double; accuracy float(hits) / float(n).
 template <bool kAccuracy>
-__global__ void mean_kernel(int64_t n, const float* part, float* out) {
+__global__ void mean_kernel(int64_t n, const float* part, const float* mask, float* out) {
   double s = 0;
   for (int64_t r = threadIdx.x; r < n; r += kThreads) s += part[r];
   s = block_sum(s);
+  const double w = total_weight(n, mask);
   if (threadIdx.x == 0)
-    *out = kAccuracy ? static_cast<float>(s) / static_cast<float>(n) : static_cast<float>(s / static_cast<double>(n));
+    *out = kAccuracy ? static_cast<float>(s) / static_cast<float>(n) : static_cast<float>(s / w);
 }
 
-// dz = dloss / N * (softmax(z_r) - onehot(label)).
-__global__ void xent_grad_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* dloss, float* dz,
-                                 ErrorRecord* err, int32_t tag) {
+// g = dloss / (total weight), the gradient's factor, before the rows' kernels.
+__global__ void grad_factor_kernel(int64_t n, const float* mask, const float* dloss, float* g) {
+  const double w = total_weight(n, mask);
+  if (threadIdx.x == 0) *g = dloss[0] / static_cast<float>(w);
+}
+
+// dz = g w_r (softmax(z_r) - onehot(label)); a row of weight 0 is 0.
+__global__ void xent_grad_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* mask,
+                                 const float* g, float* dz, ErrorRecord* err, int32_t tag) {
   SG_GRID_STRIDE(r, n) {
     const float* zr = z + r * c;
+    const float w = row_weight(mask, r);
+    if (w == 0.f) {  // masked out: not read
+      for (int64_t j = 0; j < c; ++j) dz[r * c + j] = 0.f;
+      continue;
+    }
     const bool ok = label_ok(lab, r, c, err, tag);
-    const float g = dloss[0] / static_cast<float>(n), lse = row_logsumexp(zr, c);
-    for (int64_t j = 0; j < c; ++j) dz[r * c + j] = g * (expf(zr[j] - lse) - (ok && j == lab[r] ? 1.f : 0.f));
+    const float gr = g[0] * w, lse = row_logsumexp(zr, c);
+    for (int64_t j = 0; j < c; ++j) dz[r * c + j] = gr * (expf(zr[j] - lse) - (ok && j == lab[r] ? 1.f : 0.f));
   }
 }
 
 // xent_grad_kernel's dz, a block per row.
-__global__ void wide_xent_grad_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* dloss,
-                                      float* dz, ErrorRecord* err, int32_t tag) {
+__global__ void wide_xent_grad_kernel(int64_t n, int64_t c, const float* z, const int32_t* lab, const float* mask,
+                                      const float* g, float* dz, ErrorRecord* err, int32_t tag) {
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const float* zr = z + r * c;
+    const float w = row_weight(mask, r);
+    if (w == 0.f) {  // masked out: the same in every thread
+      for (int64_t j = threadIdx.x; j < c; j += kThreads) dz[r * c + j] = 0.f;
+      continue;
+    }
     const bool ok = lab[r] >= 0 && lab[r] < c;
     if (!ok && threadIdx.x == 0) record_label_error(err, tag, lab[r], r, c);
-    const float g = dloss[0] / static_cast<float>(n), lse = block_row_logsumexp(zr, c);
+    const float gr = g[0] * w, lse = block_row_logsumexp(zr, c);
     // Each thread rewrites only the columns it read (dz may be z).
     for (int64_t j = threadIdx.x; j < c; j += kThreads)
-      dz[r * c + j] = g * (expf(zr[j] - lse) - (ok && j == lab[r] ? 1.f : 0.f));
+      dz[r * c + j] = gr * (expf(zr[j] - lse) - (ok && j == lab[r] ? 1.f : 0.f));
   }
 }
 
@@ -140,36 +176,40 @@ Status bind_classifier(const OpArgs& a, BindCtx& ctx, Launch* out) {
   const int64_t n = a.in[0].shape()[0], c = a.in[0].shape()[1];
   const float* z = a.in[0].f();
   const int32_t* lab = a.in[1].i32();
+  const bool masked = a.code == OpCode::MaskedXent || a.code == OpCode::MaskedXentGrad;
+  const float* mask = masked ? a.in[2].f() : nullptr;
   float* y = a.out[0].f();
   ErrorRecord* err = ctx.errors;
   int32_t tag = ctx.tag;
   const bool wide = c > kWideRow;  // a block per row
   const unsigned grid = wide ? static_cast<unsigned>(std::clamp<int64_t>(n, 1, int64_t{ctx.dev.sms} * 16)) : grid_for(n, ctx.dev);
   switch (a.code) {
-    case OpCode::SoftmaxXent: case OpCode::Accuracy: {
+    case OpCode::SoftmaxXent: case OpCode::MaskedXent: case OpCode::Accuracy: {
       float* part = static_cast<float*>(ctx.scratch->reserve(sizeof(float) * n));
       if (a.code == OpCode::Accuracy) {
         *out = [=](cudaStream_t s) {
-          if (wide) wide_row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
-          else row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
-          mean_kernel<true><<<1, kThreads, 0, s>>>(n, part, y);
+          if (wide) wide_row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, nullptr, part, err, tag);
+          else row_kernel<true><<<grid, kThreads, 0, s>>>(n, c, z, lab, nullptr, part, err, tag);
+          mean_kernel<true><<<1, kThreads, 0, s>>>(n, part, nullptr, y);
           return launched("accuracy row_kernel/mean_kernel");
         };
       } else {
         *out = [=](cudaStream_t s) {
-          if (wide) wide_row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
-          else row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, part, err, tag);
-          mean_kernel<false><<<1, kThreads, 0, s>>>(n, part, y);
-          return launched("softmax_cross_entropy row_kernel/mean_kernel");
+          if (wide) wide_row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, mask, part, err, tag);
+          else row_kernel<false><<<grid, kThreads, 0, s>>>(n, c, z, lab, mask, part, err, tag);
+          mean_kernel<false><<<1, kThreads, 0, s>>>(n, part, mask, y);
+          return launched("cross_entropy row_kernel/mean_kernel");
         };
       }
       return Status::Ok();
     }
-    case OpCode::SoftmaxXentGrad: {
-      const float* dloss = a.in[2].f();
+    case OpCode::SoftmaxXentGrad: case OpCode::MaskedXentGrad: {
+      const float* dloss = a.in[masked ? 3 : 2].f();
+      float* g = static_cast<float*>(ctx.scratch->reserve(sizeof(float)));
       *out = [=](cudaStream_t s) {
-        if (wide) wide_xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, dloss, y, err, tag);
-        else xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, dloss, y, err, tag);
+        grad_factor_kernel<<<1, kThreads, 0, s>>>(n, mask, dloss, g);
+        if (wide) wide_xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, mask, g, y, err, tag);
+        else xent_grad_kernel<<<grid, kThreads, 0, s>>>(n, c, z, lab, mask, g, y, err, tag);
         return launched("xent_grad_kernel");
       };
       return Status::Ok();

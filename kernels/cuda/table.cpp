@@ -23,6 +23,7 @@ const std::vector<KernelEntry<Binder>>& kernel_table() {
       {OpCode::SoftmaxGrad, {f, f}, {f}, bind_reduce},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, bind_reduce},
       {OpCode::SoftmaxXent, {f, i}, {f}, bind_classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, bind_classifier},
       {OpCode::Accuracy, {f, i}, {f}, bind_classifier},
+      {OpCode::MaskedXent, {f, i, f}, {f}, bind_classifier}, {OpCode::MaskedXentGrad, {f, i, f, f}, {f}, bind_classifier},
       {OpCode::LrSchedule, {i}, {f}, bind_optimizer},      {OpCode::StepIncrement, {i}, {i}, bind_optimizer},
       {OpCode::CheckFinite, {i, f}, {i, f}, bind_optimizer, Match::variadic},
       // Updates take f32, f16 or e4m3 params and state (the shape rule admits which).

@@ -1,6 +1,9 @@
-// Softmax cross-entropy (mean over rows), its gradient, and accuracy
-// (kernels/cpu/classifier.cpp). logits [N, C] f32, labels [N] i32.
-// off = {logits, labels, y, dloss}; p = {N, C, first scratch word}.
+// Softmax cross-entropy (mean over rows), its gradient, and accuracy; the
+// masked loss and its gradient (kernels/cpu/classifier.cpp). logits [N, C]
+// f32, labels [N] i32, mask [N] f32. off = {logits, labels, y, dloss, mask};
+// p = {N, C, first scratch word}. A row of mask 0 is never read (nor its
+// label); its gradient row is 0. The masked loss divides by the mask's sum,
+// which each workgroup takes in a fixed tree (N words: a batch's rows).
 // Rows: ROW_THREADS invocations per row (constant_id 1: 1, 32 or 256 as C
 // grows; 256 / ROW_THREADS rows a workgroup), each taking columns lane,
 // lane + ROW_THREADS, ... in order; the row's maximum, exp sum or first argmax
@@ -21,6 +24,8 @@ const uint ROWS = 256u / ROW_THREADS;  // rows a workgroup works on at once
 
 const uint kOp = OP & 0xFFu;
 const bool kRows = (OP >> 8) == 1u;
+const bool kMasked = kOp == OP_MaskedXent || kOp == OP_MaskedXentGrad;
+const bool kGrad = kOp == OP_SoftmaxXentGrad || kOp == OP_MaskedXentGrad;
 
 shared float red[256];
 shared uint red_index[256];
@@ -88,6 +93,29 @@ uint row_argmax(uint z, uint c, bool live) {
   return live && (isnan(F[z]) || r == ~0u) ? 0u : r;
 }
 
+// The workgroup's sum of acc (every invocation's), in a fixed tree; every
+// invocation gets it.
+float workgroup_sum(float acc) {
+  uint t = gl_LocalInvocationID.x;
+  barrier();  // red may still be read
+  red[t] = acc;
+  barrier();
+  for (uint s = 128u; s > 0u; s >>= 1) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  float r = red[0];
+  barrier();
+  return r;
+}
+
+// The sum of the mask's N weights: invocation t rows t, t + 256, ... in order.
+float mask_sum(uint n) {
+  float acc = 0.0;
+  for (uint r = gl_LocalInvocationID.x; r < n; r += 256u) acc += F[pc.off[4] + r];
+  return workgroup_sum(acc);
+}
+
 // The label of row r, or -1 (reported) when out of range; lane 0 reports.
 int label(uint r, uint c) {
   int lab = I[pc.off[1] + r];
@@ -100,12 +128,16 @@ int label(uint r, uint c) {
 
 void main() {
   uint n = pc.p[0], c = pc.p[1], words = pc.p[2];
-  if (kOp == OP_SoftmaxXentGrad || kRows) {
+  if (kGrad || kRows) {
+    float g = 0.0;
+    if (kGrad) g = F[pc.off[3]] / (kMasked ? mask_sum(n) : float(n));
     // Blocks of ROWS rows, grid-stride; r0 is the same in the whole workgroup,
     // so every invocation meets every barrier.
     for (uint r0 = gl_WorkGroupID.x * ROWS; r0 < n; r0 += gl_NumWorkGroups.x * ROWS) {
       uint r = r0 + gl_LocalInvocationID.x / ROW_THREADS;
-      bool live = r < n;
+      bool row = r < n;
+      float w = kMasked && row ? F[pc.off[4] + r] : 1.0;
+      bool live = row && w != 0.0;  // a masked-out row is not read
       uint z = pc.off[0] + (live ? r : 0u) * c;
       int lab = live ? label(r, c) : -1;
       if (kOp == OP_Accuracy) {
@@ -114,28 +146,23 @@ void main() {
         continue;
       }
       float lse = row_lse(z, c, live);
-      if (!live) continue;
-      if (kOp == OP_SoftmaxXent) {
-        if (lane == 0u) scratch[words + r] = floatBitsToUint(lab >= 0 ? lse - F[z + uint(lab)] : 0.0);
+      if (!row) continue;
+      if (!kGrad) {
+        if (lane == 0u) scratch[words + r] = floatBitsToUint(live && lab >= 0 ? w * (lse - F[z + uint(lab)]) : 0.0);
         continue;
       }
-      float g = F[pc.off[3]] / float(n);
       uint y = pc.off[2] + r * c;
-      for (uint j = lane; j < c; j += ROW_THREADS) F[y + j] = g * (exp(F[z + j] - lse) - (int(j) == lab ? 1.0 : 0.0));
+      for (uint j = lane; j < c; j += ROW_THREADS)
+        F[y + j] = live ? g * w * (exp(F[z + j] - lse) - (int(j) == lab ? 1.0 : 0.0)) : 0.0;
     }
     return;
   }
-  uint t = gl_LocalInvocationID.x;
   float acc = 0.0;
-  for (uint r = t; r < n; r += 256u) {
+  for (uint r = gl_LocalInvocationID.x; r < n; r += 256u) {
     acc += uintBitsToFloat(scratch[words + r]);
     scratch[words + r] = 0u;
   }
-  red[t] = acc;
-  barrier();
-  for (uint s = 128u; s > 0u; s >>= 1) {
-    if (t < s) red[t] += red[t + s];
-    barrier();
-  }
-  if (t == 0u) F[pc.off[2]] = red[0] / float(n);
+  float total = workgroup_sum(acc);
+  float denominator = kMasked ? mask_sum(n) : float(n);
+  if (gl_LocalInvocationID.x == 0u) F[pc.off[2]] = total / denominator;
 }

@@ -151,10 +151,13 @@ Status lanes(const Ctx& c, Dispatch* d, std::vector<Dispatch>*) {
 
 Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   const Shape& zs = c.in(0).type.shape;
+  const bool masked = c.op.code == OpCode::MaskedXent || c.op.code == OpCode::MaskedXentGrad;
+  const bool grad = c.op.code == OpCode::SoftmaxXentGrad || c.op.code == OpCode::MaskedXentGrad;
   d->shader = "classifier";
   d->push.off[0] = c.word(c.in(0));
   d->push.off[1] = c.word(c.in(1));
-  if (c.op.in.size() > 2) d->push.off[3] = c.word(c.in(2));
+  if (masked) d->push.off[4] = c.word(c.in(2));
+  if (grad) d->push.off[3] = c.word(c.in(masked ? 3 : 2));
   d->push.off[2] = c.word(c.out(0));
   d->push.p[0] = static_cast<uint32_t>(zs[0]);
   d->push.p[1] = static_cast<uint32_t>(zs[1]);
@@ -162,7 +165,7 @@ Status classifier(const Ctx& c, Dispatch* d, std::vector<Dispatch>* out) {
   // is one invocation's work, a vocabulary's a workgroup's.
   d->size = zs[1] <= 32 ? 1 : zs[1] <= 4096 ? 32 : kLocal;
   d->groups[0] = groups_for(static_cast<uint64_t>(zs[0]) * d->size, c.opts);
-  if (c.op.code == OpCode::SoftmaxXentGrad) return Status::Ok();
+  if (grad) return Status::Ok();
   // The loss and accuracy: the rows' terms side by side, then one workgroup sums them.
   d->push.p[2] = c.scratch->take(static_cast<uint32_t>(zs[0]), d);
   Dispatch rows = *d;
@@ -239,6 +242,7 @@ const std::vector<KernelEntry<Lower>>& kernel_table() {
       {OpCode::SoftmaxGrad, {f, f}, {f}, lanes},     {OpCode::LogSoftmaxGrad, {f, f}, {f}, lanes},
       {OpCode::SoftmaxXent, {f, i}, {f}, classifier}, {OpCode::SoftmaxXentGrad, {f, i, f}, {f}, classifier},
       {OpCode::Accuracy, {f, i}, {f}, classifier},
+      {OpCode::MaskedXent, {f, i, f}, {f}, classifier}, {OpCode::MaskedXentGrad, {f, i, f, f}, {f}, classifier},
       {OpCode::LrSchedule, {i}, {f}, optimizer},     {OpCode::StepIncrement, {i}, {i}, optimizer},
       // Any dtypes: the shape rule admits only what the lowering handles.
       {OpCode::SgdUpdate, {}, {}, update, Match::any},

@@ -44,6 +44,7 @@ enum class ScaleRule : uint8_t {
   dropout,           // s = P(sa / (1 - p))
   fill,              // |value|
   xent_grad,         // (softmax - onehot) / N * dloss: |dloss| / N
+  masked_xent_grad,  // (softmax - onehot) mask_r / sum(mask) * dloss: s = |dloss| / N, b = |dloss|
   unscaled,          // not estimated: outputs not seeded otherwise get scale 1
   dy_scale,          // gradients whose derivative is of order 1 (gelu, silu, tanh, sigmoid):
                      // every output takes the last input's (dy's) scale, no bound
