@@ -69,7 +69,11 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # in session 34; Session::init's supplied tensors (weights_file_tensors,
 # checkpoint_tensors, read_safetensors_header) +25 KB (3,099,442); the one-row
 # GEMM's q8_0/q4_1 blocks decoded in registers, 4 rows at a time, +10 KB, and
-# safetensors.cpp built with -Os -13 KB (3,096,498). Leaving the
+# safetensors.cpp built with -Os -13 KB (3,096,498); the masked_cross_entropy
+# op +10 KB (3,106,682: most of it its two rows of the op table, which was an
+# inline array copied into each of the ~90 objects that read it); the table
+# defined once, in core/src/ops.cpp, -148 KB (2,958,522; libsgrt.so
+# unchanged: the linker had already kept one copy). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is a further saving. The
 # archive holds every object; a program linking it statically takes only the

@@ -2,6 +2,31 @@
 
 namespace sgrt {
 
+namespace op_table {
+// Names the rows of ops.def use, in scope only while the table is built.
+namespace grad_of {
+enum : int32_t {
+#define OP(e, name, nin, nout, kind, shape, grad, rule, backends, version, attrs) e,
+#include "sgrt/ops.def"
+#undef OP
+  Composite = kGradComposite,
+  None = kGradNone,
+};
+}  // namespace grad_of
+constexpr uint8_t CPU = kBackendCpu, CUDA = kBackendCuda, VK = kBackendVulkan;
+using enum OpKind;
+using enum OpShape;
+using enum ScaleRule;
+}  // namespace op_table
+
+using namespace op_table;
+const OpInfo kOpInfo[] = {
+#define OP(e, name, nin, nout, kind, shape, g, rule, backends, version, attrs) \
+  {name, nin, nout, kind, shape, grad_of::g, rule, backends, version, attrs},
+#include "sgrt/ops.def"
+#undef OP
+};
+
 bool op_from_name(std::string_view name, OpCode* out) {
   for (int i = 0; i < kNumOps; ++i) {
     if (kOpInfo[i].name == name) {

@@ -71,32 +71,10 @@ struct OpInfo {
   std::string_view attrs;  // "name:kind[?] ..." (ops.def's header)
 };
 
-namespace op_table {
-// Names the rows of ops.def use, in scope only while kOpInfo is built.
-namespace grad_of {
-enum : int32_t {
-#define OP(e, name, nin, nout, kind, shape, grad, rule, backends, version, attrs) e,
-#include "sgrt/ops.def"
-#undef OP
-  Composite = kGradComposite,
-  None = kGradNone,
-};
-}  // namespace grad_of
-constexpr uint8_t CPU = kBackendCpu, CUDA = kBackendCuda, VK = kBackendVulkan;
-using enum OpKind;
-using enum OpShape;
-using enum ScaleRule;
-
-inline constexpr OpInfo kOpInfo[] = {
-#define OP(e, name, nin, nout, kind, shape, g, rule, backends, version, attrs) \
-  {name, nin, nout, kind, shape, grad_of::g, rule, backends, version, attrs},
-#include "sgrt/ops.def"
-#undef OP
-};
-}  // namespace op_table
-
-using op_table::kOpInfo;
-static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == kNumOps, "ops.def and kOpInfo disagree");
+// One row per op, in ops.def's order (core/src/ops.cpp). Defined once there,
+// not inline here: an inline table is a copy in every object that reads it
+// (3.6 KB each in the static library, which the size check counts).
+extern const OpInfo kOpInfo[kNumOps];
 
 inline const OpInfo& op_info(OpCode c) { return kOpInfo[static_cast<int>(c)]; }
 inline bool op_is_elementwise(OpCode c) { return op_info(c).shape != OpShape::own; }
