@@ -10,17 +10,14 @@ namespace {
 uint64_t align_up(uint64_t x) { return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 // Live ranges of transient tensors (sgrt/liveness.h).
-std::vector<std::vector<LiveInterval>> live_ranges(const Graph& g) {
+Liveness live_ranges(const Graph& g) {
   std::vector<int> read_back{g.loss};
   for (auto& [n, id] : g.metrics) read_back.push_back(id);
   for (auto& [n, id] : g.outputs) read_back.push_back(id);
   std::vector<ProgramTensors> programs;
   for (const Program& p : g.programs) {
     ProgramTensors& ops = programs.emplace_back();
-    for (const Op& op : p.ops) {
-      ops.push_back(op.in);
-      ops.back().insert(ops.back().end(), op.out.begin(), op.out.end());
-    }
+    for (const Op& op : p.ops) ops.push_back(op_tensors(op.code, op.in, op.out));
   }
   return sgrt::live_ranges(g.tensors.size(), programs, read_back);
 }
@@ -38,11 +35,11 @@ Status plan_memory(Graph& g) {
   }
   g.persistent_bytes = off;
 
-  std::vector<std::vector<LiveInterval>> live = live_ranges(g);
+  Liveness live = live_ranges(g);
   std::vector<int> order;
   for (size_t id = 0; id < g.tensors.size(); ++id) {
-    if (!g.tensors[id].persistent && !live[id].empty()) order.push_back(static_cast<int>(id));
-    if (!live[id].empty() || g.tensors[id].persistent) g.naive_bytes += align_up(g.tensors[id].bytes);
+    if (!g.tensors[id].persistent && !live.live[id].empty()) order.push_back(static_cast<int>(id));
+    if (!live.live[id].empty() || g.tensors[id].persistent) g.naive_bytes += align_up(g.tensors[id].bytes);
     else g.tensors[id].bytes = 0;  // no program touches it: never materialized
   }
   std::vector<uint64_t> bytes(g.tensors.size()), offsets(g.tensors.size());

@@ -481,10 +481,7 @@ class Exporter {
     std::vector<ProgramTensors> programs;
     for (const auto& p : r_->programs) {
       ProgramTensors& ops = programs.emplace_back();
-      for (const auto& op : p->ops) {
-        ops.push_back(op->inputs);
-        ops.back().insert(ops.back().end(), op->outputs.begin(), op->outputs.end());
-      }
+      for (const auto& op : p->ops) ops.push_back(op_tensors(static_cast<OpCode>(op->code), op->inputs, op->outputs));
     }
     uint64_t top = place_by_liveness(transient, bytes, live_ranges(bytes.size(), programs, read_back), off, align, &offsets);
     for (int id : transient) r_->tensors[id]->offset = offsets[id];

@@ -88,6 +88,14 @@ inline int op_inplace_input(OpCode c, int out) {
   if (c == OpCode::RunningStat && out == 1) return 1;
   return -1;
 }
+// The input whose bytes an op's output 0 may take when no op reads that input
+// later, or -1. Every backend's kernel for such an op reads each element (and
+// whatever else of the input it needs) before writing that element of the
+// output: the cross-entropy gradients, whose output is the logits' shape (a
+// language model's [tokens, vocabulary], the largest tensor of its step).
+inline int op_overwritable_input(OpCode c) {
+  return c == OpCode::SoftmaxXentGrad || c == OpCode::MaskedXentGrad ? 0 : -1;
+}
 // Returns false when no op has this name.
 bool op_from_name(std::string_view name, OpCode* out);
 
