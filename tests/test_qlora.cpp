@@ -8,18 +8,24 @@
 //    (test_lora.cpp's tolerance);
 //  * bad declarations are refused with the script's file:line;
 //  * a GGUF's Q4_1 tensors bind bit for bit, a Q8_0 one into a q4_1 param is
-//    ggml's quantizer applied to its values (SmolLM2; skipped when absent).
+//    ggml's quantizer applied to its values (SmolLM2; skipped when absent);
+//  * the fine-tune's checkpoint (fp8, O2: adapters kept as f16 masters) loads
+//    into the generation compile, where the adapters are f32 parameters: each
+//    the master's decoded value over its scale (formats.h's scalar decode).
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "formats/formats.h"
 #include "formats/gguf_blocks.h"
 #include "harness.h"
 #include "model_files.h"
+#include "sgrt/checkpoint.h"
 #include "sgrt/gguf.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/params.h"
 #include "sgrt/safetensors.h"
+#include "tool_runner.h"
 
 using namespace sgrt;
 
@@ -64,11 +70,62 @@ TEST_CASE("lora_base stores every frozen 2-D weight as blocks; adapters and norm
       ++blocks;
     }
     CHECK(blocks == 1 + 2 * 7);  // the tied embedding, 7 projections per layer
+    // An inference-only compile (generation) reads every param and trains none:
+    // the adapters stay f32 there too, so a checkpoint's f32 adapters bind.
+    std::map<std::string, std::string> set = kTiny;
+    set["lora_base"] = base;
+    auto infer = test::compile_model_file("models/llama.lua", set, true);
+    for (const TensorInfo& t : infer->tensors())
+      if (t.role == Role::param) CHECK_MESSAGE(dtype_is_block(t.type.dtype) == (!is_adapter(t.name) && t.type.shape.size() == 2), t.name);
     // The same plan less the f32 bytes the blocks save (each tensor 64-byte aligned).
     const uint64_t slack = 64 * static_cast<uint64_t>(blocks);
     CHECK(m->arena_bytes() + saved <= f->arena_bytes() + slack);
     CHECK(m->arena_bytes() + saved + slack >= f->arena_bytes());
   }
+}
+
+TEST_CASE("an O2 QLoRA checkpoint loads into the inference-only compile: adapters f32, from their masters") {
+  // Trained under fp8 at O2 (adapters' masters f16), then the generation compile
+  // (batch 1, KV cache, no training step), where sg.lora's base leaves them f32.
+  std::map<std::string, std::string> set = kTiny;
+  set["lora_base"] = "q4_1";
+  auto trained = test::compile_model_file("models/llama.lua", set, false, "fp8", "O2");
+  auto s = test::open_session(trained);
+  test::feed_tiny_llama(*s);
+  for (int i = 0; i < 2; ++i) test::run(*s, "train_step");
+  test::TempDir dir;
+  REQUIRE(save_checkpoint(*s, dir.path, 2).ok());
+  set["batch"] = "1";
+  set["kv_cache"] = "true";
+  auto infer = test::compile_model_file("models/llama.lua", set, true, "fp8", "O2");
+  const std::vector<bool> supplied = checkpoint_tensors(*infer, *trained);
+  auto g = test::open_session(infer, "cpu", 1, supplied);
+  CheckpointMeta meta;
+  Status st = load_checkpoint(*g, dir.path, *trained, &meta);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  int adapters = 0, own_states = 0;
+  auto fresh = test::open_session(infer);  // every tensor from its initializer or plan
+  for (size_t id = 0; id < infer->tensors().size(); ++id) {
+    const TensorInfo& t = infer->tensors()[id];
+    CAPTURE(t.name);
+    if (t.role == Role::scale_state && trained->find_tensor(t.name) < 0) {  // the generation compile's own: its plan
+      CHECK_FALSE(supplied[id]);
+      CHECK(test::read_f32(*g, t.name) == test::read_f32(*fresh, t.name));
+      ++own_states;
+    }
+    if (t.role != Role::param || !is_adapter(t.name)) continue;
+    REQUIRE(t.type.dtype == DType::f32);
+    CHECK(supplied[id]);
+    std::vector<uint16_t> codes(static_cast<size_t>(numel(t.type.shape)));
+    REQUIRE(s->read(test::tensor_id(*s, t.name + ".master"), codes.data(), codes.size() * 2).ok());
+    const float scale = test::read_f32(*s, t.name + ".opt_scales")[kOptScaleW];
+    std::vector<float> want;
+    for (uint16_t c : codes) want.push_back(fmt::f16_decode(c) * (1.f / scale));
+    CHECK(test::read_f32(*g, t.name) == want);
+    ++adapters;
+  }
+  CHECK(adapters == 2 * 7 * 2);
+  CHECK(own_states > 0);
 }
 
 TEST_CASE("a base table gives the params a pattern matches their own format") {

@@ -49,7 +49,7 @@ Status cmd_export(int argc, char** argv) {
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model())));
+  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint"))
     SG_TRY(trained ? load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta)

@@ -183,7 +183,7 @@ Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
   SG_TRY(plan_generation(&a, *f, context, &tok, &ids, &count));
   std::shared_ptr<const Model> m, trained;  // inference-only; the script as the checkpoint was trained
   SG_TRY(load_inference_model(&a, "MODEL.lua", {"batch", "block", "kv_cache"}, &m, &trained));
-  const std::vector<bool> supplied = checkpoint_tensors(*m);
+  const std::vector<bool> supplied = checkpoint_tensors(*m, *trained);
   std::unique_ptr<Session> s;
   SG_TRY(session_for(a, std::move(m), supplied, &s));
   CheckpointMeta meta;

@@ -125,7 +125,7 @@ Status cmd_predict(int argc, char** argv) {
   SG_TRY(Session::create(m, std::move(be), &s));
   if (!a.has("--checkpoint") && !carries_weights(*m))
     return Status::Invalid("predict needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model())));
+  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   int program;

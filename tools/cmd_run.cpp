@@ -85,7 +85,7 @@ Status cmd_run(int argc, char** argv) {
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model())));
+  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   int prog;

@@ -397,7 +397,7 @@ Status cmd_eval(int argc, char** argv) {
   // An exported graph carries its weights; anything else needs a checkpoint.
   if (!a.has("--checkpoint") && !carries_weights(s->model()))
     return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model())));
+  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   const int64_t step = meta.step;

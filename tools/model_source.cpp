@@ -198,8 +198,8 @@ Status load_inference_model(Args* a, const std::string& what, const std::vector<
   return load_model(*a, a->positional[0], out, /*infer_only=*/true);
 }
 
-std::vector<bool> checkpoint_supplied(const Args& a, const Model& m) {
-  return a.has("--checkpoint") ? checkpoint_tensors(m) : std::vector<bool>{};
+std::vector<bool> checkpoint_supplied(const Args& a, const Model& m, const Model* trained) {
+  return a.has("--checkpoint") ? checkpoint_tensors(m, trained ? *trained : m) : std::vector<bool>{};
 }
 
 }  // namespace sgrt::tool

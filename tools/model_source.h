@@ -44,7 +44,8 @@ Status load_inference_model(Args* a, const std::string& what, const std::vector<
                             std::shared_ptr<const Model>* out, std::shared_ptr<const Model>* trained);
 
 // Session::init's `supplied` for a command that loads --checkpoint DIR next:
-// every tensor the checkpoint restores (none without the flag).
-std::vector<bool> checkpoint_supplied(const Args& a, const Model& m);
+// every tensor the checkpoint restores (none without the flag); `trained`: the
+// compilation it was saved from, when m is another (load_inference_model's).
+std::vector<bool> checkpoint_supplied(const Args& a, const Model& m, const Model* trained = nullptr);
 
 }  // namespace sgrt::tool

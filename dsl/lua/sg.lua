@@ -291,7 +291,9 @@ function sg.param(name, shape, init, opts)
   if opts.requires_grad == false then core.freeze(t.id)
   elseif opts.requires_grad == true then pinned[t.id] = true
   else freeze_if_ruled(t, name) end
-  if base_of and opts.dtype == nil then core.frozen_base(t.id, base_of(name)) end
+  -- A param trained whatever sg.freeze says (an adapter) keeps f32, in an
+  -- inference-only compile too (where every param is read, none trained).
+  if base_of and opts.dtype == nil and not pinned[t.id] then core.frozen_base(t.id, base_of(name)) end
   return t
 end
 
@@ -348,7 +350,9 @@ function sg.lora(o)
   o = check("sg.lora", o, { "rank", "alpha", "dropout", "init", "targets", "aliases", "base" })
   if o.base ~= nil then
     base_of = base_rule(o.base)
-    for _, p in ipairs(params) do core.frozen_base(p.t.id, base_of(p.name)) end
+    for _, p in ipairs(params) do
+      if not pinned[p.t.id] then core.frozen_base(p.t.id, base_of(p.name)) end
+    end
   end
   if o.rank == 0 then return end
   if lora then core.fail("sg.lora: already declared") end

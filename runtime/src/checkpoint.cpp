@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cpu/optimizer_state.h"
 #include "fnv1a.h"
 #include "sg_generated.h"
 #include "sgrt/file_io.h"
@@ -115,9 +116,22 @@ bool in_checkpoint(const TensorInfo& t) {
   return t.persistent && t.role != Role::input && t.role != Role::cache && t.bytes > 0;
 }
 
-std::vector<bool> checkpoint_tensors(const Model& m) {
+namespace {
+
+// A scale state (a quantized tensor's scale and history) that only m has: the
+// quantization points of another compilation (generation's shapes) have other
+// names; it starts from its plan.
+bool own_scale_state(const TensorInfo& t, const Model& trained) {
+  return t.role == Role::scale_state && trained.find_tensor(t.name) < 0;
+}
+
+}  // namespace
+
+std::vector<bool> checkpoint_tensors(const Model& m) { return checkpoint_tensors(m, m); }
+
+std::vector<bool> checkpoint_tensors(const Model& m, const Model& trained) {
   std::vector<bool> out;
-  for (const TensorInfo& t : m.tensors()) out.push_back(saved(t) && t.bytes > 0);
+  for (const TensorInfo& t : m.tensors()) out.push_back(saved(t) && t.bytes > 0 && !own_scale_state(t, trained));
   return out;
 }
 
@@ -232,10 +246,24 @@ Status save_checkpoint(const Model& m, const TensorSource& read, const std::stri
 
 namespace {
 
+// An O2/O3 run keeps a trained parameter as its low-precision master (f16 or
+// e4m3 behind a power-of-two scale, docs/optimizer.md) and makes the f32 value
+// each step with a dequantize op; a compilation without the training step
+// (generation, an inference-only export) keeps that value as the parameter
+// itself. The trained model's dequantize op that makes tensor `name`, or nullptr.
+const OpInfoLoaded* working_copy_op(const Model& trained, const std::string& name) {
+  const int id = trained.find_tensor(name);
+  for (const ProgramInfo& p : trained.programs())
+    for (const OpInfoLoaded& op : p.ops)
+      if (id >= 0 && op.code == OpCode::Dequantize && op.out[0] == id) return &op;
+  return nullptr;
+}
+
 // The checkpoint of `trained` (its identities; step_id, when not 0, the
 // training step's instead) into s, whose model is `trained` or another
 // compilation of it keeping a part of its state under the same names, dtypes
-// and shapes. Everything is checked before anything is written.
+// and shapes, or an f32 parameter in place of its master (decoded as the
+// dequantize kernel does). Everything is checked before anything is written.
 Status load_into(Session& s, const std::string& dir, const Model& trained, uint64_t step_id, CheckpointMeta* meta) {
   std::string path = file_in(dir);
   MappedFile f;  // read through once for the checksum, then a tensor at a time: each page dropped once read
@@ -253,6 +281,7 @@ Status load_into(Session& s, const std::string& dir, const Model& trained, uint6
     return Status::Invalid(path + ": checkpoint was trained by another training step (the activations, loss, optimizer "
                            "hyperparameters, schedule or recipe differ from " + trained.label() + "'s)");
   std::vector<std::pair<int, const uint8_t*>> found;
+  std::vector<const uint8_t*> record(trained.tensors().size(), nullptr);  // by the trained model's tensor
   for (uint32_t i = 0; i < head.count; ++i) {
     uint32_t len = 0;
     uint64_t bytes = 0;
@@ -263,6 +292,7 @@ Status load_into(Session& s, const std::string& dir, const Model& trained, uint6
     const int tt = trained.find_tensor(name), t = m.find_tensor(name);
     if (tt < 0 || !saved(trained.tensors()[tt]) || saved_bytes(trained.tensors()[tt]) != bytes)
       return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
+    record[tt] = r.here();
     if (t >= 0 && saved(m.tensors()[t])) {  // else state this compilation does not keep (an optimizer's, for inference)
       if (!(m.tensors()[t].type == trained.tensors()[tt].type))
         return Status::Invalid(path + ": tensor '" + name + "' is " + type_str(trained.tensors()[tt].type) + ", " + m.label() +
@@ -277,14 +307,30 @@ Status load_into(Session& s, const std::string& dir, const Model& trained, uint6
     return Status::Invalid(path + ": holds " + std::to_string(head.count) + " tensor records, the model has " + std::to_string(expected));
   std::vector<bool> loaded(m.tensors().size());
   for (auto [t, data] : found) loaded[t] = true;
-  for (size_t t = 0; t < loaded.size(); ++t)
-    if (saved(m.tensors()[t]) && !loaded[t])
-      return Status::Invalid(path + ": holds no tensor '" + m.tensors()[t].name + "' (" + m.label() + " keeps it)");
+  std::vector<std::pair<int, const OpInfoLoaded*>> from_master;  // (m's f32 parameter, the op that decodes it)
+  for (size_t t = 0; t < loaded.size(); ++t) {
+    const TensorInfo& mt = m.tensors()[t];
+    if (!saved(mt) || loaded[t] || own_scale_state(mt, trained)) continue;
+    const OpInfoLoaded* op = working_copy_op(trained, mt.name);
+    if (!op || mt.type.dtype != DType::f32 || mt.type.shape != trained.tensors()[op->in[0]].type.shape ||
+        !record[op->in[0]] || !record[op->in[1]])
+      return Status::Invalid(path + ": holds no tensor '" + mt.name + "' (" + m.label() + " keeps it)");
+    from_master.push_back({static_cast<int>(t), op});
+  }
   for (auto [t, data] : found)  // a ZeRO-1 rank keeps only its own share of the moments
     if (m.tensors()[t].bytes > 0) {
       SG_TRY(s.write(t, data, m.tensors()[t].bytes));
       f.release(static_cast<size_t>(data - f.data()), m.tensors()[t].bytes);
     }
+  std::vector<float> value;
+  for (auto [t, op] : from_master) {
+    float scale;
+    std::memcpy(&scale, record[op->in[1]] + sizeof(float) * op->attrs.i("slot"), sizeof scale);
+    value.resize(static_cast<size_t>(numel(m.tensors()[t].type.shape)));
+    cpu::load_span(trained.tensors()[op->in[0]].type.dtype, record[op->in[0]], 0, static_cast<int64_t>(value.size()),
+                   1.f / scale, value.data());
+    SG_TRY(s.write(t, value.data(), value.size() * sizeof(float)));
+  }
   *meta = head.meta;
   return Status::Ok();
 }

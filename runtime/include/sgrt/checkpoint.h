@@ -31,8 +31,12 @@ constexpr int kCheckpointFormat = 5;
 // The tensors a checkpoint holds: every persistent one but inputs and caches.
 bool in_checkpoint(const TensorInfo& t);
 // The tensors (by id) that load_checkpoint writes into a session of m, or
-// fails: Session::init's `supplied` when a checkpoint is loaded next.
+// fails: Session::init's `supplied` when a checkpoint is loaded next. With
+// `trained` (the compilation the checkpoint was saved from, when m is another:
+// an inference-only one), a scale state of m's own that trained lacks is not
+// among them: the load leaves it at its initial value.
 std::vector<bool> checkpoint_tensors(const Model& m);
+std::vector<bool> checkpoint_tensors(const Model& m, const Model& trained);
 // Identity of a model's persistent state: names, dtypes and shapes.
 uint64_t model_identity(const Model& m);
 // Identity of its train_step program (0 when it has none): every op, its
