@@ -3,7 +3,8 @@
 // is, B of q and k back in Hugging Face's row order (checked by applying
 // llama.cpp's convert permute, written from its numpy definition, to the
 // exported B: it must give sgrt's B back), the other B as is, and
-// adapter_config.json's r, lora_alpha, dropout and target modules.
+// adapter_config.json's r, lora_alpha, dropout and target modules; the same
+// under --recipe fp8, whose adapter matmuls are qmatmuls on quantized operands.
 #include <fstream>
 
 #include "harness.h"
@@ -15,11 +16,11 @@ using namespace sgrt;
 
 namespace {
 
-std::shared_ptr<const Model> tiny_lora(const std::string& targets) {
+std::shared_ptr<const Model> tiny_lora(const std::string& targets, const std::string& recipe = "") {
   return test::compile_model_file(
       "models/llama.lua", {{"n_layer", "2"}, {"n_embd", "16"}, {"n_head", "2"}, {"n_kv_head", "1"}, {"ffn", "24"},
                            {"vocab", "40"}, {"block", "8"}, {"context", "8"}, {"lora_rank", "4"}, {"lora_alpha", "6"},
-                           {"lora_dropout", "0.25"}, {"lora_targets", targets}});
+                           {"lora_dropout", "0.25"}, {"lora_targets", targets}}, false, recipe);
 }
 
 // convert_hf_to_gguf.py's permute(w, n_head): w.reshape(n_head, 2, rows // n_head // 2, cols)
@@ -50,8 +51,10 @@ TEST_CASE("llama GGUF module names map to transformers' LlamaForCausalLM names")
   CHECK(peft_module_name("blk.1.attn_norm") == "blk.1.attn_norm");
 }
 
-TEST_CASE("export_peft_adapter: PEFT names, q/k rows in Hugging Face order, the config") {
-  auto m = tiny_lora("q,k,v,down");
+namespace {
+
+void check_peft_export(const std::string& recipe) {
+  auto m = tiny_lora("q,k,v,down", recipe);
   auto s = test::open_session(m);
   std::map<std::string, std::vector<float>> sg;  // sgrt's adapters, given distinct values
   float next = 0.5f;
@@ -102,6 +105,15 @@ TEST_CASE("export_peft_adapter: PEFT names, q/k rows in Hugging Face order, the 
   CHECK(config.find("\"lora_dropout\": 0.25,") != std::string::npos);
   CHECK(config.find("\"target_modules\": [\"down_proj\", \"k_proj\", \"q_proj\", \"v_proj\"]") != std::string::npos);
   CHECK(config.find("\"base_model_name_or_path\": \"HuggingFaceTB/SmolLM2-135M-Instruct\"") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("export_peft_adapter: PEFT names, q/k rows in Hugging Face order, the config") {
+  for (const char* recipe : {"fp32", "fp8"}) {
+    CAPTURE(recipe);
+    check_peft_export(recipe);
+  }
 }
 
 TEST_CASE("a model without adapters has nothing to export") {

@@ -93,9 +93,10 @@ Status trace(const Model& m, const Tracer& g, int a, int b, LoraJoin* j, bool* f
   int base = g.producer(base_out), x = -1, w = -1;
   if (base < 0 || !g.times_w_t(base, &x, &w) || m.tensors()[w].role != Role::param) return refuse("no x W^T beside it");
   int d = g.producer(xa);
-  if (d >= 0 && g.op(d).code == OpCode::Dropout) xa = g.op(d).in[0];
+  const bool dropped = d >= 0 && g.op(d).code == OpCode::Dropout;
+  if (dropped) xa = g.op(d).in[0];
   if (x != xa) return refuse("its input is not its base matmul's");
-  *j = {w, a, b, g.op(sc).attrs.f("alpha"), add, ad.out[0], base_out};
+  *j = {w, a, b, g.op(sc).attrs.f("alpha"), dropped ? g.op(d).attrs.f("p") : 0.0, add, ad.out[0], base_out};
   return Status::Ok();
 }
 
@@ -164,10 +165,12 @@ int first_adapter(const Model& m) {
   return -1;
 }
 
-Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters) {
-  int p = m.find_program("infer");
-  if (p < 0) p = m.find_program("eval");
-  if (p < 0) return Status::Invalid(m.label() + ": has no infer or eval program to find its LoRA adapters in");
+Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters, const std::string& program) {
+  int p = m.find_program(program.empty() ? "infer" : program);
+  if (p < 0 && program.empty()) p = m.find_program("eval");
+  if (p < 0)
+    return Status::Invalid(m.label() + ": has no " + (program.empty() ? "infer or eval" : program) +
+                           " program to find its LoRA adapters in");
   std::vector<LoraJoin> found;
   SG_TRY(find_lora_joins(m, m.programs()[p], &found));
   for (const LoraJoin& j : found) {

@@ -16,6 +16,7 @@ namespace sgrt {
 struct LoraJoin {
   int w = -1, a = -1, b = -1;  // the base weight [out, in], lora_A [rank, in], lora_B [out, rank]
   double scale = 0;            // alpha / rank
+  double dropout = 0;          // p of the dropout on the branch's input (0: none)
   int add_op = -1;             // the add that joins the branch: removing it leaves y = base
   int y = -1, base_out = -1;   // its output and the base matmul's output
 };
@@ -33,9 +34,11 @@ Status merged_weight(const Session& s, const LoraJoin& j, std::vector<float>* ou
 // The id of the model's first NAME.lora_A parameter, or -1 (no adapters).
 int first_adapter(const Model& m);
 
-// Every adapter pair of the model by its base weight's id, traced in its
-// `infer` program (`eval` where it has none); `adapters` gets every lora_A and
-// lora_B id. An adapter that program leaves out is refused by name.
-Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters);
+// Every adapter pair of the model by its base weight's id, traced in program
+// `program` (by default its `infer`, `eval` where it has none); `adapters` gets
+// every lora_A and lora_B id. An adapter that program leaves out is refused by
+// name.
+Status joins_by_weight(const Model& m, std::map<int, LoraJoin>* joins, std::set<int>* adapters,
+                       const std::string& program = "");
 
 }  // namespace sgrt

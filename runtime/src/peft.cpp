@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "lora_merge.h"
 #include "sgrt/file_io.h"
 #include "sgrt/params.h"
 #include "sgrt/safetensors.h"
@@ -23,44 +24,12 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-// The op of the eval program that reads `tensor` as input `slot` (-1: any) and has code `code`.
-const OpInfoLoaded* reader(const Model& m, int tensor, OpCode code, int slot = -1) {
-  int p = m.find_program("eval");
-  if (p < 0) return nullptr;
-  for (const OpInfoLoaded& op : m.programs()[p].ops) {
-    if (op.code != code) continue;
-    for (size_t i = 0; i < op.in.size(); ++i)
-      if (op.in[i] == tensor && (slot < 0 || static_cast<int>(i) == slot)) return &op;
-  }
-  return nullptr;
-}
-
-// The producer of `tensor` in the eval program, or null.
-const OpInfoLoaded* producer(const Model& m, int tensor) {
-  int p = m.find_program("eval");
-  if (p < 0) return nullptr;
-  for (const OpInfoLoaded& op : m.programs()[p].ops)
-    for (int o : op.out) if (o == tensor) return &op;
-  return nullptr;
-}
-
-// nn.lora's graph around A: dropout(x) @ A^T, then scale alpha / rank.
-Status lora_scale(const Model& m, int a, double* scale, double* dropout) {
-  const OpInfoLoaded* mm = reader(m, a, OpCode::MatMul, 1);
-  const OpInfoLoaded* sc = mm ? reader(m, mm->out[0], OpCode::Scale, 0) : nullptr;
-  if (!sc) return Status::Invalid(m.tensors()[a].name + ": not an nn.lora adapter (no x A^T scaled by alpha / rank)");
-  *scale = sc->attrs.f("alpha");
-  const OpInfoLoaded* drop = producer(m, mm->in[0]);
-  *dropout = drop && drop->code == OpCode::Dropout ? drop->attrs.f("p") : 0.0;
-  return Status::Ok();
-}
-
-// n_head of the interleaved rope that B's projection feeds, or 0.
-int64_t interleaved_heads(const Model& m, int b) {
-  const OpInfoLoaded* mm = reader(m, b, OpCode::MatMul, 1);
-  const OpInfoLoaded* add = mm ? reader(m, mm->out[0], OpCode::Add) : nullptr;
-  const OpInfoLoaded* rope = add ? reader(m, add->out[0], OpCode::Rope, 0) : nullptr;
-  return rope && rope->attrs.i("interleaved") ? rope->attrs.i("n_head") : 0;
+// n_head of the interleaved rope that reads `y` (an adapted projection's
+// output) in program p, or 0.
+int64_t interleaved_heads(const ProgramInfo& p, int y) {
+  for (const OpInfoLoaded& op : p.ops)
+    if (op.code == OpCode::Rope && op.in[0] == y && op.attrs.i("interleaved")) return op.attrs.i("n_head");
+  return 0;
 }
 
 // GGUF's rope permutation undone on B's rows [n_head * dh, rank]: within a head,
@@ -115,6 +84,14 @@ std::string peft_module_name(const std::string& module) {
 
 Status export_peft_adapter(const Session& s, const std::string& dir, const std::string& base_model) {
   const Model& m = s.model();
+  // Each adapter's scale, dropout and output as the merge traces them (matmuls
+  // in any recipe's form), in the eval program.
+  std::map<int, LoraJoin> by_weight;
+  std::set<int> adapters;
+  SG_TRY(joins_by_weight(m, &by_weight, &adapters, "eval"));
+  std::map<int, const LoraJoin*> join;  // by lora_A and lora_B
+  for (const auto& [w, j] : by_weight) join[j.a] = join[j.b] = &j;
+  const ProgramInfo& eval = m.programs()[m.find_program("eval")];
   std::vector<SafeTensor> out;
   std::set<std::string> targets;
   int64_t rank = 0;
@@ -129,16 +106,17 @@ Status export_peft_adapter(const Session& s, const std::string& dir, const std::
     t.name = "base_model.model." + hf + (is_a ? ".lora_A.weight" : ".lora_B.weight");
     t.shape = p.type.shape;
     SG_TRY(read_param(s, static_cast<int>(id), &t.values));
+    if (!join.count(static_cast<int>(id))) return Status::Invalid(p.name + ": not an nn.lora adapter");
+    const LoraJoin& j = *join[static_cast<int>(id)];
     if (is_a) {
-      double sc = 0, dr = 0;
-      SG_TRY(lora_scale(m, static_cast<int>(id), &sc, &dr));
+      const double sc = j.scale, dr = j.dropout;
       if (rank != 0 && (rank != p.type.shape[0] || sc != scale))
         return Status::Invalid(p.name + ": PEFT needs one rank and alpha for every adapter (rank " + std::to_string(p.type.shape[0]) +
                                ", alpha/rank " + number(sc) + " after rank " + std::to_string(rank) + ", alpha/rank " + number(scale) + ")");
       rank = p.type.shape[0];
       scale = sc;
       dropout = dr;
-    } else if (int64_t heads = interleaved_heads(m, static_cast<int>(id)); heads > 0) {
+    } else if (int64_t heads = interleaved_heads(eval, j.y); heads > 0) {
       t.values = unpermute_rows(t.values, p.type.shape[0], p.type.shape[1], heads);
     }
     targets.insert(hf.substr(hf.rfind('.') + 1));
