@@ -118,11 +118,14 @@ bool in_checkpoint(const TensorInfo& t) {
 
 namespace {
 
-// A scale state (a quantized tensor's scale and history) that only m has: the
-// quantization points of another compilation (generation's shapes) have other
-// names; it starts from its plan.
+// A scale state (a quantized tensor's scale and history) that only m has, by
+// name and type: another compilation (generation's shapes) numbers its
+// activations' quantization points otherwise, and sizes their block scales by
+// its own rows. It starts from its plan.
 bool own_scale_state(const TensorInfo& t, const Model& trained) {
-  return t.role == Role::scale_state && trained.find_tensor(t.name) < 0;
+  if (t.role != Role::scale_state) return false;
+  const int tt = trained.find_tensor(t.name);
+  return tt < 0 || !(trained.tensors()[tt].type == t.type);
 }
 
 }  // namespace
@@ -293,7 +296,8 @@ Status load_into(Session& s, const std::string& dir, const Model& trained, uint6
     if (tt < 0 || !saved(trained.tensors()[tt]) || saved_bytes(trained.tensors()[tt]) != bytes)
       return Status::Invalid(path + ": tensor '" + name + "' does not match the model");
     record[tt] = r.here();
-    if (t >= 0 && saved(m.tensors()[t])) {  // else state this compilation does not keep (an optimizer's, for inference)
+    // Else state this compilation does not keep (an optimizer's, for inference), or keeps apart.
+    if (t >= 0 && saved(m.tensors()[t]) && !own_scale_state(m.tensors()[t], trained)) {
       if (!(m.tensors()[t].type == trained.tensors()[tt].type))
         return Status::Invalid(path + ": tensor '" + name + "' is " + type_str(trained.tensors()[tt].type) + ", " + m.label() +
                                " has " + type_str(m.tensors()[t].type));
