@@ -356,7 +356,7 @@ TEST_CASE("sgrt export --merge --tokenizer of a LoRA checkpoint, then sgrt run F
   const std::string batch2 = dir.path + "/batch2.sg";
   r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "--tokenizer", gguf, "-o", batch2});
   REQUIRE_MESSAGE(r.code == 0, r.err);
-  check_refused(test::run_tool({"run", batch2, "--prompt", "ab"}), "runs a batch of 2 sequences, generation one (export it with --set batch=1)");
+  check_refused(test::run_tool({"run", batch2, "--prompt", "ab"}), "runs a batch of 2 sequences, generation one (export it from its script with --set batch=1)");
   const std::string bytes_sg = dir.path + "/bytes.sg";
   r = test::run_tool({"export", "models/llama.lua", "--checkpoint", ck, "--merge", "-o", bytes_sg});
   REQUIRE_MESSAGE(r.code == 0, r.err);

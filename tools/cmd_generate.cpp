@@ -202,7 +202,7 @@ Status run_tokenized(const Args& a, std::shared_ptr<const Model> m) {
   const int tokens = m->find_tensor("tokens");
   if (tokens >= 0 && m->tensors()[tokens].type.shape.size() == 2 && m->tensors()[tokens].type.shape[0] != 1)
     return Status::Invalid(m->label() + ": runs a batch of " + std::to_string(m->tensors()[tokens].type.shape[0]) +
-                           " sequences, generation one (export it with --set batch=1)");
+                           " sequences, generation one (export it from its script with --set batch=1)");
   int64_t block, vocab;
   SG_TRY(generation_shape(*m, &block, &vocab));
   const int64_t n = static_cast<int64_t>(ids.size());
