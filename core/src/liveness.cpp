@@ -1,7 +1,6 @@
 #include "sgrt/liveness.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace sgrt {
 namespace {
@@ -81,8 +80,7 @@ uint64_t place_by_liveness(std::vector<int> order, const std::vector<uint64_t>& 
   const size_t n = bytes.size();
   std::vector<bool> placing(n, false);
   for (int id : order) placing[id] = true;
-  std::vector<int> root(n);
-  std::iota(root.begin(), root.end(), 0);
+  std::vector<int> root(n, -1);
   auto find = [&](int id) {
     while (live.shares[id] >= 0 && placing[live.shares[id]]) id = live.shares[id];
     return id;

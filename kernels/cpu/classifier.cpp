@@ -32,6 +32,19 @@ Status check_labels(const OpArgs& a, int64_t n, int64_t c, const float* mask) {
   return Status::Ok();
 }
 
+// Rows across threads, a row at a time (vectorized along it): row r's
+// gradient times g w_r, w_r = mask[r] (1 without a mask); a row of weight 0 is
+// written 0 and never read.
+void weighted_grad_rows(const float* z, int64_t n, int64_t c, const int32_t* lab, const float* mask, float g, float* dz) {
+  parallel_for(n, std::max<int64_t>(1, 16384 / c), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float w = mask ? mask[r] : 1.f;
+      if (w == 0.f) std::fill(dz + r * c, dz + (r + 1) * c, 0.f);
+      else xent_grad_row(z + r * c, c, lab[r], row_logsumexp(z + r * c, c), g * w, dz + r * c);
+    }
+  });
+}
+
 // sum_r m_r (lse_r - z_r[label_r]) / sum_r m_r and its gradient
 // dloss m_r / sum(m) (softmax(z_r) - onehot): a row of m_r = 0 is never read
 // (a language model's prompt and padding rows cost nothing) and its gradient
@@ -42,10 +55,9 @@ Status masked_xent(const OpArgs& a, int64_t n, int64_t c) {
   const float* m = a.in[2].f();
   double weight = 0;
   for (int64_t r = 0; r < n; ++r) weight += m[r];
-  const int64_t grain = std::max<int64_t>(1, 16384 / c);
   if (a.code == OpCode::MaskedXent) {
     float* term = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
-    parallel_for(n, grain, [&](int64_t r0, int64_t r1) {
+    parallel_for(n, std::max<int64_t>(1, 16384 / c), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         term[r] = m[r] != 0.f ? row_logsumexp(z + r * c, c) - z[r * c + lab[r]] : 0.f;
     });
@@ -55,14 +67,7 @@ Status masked_xent(const OpArgs& a, int64_t n, int64_t c) {
     a.out[0].f()[0] = static_cast<float>(total / weight);
     return Status::Ok();
   }
-  const float g = a.in[3].f()[0] / static_cast<float>(weight);
-  float* dz = a.out[0].f();
-  parallel_for(n, grain, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      if (m[r] == 0.f) std::fill(dz + r * c, dz + (r + 1) * c, 0.f);
-      else xent_grad_row(z + r * c, c, lab[r], row_logsumexp(z + r * c, c), g * m[r], dz + r * c);
-    }
-  });
+  weighted_grad_rows(z, n, c, lab, m, a.in[3].f()[0] / static_cast<float>(weight), a.out[0].f());
   return Status::Ok();
 }
 
@@ -89,13 +94,9 @@ Status k_classifier(const OpArgs& a) {
       float g = a.in[2].f()[0] / static_cast<float>(n);
       float* dz = a.out[0].f();
       if (c >= kWideRow) {
-        // Rows long enough to vectorize along (a vocabulary): a row per step, rows
-        // across threads, each element's expression the flat loop's below.
-        float* lse = static_cast<float*>(thread_scratch(0, sizeof(float) * n));
-        rows_logsumexp(z, n, c, lse);
-        parallel_for(n, 1, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) xent_grad_row(z + r * c, c, lab[r], lse[r], g, dz + r * c);
-        });
+        // Rows long enough to vectorize along (a vocabulary), each element's
+        // expression the flat loop's below.
+        weighted_grad_rows(z, n, c, lab, nullptr, g, dz);
         return Status::Ok();
       }
       // Each element's row lse beside it, so one flat loop (which vectorizes

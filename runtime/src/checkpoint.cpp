@@ -253,13 +253,13 @@ namespace {
 // e4m3 behind a power-of-two scale, docs/optimizer.md) and makes the f32 value
 // each step with a dequantize op; a compilation without the training step
 // (generation, an inference-only export) keeps that value as the parameter
-// itself. The trained model's dequantize op that makes tensor `name`, or nullptr.
-const OpInfoLoaded* working_copy_op(const Model& trained, const std::string& name) {
-  const int id = trained.find_tensor(name);
+// itself. The trained model's dequantize ops by the tensor each makes.
+std::vector<const OpInfoLoaded*> working_copy_ops(const Model& trained) {
+  std::vector<const OpInfoLoaded*> by_tensor(trained.tensors().size(), nullptr);
   for (const ProgramInfo& p : trained.programs())
     for (const OpInfoLoaded& op : p.ops)
-      if (id >= 0 && op.code == OpCode::Dequantize && op.out[0] == id) return &op;
-  return nullptr;
+      if (op.code == OpCode::Dequantize) by_tensor[op.out[0]] = &op;
+  return by_tensor;
 }
 
 // The checkpoint of `trained` (its identities; step_id, when not 0, the
@@ -312,10 +312,12 @@ Status load_into(Session& s, const std::string& dir, const Model& trained, uint6
   std::vector<bool> loaded(m.tensors().size());
   for (auto [t, data] : found) loaded[t] = true;
   std::vector<std::pair<int, const OpInfoLoaded*>> from_master;  // (m's f32 parameter, the op that decodes it)
+  const std::vector<const OpInfoLoaded*> dequantized = working_copy_ops(trained);
   for (size_t t = 0; t < loaded.size(); ++t) {
     const TensorInfo& mt = m.tensors()[t];
     if (!saved(mt) || loaded[t] || own_scale_state(mt, trained)) continue;
-    const OpInfoLoaded* op = working_copy_op(trained, mt.name);
+    const int tt = trained.find_tensor(mt.name);
+    const OpInfoLoaded* op = tt >= 0 ? dequantized[tt] : nullptr;
     if (!op || mt.type.dtype != DType::f32 || mt.type.shape != trained.tensors()[op->in[0]].type.shape ||
         !record[op->in[0]] || !record[op->in[1]])
       return Status::Invalid(path + ": holds no tensor '" + mt.name + "' (" + m.label() + " keeps it)");
