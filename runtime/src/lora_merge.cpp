@@ -138,7 +138,7 @@ Status find_lora_joins(const Model& m, const ProgramInfo& p, std::vector<LoraJoi
     SG_TRY(trace(m, g, static_cast<int>(a), b, &j, &found).with_context(p.name));
     if (found) out->push_back(j);
   }
-  if (!any) return Status::Invalid(m.label() + ": has no LoRA adapters (params NAME.lora_A, NAME.lora_B) to merge");
+  if (!any) return Status::Invalid(m.label() + ": has no LoRA adapters (params NAME.lora_A, NAME.lora_B)");
   return check_only_adapted_reads(m, g, *out).with_context(p.name);
 }
 

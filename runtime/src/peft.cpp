@@ -100,29 +100,28 @@ Status export_peft_adapter(const Session& s, const std::string& dir, const std::
     const TensorInfo& p = m.tensors()[id];
     bool is_a = ends_with(p.name, kSuffixA), is_b = ends_with(p.name, kSuffixB);
     if (p.role != Role::param || (!is_a && !is_b)) continue;
+    if (!join.count(static_cast<int>(id))) return Status::Invalid(p.name + ": not an nn.lora adapter");
+    const LoraJoin& j = *join[static_cast<int>(id)];
     std::string module = p.name.substr(0, p.name.size() - std::strlen(kSuffixA));
     std::string hf = peft_module_name(module);
     SafeTensor t;
     t.name = "base_model.model." + hf + (is_a ? ".lora_A.weight" : ".lora_B.weight");
     t.shape = p.type.shape;
     SG_TRY(read_param(s, static_cast<int>(id), &t.values));
-    if (!join.count(static_cast<int>(id))) return Status::Invalid(p.name + ": not an nn.lora adapter");
-    const LoraJoin& j = *join[static_cast<int>(id)];
     if (is_a) {
-      const double sc = j.scale, dr = j.dropout;
-      if (rank != 0 && (rank != p.type.shape[0] || sc != scale))
+      if (rank != 0 && (rank != p.type.shape[0] || j.scale != scale))
         return Status::Invalid(p.name + ": PEFT needs one rank and alpha for every adapter (rank " + std::to_string(p.type.shape[0]) +
-                               ", alpha/rank " + number(sc) + " after rank " + std::to_string(rank) + ", alpha/rank " + number(scale) + ")");
+                               ", alpha/rank " + number(j.scale) + " after rank " + std::to_string(rank) + ", alpha/rank " +
+                               number(scale) + ")");
       rank = p.type.shape[0];
-      scale = sc;
-      dropout = dr;
+      scale = j.scale;
+      dropout = j.dropout;
     } else if (int64_t heads = interleaved_heads(eval, j.y); heads > 0) {
       t.values = unpermute_rows(t.values, p.type.shape[0], p.type.shape[1], heads);
     }
     targets.insert(hf.substr(hf.rfind('.') + 1));
     out.push_back(std::move(t));
   }
-  if (out.empty()) return Status::Invalid(m.label() + ": has no LoRA adapters (params NAME.lora_A, NAME.lora_B)");
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Io(dir + ": cannot create the folder: " + std::strerror(errno));
   SG_TRY(write_safetensors(dir + "/adapter_model.safetensors", out));
   std::string list;
