@@ -75,7 +75,8 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # defined once, in core/src/ops.cpp, -148 KB (2,958,522; libsgrt.so
 # unchanged: the linker had already kept one copy); a cross-entropy gradient
 # placed over its logits (liveness groups) and O2 masters decoded into an
-# inference-only session's parameters +15.5 KB (2,974,076). Leaving the
+# inference-only session's parameters, the PEFT export on the merge's tracer
+# +21.6 KB (2,980,138). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is a further saving. The
 # archive holds every object; a program linking it statically takes only the
