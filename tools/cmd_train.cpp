@@ -196,6 +196,12 @@ void warn_flushed(const StepReport& r, bool tty, std::set<std::string>* warned) 
                    static_cast<long long>(r.step));
 }
 
+// A text model's rate in tokens (what its users compare), any other's in examples.
+std::string rate_text(double samples_per_s, int64_t tokens_per_example) {
+  return tokens_per_example > 0 ? std::to_string(std::llround(samples_per_s * static_cast<double>(tokens_per_example))) + " tokens/s"
+                                : std::to_string(std::llround(samples_per_s)) + " samples/s";
+}
+
 std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
   int64_t tokens = tokens_per_example(m);
   auto start = std::chrono::steady_clock::now();
@@ -205,8 +211,7 @@ std::function<void(const StepReport&)> progress(const Model& m, bool tty) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Steps done before this process (a resume) took no time here.
     double per_step = r.step > r.start_step ? secs / static_cast<double>(r.step - r.start_step) : 0;
-    std::string rate = tokens > 0 ? std::to_string(std::llround(r.samples_per_s * tokens)) + " tokens/s"
-                                  : std::to_string(std::llround(r.samples_per_s)) + " samples/s";
+    std::string rate = rate_text(r.samples_per_s, tokens);
     std::fprintf(stderr, "%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %s  ETA %s%s", tty ? "\r" : "",
                  static_cast<long long>(r.step), static_cast<long long>(r.total), static_cast<long long>(r.epoch), r.loss,
                  r.lr, rate.c_str(), duration(per_step * static_cast<double>(r.total - r.step)).c_str(), tty ? "   " : "\n");
@@ -373,7 +378,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   }
   std::printf("test loss %.4f", result.final_eval.loss);
   for (auto& [n, v] : result.final_eval.metrics) std::printf(", %s %.4f", n.c_str(), v);
-  std::printf(" (%.0f samples/s", result.samples_per_s);
+  std::printf(" (training %s", rate_text(result.samples_per_s, tokens_per_example(*m)).c_str());
   if (comm.size() > 1)
     std::printf(", %d ranks, %s gradients: %llu bytes sent per rank per step", comm.size(),
                 grad_comm_label(opts.grad_comm, *m).c_str(),
