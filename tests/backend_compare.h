@@ -626,6 +626,32 @@ inline void check_bad_positions_named(const std::string& backend) {
   CHECK(s->backend().sync().ok());
 }
 
+// An embedding id past the table (4 of 4 rows) on `backend`: the run fails
+// naming the op and its Lua line; good ids run again.
+inline void check_bad_ids_named(const std::string& backend) {
+  std::shared_ptr<const Model> m;
+  Status st = compile_lua(R"(
+    local sg = require "sg"
+    local ids = sg.input("ids", {5}, "i32")
+    local emb = sg.param("emb", {4, 3}, {"normal", 0, 0.5})
+    sg.loss(sg.sum(sg.sum(sg.embedding(emb, ids))))
+    sg.optimizer.sgd{ lr = 0.1 }
+  )", &m);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  auto s = open_session(m, backend);
+  write_vec<int32_t>(*s, "ids", {0, 3, 4, 1, 2});
+  int p = -1;
+  REQUIRE(s->find_program("eval", &p).ok());
+  st = s->run(p);
+  if (st.ok()) st = s->backend().sync();  // cuda reports at the next sync or read
+  REQUIRE_FALSE(st.ok());
+  CHECK_MESSAGE(st.message().find(".lua:5: embedding: ") != std::string::npos, st.message());
+  CHECK_MESSAGE(st.message().find("outside [0, ") != std::string::npos, st.message());
+  write_vec<int32_t>(*s, "ids", {0, 3, 2, 1, 2});
+  CHECK(s->run(p).ok());
+  CHECK(s->backend().sync().ok());
+}
+
 // An embedding's gradient on `backend` against a loop here in the CPU's order
 // (position by position), bit for bit:
 // 600 positions over 7 of 9 ids (each repeated ~86 times, two never used), dy

@@ -128,6 +128,7 @@ TEST_CASE("cuda agrees with the cpu across several GEMM tiles and blocks") {
   cross_check(test::kAttentionModel, {{"t", "37"}, {"dh", "64"}});
   cross_check(test::kAttentionModel, {{"b", "3"}, {"t", "37"}, {"h", "3"}, {"kv", "1"}, {"dh", "30"}});
   cross_check(test::kAttentionModel, {{"b", "1"}, {"t", "70"}, {"h", "2"}, {"kv", "2"}, {"dh", "128"}});
+  cross_check(test::kAttentionModel, {{"t", "37"}, {"h", "2"}, {"kv", "1"}, {"dh", "96"}});  // the 128 build, lanes part full
 }
 
 TEST_CASE("cuda's classifier rows at every width: loss, gradient, first argmax, bad labels") {
@@ -151,6 +152,11 @@ TEST_CASE("models/llama.lua (tiny) generates on cuda as on the cpu: prefill, the
 TEST_CASE("a KV-cache position past the cache or negative is an error on cuda naming the op") {
   if (!test::cuda_device_present()) return;
   test::check_bad_positions_named("cuda");
+}
+
+TEST_CASE("an embedding id outside the vocabulary is an error on cuda naming the op's Lua line") {
+  if (!test::cuda_device_present()) return;
+  test::check_bad_ids_named("cuda");
 }
 
 TEST_CASE("cuda's embedding gradient adds repeated ids in the cpu's order, bit for bit") {

@@ -159,25 +159,7 @@ TEST_CASE("the embedding gradient adds repeated ids in the cpu's order, bit for 
 
 TEST_CASE("an embedding id outside the vocabulary is an error naming the op's Lua line") {
   if (!test::vulkan_device_present()) return;
-  std::shared_ptr<const Model> m;
-  Status st = test::compile_lua(R"(
-    local sg = require "sg"
-    local ids = sg.input("ids", {5}, "i32")
-    local emb = sg.param("emb", {4, 3}, {"normal", 0, 0.5})
-    sg.loss(sg.sum(sg.sum(sg.embedding(emb, ids))))
-    sg.optimizer.sgd{ lr = 0.1 }
-  )", &m);
-  REQUIRE_MESSAGE(st.ok(), st.message());
-  auto s = test::open_session(m, "vulkan");
-  test::write_vec<int32_t>(*s, "ids", {0, 3, 4, 1, 2});
-  int p = -1;
-  REQUIRE(s->find_program("eval", &p).ok());
-  st = s->run(p);
-  REQUIRE_FALSE(st.ok());
-  CHECK(st.message().find("embedding: an id is outside [0, vocabulary size)") != std::string::npos);
-  CHECK(st.message().find(".lua:5") != std::string::npos);
-  test::write_vec<int32_t>(*s, "ids", {0, 3, 2, 1, 2});
-  CHECK(s->run(p).ok());
+  test::check_bad_ids_named("vulkan");
 }
 
 TEST_CASE("models/gpt.lua with rope and dropout lacks nothing on vulkan") {

@@ -288,7 +288,9 @@ class CudaBackend final : public Backend {
     ErrorRecord e{};
     SG_CUDA(cudaMemcpy(&e, errors_, sizeof e, cudaMemcpyDeviceToHost));
     if (!e.flag) return Status::Ok();
-    SG_CUDA(cudaMemset(errors_, 0, sizeof e));
+    // On the ops' stream: a non-blocking stream is not ordered after the legacy one, so a plain cudaMemset
+    // could land after the next run's kernels and erase what they record.
+    SG_CUDA(cudaMemsetAsync(errors_, 0, sizeof e, stream_));
     const OpInfoLoaded* op = e.tag >= 0 && e.tag < static_cast<int32_t>(tags_.size()) ? tags_[e.tag] : nullptr;
     bool ids = op && (op->code == OpCode::Embedding || op->code == OpCode::EmbeddingGrad);
     std::string where = op ? op->loc + ": " + std::string(op_info(op->code).name) : std::string("classifier");
