@@ -76,8 +76,8 @@ const char* kModelB = R"(
 const std::map<std::string, std::string> kFp8BlockChunks = {
     {"recipe", "fp8-block"}, {"n", "130"}, {"d", "200"}, {"h", "136"}, {"c", "16"}};
 
-// fp8-block on cuBLASLt's blockwise FP8 (matmul.cu): M and N multiples of 4, K
-// of 16; K 256 and 144 forward (a partial chunk of 16), 16 in the activations'
+// fp8-block on cuBLASLt's blockwise FP8 (matmul.cu): N a multiple of 4, M of 8
+// (1x128 tiles), K of 16; K 256 and 144 forward (a partial chunk of 16), 16 in the activations'
 // gradient, 128 in the weight gradients. On sm_90 the checks below force that
 // path (SGRT_CUDA_FP8_BLOCK=cublaslt: a product it declines fails prepare);
 // kFp8BlockChunks's shapes (M 130, K 200) are the chunked kernel's.

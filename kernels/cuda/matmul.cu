@@ -230,9 +230,13 @@ Status plan_path(Path path, const Operand& A, const Operand& B, int64_t M, int64
     s.scale_a = plan->tensor_scales, s.scale_b = plan->tensor_scales + kScaleSlot / sizeof(float);
   } else if (path == Path::fp8_block) {
     auto fp8 = [](const Operand& o) { return (o.dt == DType::e4m3 || o.dt == DType::e5m2) && o.rows_outer; };
+    // Our A is cuBLASLt's B: with 1x128 scales its outer size must be a multiple
+    // of 8 (Transformer Engine checks the same before calling cuBLASLt).
     bool ok = ctx.dev.fp8() && fp8(A) && fp8(B) && !(A.dt == DType::e5m2 && B.dt == DType::e5m2) && K % 16 == 0 &&
-              M % 4 == 0 && N % 4 == 0 && !(A.block > 1 && B.block > 1);
-    if (!ok) return Status::Unsupported("outside cuBLASLt's blockwise FP8 (M, N multiples of 4, K of 16, one 128x128 operand at most)");
+              M % (A.block == 1 ? 8 : 4) == 0 && N % 4 == 0 && !(A.block > 1 && B.block > 1);
+    if (!ok)
+      return Status::Unsupported("outside cuBLASLt's blockwise FP8 (N a multiple of 4, M of 8 with 1x128 scales (else 4), K of "
+                                 "16, one 128x128 operand at most)");
     s.type_a = cuda_type(A.dt), s.type_b = cuda_type(B.dt);
     const int64_t chunks = (K + kFp8Tile - 1) / kFp8Tile;
     auto mode = [](const Operand& o) {

@@ -234,9 +234,12 @@ class CudaBackend final : public Backend {
 
   // Binds every op against an arena at `arena` and a workspace at `work` (0 in the
   // dry run: pointers are then offsets, which is all the binders' checks look at).
+  // The dry run's scratch starts at 256, not 0: an op's first reservation must not
+  // be a null pointer, which a binder reads as "none" (cuBLASLt's scale pointers
+  // would be left unset and the dry run would plan another GEMM than the real bind).
   Status bind_all(const std::vector<std::vector<std::pair<Binder, const OpInfoLoaded*>>>& resolved,
                   const std::vector<TensorInfo>& ts, uintptr_t arena, uintptr_t work, size_t* scratch_peak) {
-    Scratch scratch(work);
+    Scratch scratch(work != 0 ? work : 256);
     BindCtx ctx;
     ctx.dev = dev_;
     ctx.lt = lt_;
