@@ -152,7 +152,7 @@ Status LtGemm::plan(cublasLtHandle_t lt, const GemmSpec& s, std::unique_ptr<LtGe
   for (int i = 0; i < 4 && st.ok(); ++i)
     st = cublas_status(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]),
                        "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-  std::vector<cublasLtMatmulHeuristicResult_t> found_algos(std::max(kLtCandidates, s.algo_rank + 1));
+  std::vector<cublasLtMatmulHeuristicResult_t> found_algos(std::max(s.candidates, s.algo_rank + 1));
   int found = 0;
   if (st.ok())
     st = cublas_status(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->la_, g->lb_, g->lc_, g->lc_, pref,
@@ -188,17 +188,18 @@ Status LtGemm::plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log,
   int rank = 0;
   float best_ms = 0.f, first_ms = 0.f;
   Timer timer;
-  // Nothing to choose from, or no memory or time to choose: the heuristic's first.
-  if (found > 1 && timer.open(sizeof(float) * static_cast<size_t>(s.m) * static_cast<size_t>(s.ldc)).ok() &&
-      timer.best_of(*best, s, &first_ms).ok()) {
-    best_ms = first_ms;
+  // Nothing to choose from, or no memory to choose: the heuristic's first. A
+  // candidate that cannot run here is passed over, the first too (should none
+  // run, the first stays and its error comes at run time).
+  if (found > 1 && timer.open(sizeof(float) * static_cast<size_t>(s.m) * static_cast<size_t>(s.ldc)).ok()) {
+    if (timer.best_of(*best, s, &first_ms).ok()) best_ms = first_ms;
     for (int r = 1; r < found; ++r) {
       GemmSpec c = s;
       c.algo_rank = r;
       std::unique_ptr<LtGemm> g;
       float ms = 0.f;
-      if (!plan(lt, c, &g).ok() || !timer.best_of(*g, c, &ms).ok()) continue;  // a candidate that cannot run here
-      if (ms < 0.98f * best_ms) best_ms = ms, rank = r, best = std::move(g);
+      if (!plan(lt, c, &g).ok() || !timer.best_of(*g, c, &ms).ok()) continue;
+      if (best_ms == 0.f || ms < 0.98f * best_ms) best_ms = ms, rank = r, best = std::move(g);
     }
   }
   cudaGetLastError();  // a failed candidate's launch error is not the caller's

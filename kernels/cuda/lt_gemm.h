@@ -19,6 +19,10 @@
 
 namespace sgrt::cuda {
 
+// How many heuristic candidates plan() asks cuBLASLt for by default, and so how
+// many plan_fastest() times.
+constexpr int kLtCandidates = 8;
+
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
   cudaDataType_t type_a = CUDA_R_32F, type_b = CUDA_R_32F;  // 32F (no TF32), 16BF, 16F, 8F_E4M3, 8F_E5M2
@@ -39,11 +43,10 @@ struct GemmSpec {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   int algo_rank = 0;  // which of cuBLASLt's heuristic candidates, best first (benchmarks try several)
+  // How many candidates to ask the heuristic for (at least algo_rank + 1): a
+  // benchmark walking the ranks asks for the same list each time.
+  int candidates = kLtCandidates;
 };
-
-// How many heuristic candidates plan() asks cuBLASLt for (more where algo_rank
-// is past them), and so how many plan_fastest() times.
-constexpr int kLtCandidates = 8;
 
 // cuBLASLt's recommended workspace on Hopper; plenty for the others.
 constexpr size_t kLtWorkspaceBytes = 32u << 20;
@@ -57,7 +60,8 @@ class LtGemm {
   // ignored), timed once per distinct GEMM in the process and then cached. The
   // spec's addresses must be live: A, B, scales and workspace are read, C is
   // written only in a temporary buffer, so no tensor changes. The first candidate
-  // stays unless another is 2% faster. `log`: one line on stderr per tuned GEMM.
+  // stays unless another is 2% faster or it fails to run. `log`: one line on
+  // stderr per tuned GEMM.
   static Status plan_fastest(cublasLtHandle_t lt, const GemmSpec& spec, bool log, std::unique_ptr<LtGemm>* out);
   Status run(const void* a, const void* b, void* c, cudaStream_t stream) const;
   // The planned algorithm's configuration, as cuBLASLt's ALGO_CONFIG attributes
