@@ -52,24 +52,28 @@ struct Result { double median, best; };
 
 // Times `reps` runs of one planned GEMM (after warm-up), each between CUDA events.
 bool time_gemm(const LtGemm& g, const void* a, const void* b, float* c, int reps, cudaStream_t s, Result* r) {
-  cudaEvent_t e0, e1;
-  if (!check(cudaEventCreate(&e0), "cudaEventCreate") || !check(cudaEventCreate(&e1), "cudaEventCreate")) return false;
+  struct Events {  // destroyed on every return: a failing candidate leaves nothing behind
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ~Events() {
+      if (e0) cudaEventDestroy(e0);
+      if (e1) cudaEventDestroy(e1);
+    }
+  } ev;
+  if (!check(cudaEventCreate(&ev.e0), "cudaEventCreate") || !check(cudaEventCreate(&ev.e1), "cudaEventCreate")) return false;
   for (int i = 0; i < 3; ++i) if (!ok(g.run(a, b, c, s), "warm-up")) return false;
   std::vector<float> ms;
   for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(e0, s);
+    cudaEventRecord(ev.e0, s);
     if (!ok(g.run(a, b, c, s), "cublasLtMatmul")) return false;
-    cudaEventRecord(e1, s);
-    if (!check(cudaEventSynchronize(e1), "cudaEventSynchronize")) return false;
+    cudaEventRecord(ev.e1, s);
+    if (!check(cudaEventSynchronize(ev.e1), "cudaEventSynchronize")) return false;
     float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
+    cudaEventElapsedTime(&t, ev.e0, ev.e1);
     ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
   r->median = ms[ms.size() / 2] * 1e-3;
   r->best = ms.front() * 1e-3;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return true;
 }
 
