@@ -12,6 +12,9 @@
 //    weights (sgrt::generate, decoded here), with and without --chat; with
 //    --quantize fp8 the file keeps its tokenizer; the C API's sgrt_generate and
 //    examples/edge/chat.c give the same text;
+//  * `sgrt train --adapter A.safetensors` (A from export-weights --trained)
+//    starts a new run from a run's adapters: at lr 1e-30 its held-out loss is the
+//    first run's and its adapters come out byte for byte as they went in;
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
@@ -140,7 +143,6 @@ std::string llama_gguf(const test::TempDir& dir) {
       .u32("llama.feed_forward_length", 64)
       .u32("llama.context_length", 64)
       .kv("llama.attention.layer_norm_rms_epsilon", GgufValueType::F32, test::le(1e-5f));
-  const std::string tok = tokenizer_gguf(chat_spec());
   std::mt19937 rng(11);
   std::normal_distribution<float> n(0.0f, 0.3f);
   uint64_t offset = 0;
@@ -484,4 +486,54 @@ TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and e
   check_refused(test::run_tool({"eval", "models/fashion_mlp.lua", "--init-weights", dir.path + "/moved.gguf"}),
                 "--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's); "
                 "models/fashion_mlp.lua reads none");
+}
+
+TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
+  test::TempDir dir;
+  const std::string gguf = llama_gguf(dir), data = dir.path + "/d.jsonl";
+  {
+    std::ofstream d(data);
+    for (int i = 0; i < 12; ++i) d << "{\"prompt\": \"ab c" << i << "\", \"response\": \"c ab " << 11 - i << "\"}\n";
+  }
+  const std::vector<std::string> common = {"--init-weights", gguf, "--data", data, "--set", "instruct=true", "--set",
+                                           "lora_alpha=3", "--set", "block=64", "--set", "batch=2", "--quiet"};
+  auto train = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"train", "models/llama.lua"});
+    args.insert(args.end(), common.begin(), common.end());
+    return test::run_tool(args);
+  };
+  const std::string first = dir.path + "/first", adapters = dir.path + "/a.safetensors";
+  test::ToolResult r = train({"--set", "lora_rank=2", "--set", "lr=1e-2", "--steps", "3", "--checkpoint", first});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const double trained = test_loss(r.out);
+  r = test::run_tool({"export-weights", "--checkpoint", first, "--trained", "-o", adapters});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+
+  // lr 1e-30 (a step far below an f32 ulp of the adapters' values): they stay
+  // as loaded (the rank is the file's), so the held-out loss is the first
+  // run's and the export gives the same bytes.
+  const std::string again = dir.path + "/again", out = dir.path + "/again.safetensors";
+  r = train({"--adapter", adapters, "--set", "lr=1e-30", "--steps", "1", "--checkpoint", again});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-6));
+  r = test::run_tool({"export-weights", "--checkpoint", again, "--trained", "-o", out});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(out) == test::slurp(adapters));
+  // Without --adapter the same run starts from B = 0: the base model's loss.
+  r = train({"--set", "lora_rank=2", "--set", "lr=1e-30", "--steps", "1"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(std::abs(test_loss(r.out) - trained) > 1e-3);
+  // A resumed run takes its adapters from the checkpoint: --adapter is ignored.
+  r = train({"--adapter", adapters, "--set", "lr=1e-30", "--steps", "1", "--checkpoint", again, "--resume"});
+  CHECK_MESSAGE(r.code == 0, r.err);
+
+  check_refused(test::run_tool({"train", "models/llama.lua", "--adapter", adapters, "--data", data}),
+                "--adapter needs --init-weights FILE: the base model its adapters were trained on");
+  check_refused(train({"--adapter", adapters, "--set", "lora_rank=3", "--steps", "1"}),
+                adapters + ": tensor 'blk.0.attn_q.lora_A' is [2, 32], models/llama.lua needs [3, 32]");
+  const std::string all = dir.path + "/all.safetensors";
+  r = test::run_tool({"export-weights", "--checkpoint", first, "-o", all});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  check_refused(train({"--adapter", all, "--steps", "1"}), "is a frozen parameter of models/llama.lua");
+  check_refused(train({"--adapter", gguf, "--steps", "1"}), gguf + ": ");
 }

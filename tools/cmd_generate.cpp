@@ -59,19 +59,6 @@ Status sampling_options(const Args& a, int64_t* count, SamplingOptions* o) {
   return Status::Ok();
 }
 
-// --adapter FILE: LoRA adapters from `sgrt export-weights --trained`; their
-// rank (lora_A is [rank, in]) becomes --set lora_rank unless given.
-Status adapter_rank(const std::string& path, Args* a) {
-  std::vector<SafeTensor> file;
-  SG_TRY(read_safetensors(path, &file));
-  for (const SafeTensor& t : file)
-    if (t.name.ends_with(".lora_A") && t.shape.size() == 2) {
-      if (!has_set(*a, "lora_rank")) a->sets.push_back({"lora_rank", std::to_string(t.shape[0])});
-      return Status::Ok();
-    }
-  return Status::Invalid(path + ": holds no LoRA adapter (NAME.lora_A); write one with sgrt export-weights --trained");
-}
-
 // Generates up to `count` tokens after `ids`: the text to stdout as it comes,
 // the speeds to stderr.
 Status print_generation(Session& s, const Tokenizer& tok, const std::vector<int32_t>& ids, int64_t count,
@@ -153,7 +140,7 @@ Status cmd_generate(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> ids;
   SG_TRY(plan_generation(&a, *f, std::atoll(set_value(a, "context").c_str()), &tok, &ids, &count));
-  if (a.has("--adapter")) SG_TRY(adapter_rank(a.get("--adapter"), &a));
+  if (a.has("--adapter")) SG_TRY(apply_adapter_rank(&a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
   std::vector<bool> supplied;

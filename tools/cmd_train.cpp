@@ -284,8 +284,11 @@ Status train_ranks(Args& a, Communicator& comm) {
   opts.overwrite = a.has("--overwrite") && !opts.resume;
   opts.check_seed = opts.resume && a.has("--seed");  // the original command's --seed is fine; another is not
   opts.init_weights = a.get("--init-weights");       // on resume only an instruct data set's tokenizer
+  if (!opts.resume) opts.adapter = a.get("--adapter");  // a resumed run's adapters are its checkpoint's
   if ((opts.checkpoint_every > 0 || opts.resume || a.has("--overwrite")) && opts.checkpoint_dir.empty())
     return Status::Invalid("--checkpoint-every, --resume and --overwrite need --checkpoint DIR");
+  if (!opts.adapter.empty() && opts.init_weights.empty())
+    return Status::Invalid("--adapter needs --init-weights FILE: the base model its adapters were trained on");
   std::shared_ptr<const Model> m;
   if (opts.resume) {
     SG_TRY(load_checkpoint_model(&a, "MODEL.lua or MODEL.sg", &m, &opts.resume_step_identity));
@@ -293,6 +296,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   } else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
+  if (!opts.adapter.empty()) SG_TRY(apply_adapter_rank(&a));
   if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));
   if (comm.size() > 1) {
     std::unique_ptr<Model> parts;

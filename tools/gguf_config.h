@@ -1,6 +1,7 @@
 // `--init-weights FILE.gguf` on a .lua model: the file's llama metadata
 // (n_layer, n_embd, ...; sgrt/gguf_weights.h) become --set defaults, so
-// models/llama.lua takes the file's shape; an explicit --set wins.
+// models/llama.lua takes the file's shape; an explicit --set wins. The same
+// for `--adapter A.safetensors`'s LoRA rank.
 #pragma once
 #include <map>
 #include <string>
@@ -15,5 +16,10 @@ bool is_gguf(const std::string& path);
 // set; *config gets the file's values. Nothing happens for a non-GGUF
 // --init-weights or a compiled .sg model.
 Status apply_gguf_config(Args* a, std::map<std::string, std::string>* config);
+
+// --adapter A.safetensors (LoRA adapters, sgrt export-weights --trained): the
+// rank of its first NAME.lora_A as --set lora_rank, unless the command line
+// sets it. A file without adapters is refused.
+Status apply_adapter_rank(Args* a);
 
 }  // namespace sgrt::tool

@@ -67,6 +67,9 @@ const std::vector<CommandHelp>& commands() {
            {"--val-split", "F", "hold out fraction F of the training data for evaluation during training"},
            {"--seed", "S", "initialization and shuffling seed (default 1)"},
            {"--init-weights", "W.safetensors|W.gguf", "start from these parameters (matched by name; a GGUF's metadata also sets the model's config); with --resume, only the GGUF whose tokenizer reads an instruct data set"},
+           {"--adapter", "A.safetensors", "with --init-weights: start from these trained parameters (a LoRA run's adapters, "
+                                          "export-weights --trained; rank from the file) with a fresh optimizer and schedule; "
+                                          "ignored with --resume (docs/lora.md)"},
            kMaxMemory,
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
