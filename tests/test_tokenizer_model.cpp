@@ -15,6 +15,7 @@
 //  * `sgrt train --adapter A.safetensors` (A from export-weights --trained)
 //    starts a new run from a run's adapters: at lr 1e-30 its held-out loss is the
 //    first run's and its adapters come out byte for byte as they went in;
+//    the same from its PEFT export (export-weights --peft);
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
@@ -517,6 +518,19 @@ TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-6));
   r = test::run_tool({"export-weights", "--checkpoint", again, "--trained", "-o", out});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(out) == test::slurp(adapters));
+  // The same through a PEFT folder (export-weights --peft): its config gives
+  // the rank, alpha and targets, its keys and q/k row order map back.
+  const std::string peft = dir.path + "/peft", from_peft = dir.path + "/from_peft";
+  r = test::run_tool({"export-weights", "--checkpoint", first, "--peft", "-o", peft});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  r = test::run_tool({"train", "models/llama.lua", "--init-weights", gguf, "--adapter", peft, "--data", data, "--set",
+                      "instruct=true", "--set", "block=64", "--set", "batch=2", "--set", "lr=1e-30", "--steps", "1",
+                      "--checkpoint", from_peft, "--quiet"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-6));
+  r = test::run_tool({"export-weights", "--checkpoint", from_peft, "--trained", "-o", out});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(test::slurp(out) == test::slurp(adapters));
   // Without --adapter the same run starts from B = 0: the base model's loss.

@@ -17,6 +17,7 @@
 #include "model_source.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/gguf_weights.h"
+#include "sgrt/peft.h"
 #include "sgrt/safetensors.h"
 #include "sgrt/text_generate.h"
 #include "sgrt/tokenizer_gguf.h"
@@ -140,7 +141,7 @@ Status cmd_generate(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> ids;
   SG_TRY(plan_generation(&a, *f, std::atoll(set_value(a, "context").c_str()), &tok, &ids, &count));
-  if (a.has("--adapter")) SG_TRY(apply_adapter_rank(&a));
+  if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
   std::vector<bool> supplied;
@@ -148,7 +149,7 @@ Status cmd_generate(int argc, char** argv) {
   std::unique_ptr<Session> s;
   SG_TRY(session_for(a, std::move(m), supplied, &s));
   SG_TRY(import_gguf(*s, path));
-  if (a.has("--adapter")) SG_TRY(import_safetensors(*s, a.get("--adapter"), ParamSet::trained));
+  if (a.has("--adapter")) SG_TRY(import_adapters(*s, a.get("--adapter")));
 
   return print_generation(*s, *tok, ids, count, o);
 }

@@ -296,7 +296,7 @@ Status train_ranks(Args& a, Communicator& comm) {
   } else if (a.positional.size() != 1) return Status::Invalid("train takes one MODEL.lua or MODEL.sg");
   std::map<std::string, std::string> gguf_config;  // a GGUF's shape as --set defaults (models/llama.lua)
   if (!opts.resume) SG_TRY(apply_gguf_config(&a, &gguf_config));
-  if (!opts.adapter.empty()) SG_TRY(apply_adapter_rank(&a));
+  if (!opts.adapter.empty()) SG_TRY(apply_adapter_config(&a));
   if (!opts.resume) SG_TRY(load_model(a, a.positional[0], &m));
   if (comm.size() > 1) {
     std::unique_ptr<Model> parts;

@@ -1,9 +1,12 @@
 #include "gguf_config.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 
 #include "model_source.h"
 #include "sgrt/gguf_weights.h"
+#include "sgrt/peft.h"
 #include "sgrt/safetensors.h"
 
 namespace sgrt::tool {
@@ -28,8 +31,29 @@ Status apply_gguf_config(Args* a, std::map<std::string, std::string>* config) {
   return Status::Ok();
 }
 
-Status apply_adapter_rank(Args* a) {
+Status apply_adapter_config(Args* a) {
   const std::string path = a->get("--adapter");
+  if (std::filesystem::is_directory(path)) {
+    PeftConfig c;
+    SG_TRY(read_peft_config(path, &c));
+    static const std::pair<const char*, const char*> kTargets[] = {
+        {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"}, {"gate_proj", "gate"}, {"up_proj", "up"}, {"down_proj", "down"}};
+    std::string targets;
+    for (const std::string& t : c.target_modules) {
+      auto it = std::find_if(std::begin(kTargets), std::end(kTargets), [&](auto& k) { return t == k.first; });
+      if (it == std::end(kTargets))
+        return Status::Invalid(path + "/adapter_config.json: target module '" + t +
+                               "' is none of models/llama.lua's projections (q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                               "up_proj, down_proj)");
+      targets += (targets.empty() ? "" : ",") + std::string(it->second);
+    }
+    char alpha[32];
+    std::snprintf(alpha, sizeof alpha, "%.17g", c.alpha);
+    set_default(a, "lora_rank", std::to_string(c.rank));
+    set_default(a, "lora_alpha", alpha);
+    set_default(a, "lora_targets", targets);
+    return Status::Ok();
+  }
   std::vector<SafeTensor> file;
   SG_TRY(read_safetensors(path, &file));
   for (const SafeTensor& t : file)

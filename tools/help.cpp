@@ -67,9 +67,9 @@ const std::vector<CommandHelp>& commands() {
            {"--val-split", "F", "hold out fraction F of the training data for evaluation during training"},
            {"--seed", "S", "initialization and shuffling seed (default 1)"},
            {"--init-weights", "W.safetensors|W.gguf", "start from these parameters (matched by name; a GGUF's metadata also sets the model's config); with --resume, only the GGUF whose tokenizer reads an instruct data set"},
-           {"--adapter", "A.safetensors", "with --init-weights: start from these trained parameters (a LoRA run's adapters, "
-                                          "export-weights --trained; rank from the file) with a fresh optimizer and schedule; "
-                                          "ignored with --resume (docs/lora.md)"},
+           {"--adapter", "A.safetensors|DIR", "with --init-weights: start from a LoRA run's adapters (export-weights --trained; "
+                                              "rank from the file) or a PEFT folder (rank, alpha, targets from its config) with a "
+                                              "fresh optimizer and schedule; ignored with --resume (docs/lora.md)"},
            kMaxMemory,
            kThreads,
            {"--quiet", nullptr, "no header, progress or eval lines on stderr"},
@@ -122,8 +122,9 @@ const std::vector<CommandHelp>& commands() {
            {"--prompt", "TEXT", "the text to continue (default: a newline)"},
            {"--chat", nullptr, "with a tokenizer: wrap the prompt in the model's chat template as a user turn"},
            {"--system", "TEXT", "with --chat: a system message before the prompt"},
-           {"--adapter", "A.safetensors", "with a GGUF: LoRA adapters from export-weights --trained (rank from the file; "
-                                          "--set lora_alpha, lora_targets as trained)"},
+           {"--adapter", "A.safetensors|DIR", "with a GGUF: LoRA adapters from export-weights --trained (rank from the file; "
+                                              "--set lora_alpha, lora_targets as trained) or a PEFT folder (all three from its "
+                                              "config)"},
            {"--tokens", "N", "tokens to generate (default 200; bytes for a byte-level model)"},
            {"--temperature", "T", "softmax temperature (default 1; 0 with a tokenizer: greedy)"},
            {"--top-k", "K", "sample among the K most likely tokens (default: all)"},

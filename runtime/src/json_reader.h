@@ -2,6 +2,7 @@
 #pragma once
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -9,9 +10,10 @@
 
 namespace sgrt {
 
-// Just enough JSON for safetensors headers and JSON-lines data sets: objects,
-// arrays, strings (\u escapes to UTF-8), non-negative integers, literals;
-// other values are skipped. Errors name the byte offset.
+// Just enough JSON for safetensors headers, JSON-lines data sets and PEFT's
+// adapter_config.json: objects, arrays, strings (\u escapes to UTF-8),
+// non-negative integers, numbers, literals; other values are skipped. Errors
+// name the byte offset.
 class JsonReader {
  public:
   explicit JsonReader(std::string_view s) : s_(s) {}
@@ -71,6 +73,23 @@ class JsonReader {
       *out = *out * 10 + static_cast<uint64_t>(s_[pos_++] - '0');
     }
     return pos_ > start || fail("expected a non-negative integer");
+  }
+  bool number(double* out) {
+    ws();
+    size_t start = pos_;
+    while (pos_ < s_.size() && std::strchr("+-.0123456789eE", s_[pos_])) ++pos_;
+    const std::string token(s_.substr(start, pos_ - start));
+    char* end = nullptr;
+    *out = token.empty() ? 0 : std::strtod(token.c_str(), &end);
+    return (!token.empty() && end == token.c_str() + token.size()) || fail("expected a number");
+  }
+  // true, false or null.
+  bool literal(std::string* out) {
+    ws();
+    size_t start = pos_;
+    while (pos_ < s_.size() && s_[pos_] >= 'a' && s_[pos_] <= 'z') ++pos_;
+    *out = std::string(s_.substr(start, pos_ - start));
+    return *out == "true" || *out == "false" || *out == "null" || fail("expected true, false or null");
   }
   bool int_array(std::vector<uint64_t>* out) {
     out->clear();

@@ -16,6 +16,7 @@
 #include "sgrt/quant.h"
 #include "sgrt/rng.h"
 #include "sgrt/gguf_weights.h"
+#include "sgrt/peft.h"
 #include "sgrt/run_files.h"
 #include "sgrt/safetensors.h"
 #include "quant_monitor.h"
@@ -173,21 +174,16 @@ Status start_from_file(Session& s, const std::string& path, CheckpointMeta* run)
 // A checkpoint resumes on any number of ranks whose step reads as many
 // examples (`step` says how this run's does) as the run that saved it.
 Status start_run(Session& s, const TrainOptions& opts, const std::string& step, CheckpointMeta* run) {
-  std::vector<bool> supplied;  // what the checkpoint or the weights files write next
-  const bool from_files = !opts.continue_from && !opts.resume && !opts.init_weights.empty();
+  std::vector<bool> supplied;  // what the checkpoint or the weights file writes next (adapters are small: drawn, then written)
   if (!opts.continue_from && opts.resume) supplied = checkpoint_tensors(s.model());
-  else if (from_files) SG_TRY(weights_file_tensors(s.model(), opts.init_weights, &supplied));
-  if (from_files && !opts.adapter.empty()) {
-    std::vector<bool> adapters;
-    SG_TRY(weights_file_tensors(s.model(), opts.adapter, &adapters));
-    for (size_t i = 0; i < supplied.size(); ++i) supplied[i] = supplied[i] || adapters[i];
-  }
+  else if (!opts.continue_from && !opts.init_weights.empty())
+    SG_TRY(weights_file_tensors(s.model(), opts.init_weights, &supplied));
   SG_TRY(s.init(run->seed, run->total_steps, supplied));
   if (opts.continue_from) return continue_run(s, opts, run);
   if (!opts.resume) {
     if (opts.init_weights.empty()) return Status::Ok();
     SG_TRY(start_from_file(s, opts.init_weights, run));
-    return opts.adapter.empty() ? Status::Ok() : import_safetensors(s, opts.adapter, ParamSet::trained);
+    return opts.adapter.empty() ? Status::Ok() : import_adapters(s, opts.adapter);
   }
   if (opts.checkpoint_dir.empty()) return Status::Invalid("resuming needs a checkpoint folder");
   CheckpointMeta saved;

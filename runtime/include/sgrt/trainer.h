@@ -88,10 +88,11 @@ struct TrainOptions {
   // Set asynchronously (a signal handler): finish the step, save, stop.
   const volatile std::sig_atomic_t* stop_signal = nullptr;
   std::string init_weights;  // safetensors file whose tensors replace the initial parameters
-  // With init_weights: a safetensors file holding every trained parameter (a
-  // LoRA run's adapters, sgrt export-weights --trained), written after it. A new
-  // run (step 0, fresh optimizer state and schedule) from where another ended.
-  // A resumed run takes them from its checkpoint.
+  // With init_weights: a LoRA run's adapters (sgrt/peft.h's import_adapters: a
+  // PEFT folder, or a safetensors file of every trained parameter from
+  // export-weights --trained), written after it. A new run (step 0, fresh
+  // optimizer state and schedule) from where another ended. A resumed run
+  // takes them from its checkpoint.
   std::string adapter;
   // A recipe switch (sgrt train --final-recipe; NVIDIA's NVFP4 recipe ends in
   // higher precision): with hand_over > 0 the run ends before its last
