@@ -209,8 +209,8 @@ Status read_peft_config(const std::string& dir, PeftConfig* out) {
         has_alpha = true;
       } else if (key == "target_modules") {
         if (j.peek() != '[')
-          return Status::Invalid(path + ": target_modules is not a list of module names (a pattern, or \"all-linear\"): "
-                                 "name the modules");
+          return Status::Invalid(path + ": target_modules is not a list of module names (null, a pattern or "
+                                 "\"all-linear\"): name the modules");
         j.eat('[');
         if (!j.eat(']')) {
           do {
