@@ -76,7 +76,8 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 # unchanged: the linker had already kept one copy); a cross-entropy gradient
 # placed over its logits (liveness groups) and O2 masters decoded into an
 # inference-only session's parameters, the PEFT export on the merge's tracer
-# +21.6 KB (2,980,138). Leaving the
+# +21.6 KB (2,980,138); PEFT adapters in (import_peft_adapter, its config
+# reader) +60 KB, peft.cpp then built with -Os -7 KB (3,040,550). Leaving the
 # data-parallel step out of an edge build (data_parallel.o is 48 KB of text,
 # but train() runs every step through its RankStep) is a further saving. The
 # archive holds every object; a program linking it statically takes only the
