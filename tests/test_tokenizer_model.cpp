@@ -15,7 +15,9 @@
 //  * `sgrt train --adapter A.safetensors` (A from export-weights --trained)
 //    starts a new run from a run's adapters: at lr 1e-30 its held-out loss is the
 //    first run's and its adapters come out byte for byte as they went in;
-//    the same from its PEFT export (export-weights --peft);
+//    the same from its PEFT export (export-weights --peft); export-weights
+//    --peft / --merge and export --merge of the GGUF's model with --adapter
+//    (no checkpoint) give the checkpoint's exports (the same bytes, text);
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
@@ -533,6 +535,48 @@ TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
   r = test::run_tool({"export-weights", "--checkpoint", from_peft, "--trained", "-o", out});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(test::slurp(out) == test::slurp(adapters));
+  // export-weights and export of the GGUF's model with those adapters on it
+  // (no checkpoint) write what the checkpoint's exports write.
+  const std::vector<std::string> gguf_model = {"models/llama.lua", "--init-weights", gguf, "--adapter", adapters, "--set",
+                                               "lora_alpha=3", "--set", "instruct=true", "--set", "block=64", "--set",
+                                               "batch=2"};
+  auto from_gguf = [&](const std::string& command, std::vector<std::string> rest) {
+    rest.insert(rest.begin(), gguf_model.begin(), gguf_model.end());
+    rest.insert(rest.begin(), command);
+    return test::run_tool(rest);
+  };
+  const std::string peft2 = dir.path + "/peft2", merged = dir.path + "/m.gguf", merged2 = dir.path + "/m2.gguf";
+  r = from_gguf("export-weights", {"--peft", "-o", peft2});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(peft2 + "/adapter_model.safetensors") == test::slurp(peft + "/adapter_model.safetensors"));
+  CHECK(test::slurp(peft2 + "/adapter_config.json") == test::slurp(peft + "/adapter_config.json"));
+  r = test::run_tool({"export-weights", "--checkpoint", first, "--merge", "-o", merged});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  r = from_gguf("export-weights", {"--merge", "-o", merged2});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(test::slurp(merged2) == test::slurp(merged));
+  const std::vector<std::string> for_chat = {"--merge", "--set", "batch=1", "--set", "block=48", "--set", "kv_cache=true"};
+  const std::string chat1 = dir.path + "/c1.sg", chat2 = dir.path + "/c2.sg";
+  std::vector<std::string> args = {"export", "models/llama.lua", "--checkpoint", first, "-o", chat1};
+  args.insert(args.end(), for_chat.begin(), for_chat.end());
+  r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  args = for_chat;
+  args.insert(args.end(), {"-o", chat2});
+  r = from_gguf("export", args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("with its tokenizer") != std::string::npos);  // the GGUF's, by default
+  const std::vector<std::string> prompt = {"--chat", "--prompt", "ab c1", "--tokens", "8"};
+  args = {"run", chat1};
+  args.insert(args.end(), prompt.begin(), prompt.end());
+  const test::ToolResult text1 = test::run_tool(args);
+  args[1] = chat2;
+  const test::ToolResult text2 = test::run_tool(args);
+  REQUIRE_MESSAGE(text1.code == 0, text1.err);
+  CHECK(text1.out.size() > 1);
+  CHECK(text2.out == text1.out);
+  check_refused(test::run_tool({"export", "models/llama.lua", "--checkpoint", first, "--adapter", adapters, "-o", chat2}),
+                "export --adapter takes the base from --init-weights FILE.gguf (a run's adapters are in its --checkpoint");
   // Without --adapter the same run starts from B = 0: the base model's loss.
   r = train({"--set", "lora_rank=2", "--set", "lr=1e-30", "--steps", "1"});
   REQUIRE_MESSAGE(r.code == 0, r.err);

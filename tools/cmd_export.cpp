@@ -4,6 +4,8 @@
 // trained at another shape: --set batch, block and kv_cache are free
 // (docs/lora.md); --tokenizer stores a GGUF's tokenizer in the file, by
 // default that of the GGUF the checkpoint's run started from (run_gguf.h).
+// Without a checkpoint, a script's weights may be a GGUF's (--init-weights,
+// with --adapter's LoRA adapters), whose tokenizer is then the default.
 #include <cstdio>
 
 #include "commands.h"
@@ -41,15 +43,26 @@ Status cmd_export(int argc, char** argv) {
   std::shared_ptr<const Model> m, trained;
   const std::vector<std::string> free_keys = {"batch", "block", "kv_cache"};
   uint64_t step_id = 0;  // the training step the checkpoint comes from, when --set reshapes the script
-  if (opts.infer_only) SG_TRY(load_inference_model(&a, "MODEL.sg (or MODEL.lua)", free_keys, &m, &trained));
-  else SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m, &step_id, free_keys));
-  if (!a.has("--checkpoint") && !carries_weights(*m))
+  bool gguf_model = false;
+  SG_TRY(weights_from_gguf(a, "export", &gguf_model));
+  if (gguf_model) {
+    std::map<std::string, std::string> config;
+    SG_TRY(apply_gguf_config(&a, &config));
+    if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
+    SG_TRY(load_model(a, a.positional[0], &m, opts.infer_only));
+  } else if (opts.infer_only) {
+    SG_TRY(load_inference_model(&a, "MODEL.sg (or MODEL.lua)", free_keys, &m, &trained));
+  } else {
+    SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m, &step_id, free_keys));
+  }
+  if (!a.has("--checkpoint") && !gguf_model && !carries_weights(*m))
     return Status::Invalid(m->label() + ": export needs --checkpoint DIR (its weights are not in the file)");
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
+  if (gguf_model) SG_TRY(init_from_gguf(a, 0, *s));
+  else SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint"))
     SG_TRY(trained ? load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta)
@@ -57,7 +70,7 @@ Status cmd_export(int argc, char** argv) {
   const int64_t step = meta.step;
   const std::string tok_note = !tok ? "" : from_run ? ", with the tokenizer of " + tok_path + " (the run's --init-weights)" : ", with its tokenizer";
   SG_TRY(export_to_file(*s, opts, a.get("--output")));
-  std::printf("exported %s (step %lld%s%s%s%s%s) to %s\n", m->label().c_str(), static_cast<long long>(step),
+  std::printf("exported %s (%s%s%s%s%s%s) to %s\n", m->label().c_str(), weights_source(a, gguf_model, step).c_str(),
               opts.infer_only ? ", inference only" : "", opts.merge_lora ? ", adapters merged" : "", a.has("--quantize") ? ", weights " : "",
               a.get("--quantize").c_str(), tok_note.c_str(), a.get("--output").c_str());
   return Status::Ok();

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "gguf_config.h"
 #include "model_source.h"
+#include "run_gguf.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/gguf_weights.h"
 #include "sgrt/peft.h"
@@ -108,14 +109,12 @@ Status plan_generation(Args* a, const GgufFile& f, int64_t context, std::unique_
   return Status::Ok();
 }
 
-// `supplied`: what the caller writes next (Session::init).
-Status session_for(const Args& a, std::shared_ptr<const Model> m, const std::vector<bool>& supplied,
-                   std::unique_ptr<Session>* s) {
+// A session on --backend with --threads, not yet initialized.
+Status session_for(const Args& a, std::shared_ptr<const Model> m, std::unique_ptr<Session>* s) {
   SG_TRY(apply_threads(a));
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend(a.get("--backend", "cpu"), &be));
-  SG_TRY(Session::create(std::move(m), std::move(be), s));
-  return (*s)->init(0, 0, supplied);
+  return Session::create(std::move(m), std::move(be), s);
 }
 
 }  // namespace
@@ -144,12 +143,9 @@ Status cmd_generate(int argc, char** argv) {
   if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
   std::shared_ptr<const Model> m;
   SG_TRY(load_model(a, a.positional[0], &m, /*infer_only=*/true));
-  std::vector<bool> supplied;
-  SG_TRY(weights_file_tensors(*m, path, &supplied));
   std::unique_ptr<Session> s;
-  SG_TRY(session_for(a, std::move(m), supplied, &s));
-  SG_TRY(import_gguf(*s, path));
-  if (a.has("--adapter")) SG_TRY(import_adapters(*s, a.get("--adapter")));
+  SG_TRY(session_for(a, std::move(m), &s));
+  SG_TRY(init_from_gguf(a, 0, *s));
 
   return print_generation(*s, *tok, ids, count, o);
 }
@@ -173,7 +169,8 @@ Status run_checkpoint_tokenized(Args a, const std::string& gguf) {
   SG_TRY(load_inference_model(&a, "MODEL.lua", {"batch", "block", "kv_cache"}, &m, &trained));
   const std::vector<bool> supplied = checkpoint_tensors(*m, *trained);
   std::unique_ptr<Session> s;
-  SG_TRY(session_for(a, std::move(m), supplied, &s));
+  SG_TRY(session_for(a, std::move(m), &s));
+  SG_TRY(s->init(0, 0, supplied));
   CheckpointMeta meta;
   SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
   return print_generation(*s, *tok, ids, count, o);

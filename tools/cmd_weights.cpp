@@ -1,11 +1,14 @@
 // `sgrt export-weights`: a model's parameters (from a checkpoint, or as
 // initialized) to a safetensors file, by name; with --peft its LoRA adapters
 // to a PEFT adapter folder (sgrt/peft.h); with -o FILE.gguf a llama GGUF
-// (sgrt/gguf_export.h). The other direction is `sgrt train --init-weights`
+// (sgrt/gguf_export.h). Without a checkpoint, a script's weights may be a
+// GGUF's (--init-weights, with --adapter's LoRA adapters: a conversion between
+// adapter formats, or a merged GGUF). The other direction is `sgrt train --init-weights`
 // (sgrt/safetensors.h, sgrt/gguf_weights.h).
 #include <cstdio>
 
 #include "commands.h"
+#include "gguf_config.h"
 #include "model_source.h"
 #include "run_gguf.h"
 #include "sgrt/checkpoint.h"
@@ -51,34 +54,45 @@ Status cmd_export_weights(int argc, char** argv) {
   int64_t seed;
   SG_TRY(a.get_int("--seed", 1, &seed));
   std::shared_ptr<const Model> m;
-  SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
+  bool gguf_model = false;  // --init-weights FILE.gguf (and --adapter) instead of a checkpoint
+  SG_TRY(weights_from_gguf(a, "export-weights", &gguf_model));
+  if (gguf_model) {
+    std::map<std::string, std::string> config;
+    SG_TRY(apply_gguf_config(&a, &config));
+    if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
+    SG_TRY(load_model(a, a.positional[0], &m));
+  } else {
+    SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
+  }
   std::unique_ptr<Backend> be;
   SG_TRY(make_backend("cpu", &be));
   std::unique_ptr<Session> s;
   SG_TRY(Session::create(m, std::move(be), &s));
-  SG_TRY(s->init(static_cast<uint64_t>(seed), 0, checkpoint_supplied(a, s->model())));
+  if (gguf_model) SG_TRY(init_from_gguf(a, static_cast<uint64_t>(seed), *s));
+  else SG_TRY(s->init(static_cast<uint64_t>(seed), 0, checkpoint_supplied(a, s->model())));
   int64_t step = 0;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), &step));
+  const std::string source = weights_source(a, gguf_model, step);
   if (gguf) {
     GgufExportSummary sum;
     SG_TRY(export_gguf(*s, base, {dtype, a.has("--merge")}, out, &sum));
-    std::printf("wrote %s (step %lld) to %s: %d tensors, %d with their LoRA adapters merged, %d kept as the base's "
+    std::printf("wrote %s (%s) to %s: %d tensors, %d with their LoRA adapters merged, %d kept as the base's "
                 "blocks, matrices as %s, %.1f MB\n",
-                m->label().c_str(), static_cast<long long>(step), out.c_str(), sum.tensors, sum.merged, sum.kept_blocks,
+                m->label().c_str(), source.c_str(), out.c_str(), sum.tensors, sum.merged, sum.kept_blocks,
                 dtype_name(dtype), static_cast<double>(sum.bytes) / 1e6);
     return Status::Ok();
   }
   if (a.has("--peft")) {
     if (dtype != DType::f32) return Status::Invalid("--peft writes f32 adapters; leave out --dtype");
     SG_TRY(export_peft_adapter(*s, a.get("--output"), a.get("--base-model")));
-    std::printf("wrote the LoRA adapters of %s (step %lld) to %s/adapter_model.safetensors and adapter_config.json\n",
-                m->label().c_str(), static_cast<long long>(step), a.get("--output").c_str());
+    std::printf("wrote the LoRA adapters of %s (%s) to %s/adapter_model.safetensors and adapter_config.json\n",
+                m->label().c_str(), source.c_str(), a.get("--output").c_str());
     return Status::Ok();
   }
   const bool trained = a.has("--trained");  // a LoRA run's adapters, for sgrt run --adapter
   SG_TRY(export_safetensors(*s, a.get("--output"), dtype, trained ? ParamSet::trained : ParamSet::all));
-  std::printf("wrote the %sparameters of %s (step %lld) to %s as %s\n", trained ? "trained " : "", m->label().c_str(),
-              static_cast<long long>(step), a.get("--output").c_str(), dtype_name(dtype));
+  std::printf("wrote the %sparameters of %s (%s) to %s as %s\n", trained ? "trained " : "", m->label().c_str(),
+              source.c_str(), a.get("--output").c_str(), dtype_name(dtype));
   return Status::Ok();
 }
 

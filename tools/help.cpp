@@ -28,6 +28,13 @@ const FlagHelp kThreads = {"--threads", "N",
 const FlagHelp kData = {"--data", "PATH", "data set location (a Fashion-MNIST or image folder, a text, CSV or .npy file) instead of the model's"};
 const FlagHelp kMaxMemory = {"--max-memory", "BYTES", "refuse a model whose arena needs more (suffix K, M or G)"};
 const FlagHelp kOutput = {"--output", "FILE", "output file (also -o FILE)"};
+// export and export-weights of a GGUF's model instead of a checkpoint's.
+const FlagHelp kGgufModel = {"--init-weights", "FILE.gguf",
+                             "without --checkpoint: MODEL.lua's weights and config from a llama GGUF (also the default "
+                             "tokenizer or GGUF base)"};
+const FlagHelp kGgufAdapter = {"--adapter", "A.safetensors|DIR",
+                               "with --init-weights: LoRA adapters on it, from export-weights --trained (rank from the file) or "
+                               "a PEFT folder (rank, alpha, targets from its config; docs/lora.md)"};
 
 std::vector<FlagHelp> with_compile_flags(std::vector<FlagHelp> flags) {
   flags.insert(flags.end(), kCompileFlags.begin(), kCompileFlags.end());
@@ -110,6 +117,8 @@ const std::vector<CommandHelp>& commands() {
                                         "block=N --set kv_cache=true --set prefill_chunk=64 make a model for generation (batch, "
                                         "block and kv_cache may differ from the checkpoint's)"},
            {"--no-tokenizer", nullptr, "store no tokenizer, not even that of the GGUF the run started from"},
+           kGgufModel,
+           kGgufAdapter,
        })},
       {"run", "[MODEL.sg|MODEL.lua]",
        "sample text from a trained language model (--checkpoint DIR), from a pretrained GGUF model "
@@ -147,6 +156,8 @@ const std::vector<CommandHelp>& commands() {
            {"--trained", nullptr, "only the trained parameters (a LoRA run's adapters, for run --adapter)"},
            {"--peft", nullptr, "only the LoRA adapters, as a PEFT adapter folder -o DIR (docs/lora.md)"},
            {"--base-model", "NAME", "with --peft: adapter_config.json's base_model_name_or_path"},
+           kGgufModel,
+           kGgufAdapter,
        })},
       {"ops", "", "the op table (core/include/sgrt/ops.def) as Markdown: kinds, gradients, scale rules, backends (docs/ops.md)",
        {}},

@@ -6,8 +6,11 @@
 #include <cstring>
 
 #include "gguf_config.h"
+#include "model_source.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/gguf_weights.h"
+#include "sgrt/peft.h"
+#include "sgrt/session.h"
 
 namespace sgrt::tool {
 
@@ -28,7 +31,10 @@ Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* fro
     *path = a.get(flag);
     return Status::Ok();
   }
-  if (!a.has("--checkpoint")) return Status::Ok();
+  if (!a.has("--checkpoint")) {
+    if (is_gguf(a.get("--init-weights"))) *path = a.get("--init-weights");
+    return Status::Ok();
+  }
   CheckpointMeta meta;
   SG_TRY(read_checkpoint_meta(a.get("--checkpoint"), &meta));
   if (!is_gguf(meta.init_file)) return Status::Ok();
@@ -38,6 +44,32 @@ Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* fro
   *path = meta.init_file;
   if (from_run) *from_run = true;
   return Status::Ok();
+}
+
+Status weights_from_gguf(const Args& a, const char* command, bool* yes) {
+  *yes = !a.has("--checkpoint") && a.has("--init-weights");
+  if (*yes && !is_gguf(a.get("--init-weights")))
+    return Status::Invalid(std::string(command) + " --init-weights expects a .gguf file, got '" + a.get("--init-weights") + "'");
+  if (*yes && (a.positional.size() != 1 || !is_script(a.positional[0])))
+    return Status::Invalid(std::string(command) + " --init-weights FILE.gguf takes one MODEL.lua (models/llama.lua)");
+  if (a.has("--adapter") && !*yes)
+    return Status::Invalid(std::string(command) + " --adapter takes the base from --init-weights FILE.gguf" +
+                           (a.has("--checkpoint") ? " (a run's adapters are in its --checkpoint: leave out one of the two)" : ""));
+  return Status::Ok();
+}
+
+std::string weights_source(const Args& a, bool from_gguf, int64_t step) {
+  if (!from_gguf) return "step " + std::to_string(step);
+  return a.get("--init-weights") + (a.has("--adapter") ? " with the adapters of " + a.get("--adapter") : "");
+}
+
+Status init_from_gguf(const Args& a, uint64_t seed, Session& s) {
+  const std::string path = a.get("--init-weights");
+  std::vector<bool> supplied;
+  SG_TRY(weights_file_tensors(s.model(), path, &supplied));
+  SG_TRY(s.init(seed, 0, supplied));
+  SG_TRY(import_gguf(s, path));
+  return a.has("--adapter") ? import_adapters(s, a.get("--adapter")) : Status::Ok();
 }
 
 }  // namespace sgrt::tool

@@ -1,7 +1,9 @@
 // The GGUF a training run started from (sgrt train --init-weights FILE.gguf),
 // which its checkpoint records by absolute path and header identity: where a
 // command needs that file again (export's tokenizer, a GGUF export's base,
-// run's tokenizer), it need not be named a second time.
+// run's tokenizer), it need not be named a second time. And a command whose
+// model is a GGUF's, named directly (--init-weights, with --adapter's LoRA
+// adapters): run, export, export-weights.
 #pragma once
 #include <string>
 
@@ -9,6 +11,7 @@
 
 namespace sgrt {
 struct CheckpointMeta;
+class Session;
 }
 
 namespace sgrt::tool {
@@ -19,9 +22,23 @@ Status check_init_file(const CheckpointMeta& meta);
 
 // `flag`'s value when given. Otherwise, with --checkpoint DIR, the GGUF its
 // run started from, checked to be there and unchanged (an error names the
-// file and says to give `flag`); empty when there is no checkpoint or its run
-// started from no GGUF. *from_run says which (may be null). `otherwise` ends
-// the error's advice (" (or --no-tokenizer)").
+// file and says to give `flag`); without one, --init-weights FILE.gguf; empty
+// when there is neither or the run started from no GGUF. *from_run says
+// whether it is the run's (may be null). `otherwise` ends the error's advice
+// (" (or --no-tokenizer)").
 Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* from_run = nullptr, const char* otherwise = "");
+
+// Whether the command's weights are --init-weights FILE.gguf's (no
+// --checkpoint); --adapter without them is refused, naming the command.
+Status weights_from_gguf(const Args& a, const char* command, bool* yes);
+
+// Where a command's weights came from, for its report: "step N" (of the
+// checkpoint, 0 without one) or "FILE.gguf" / "FILE.gguf with the adapters of A".
+std::string weights_source(const Args& a, bool from_gguf, int64_t step);
+
+// Those weights into a new session: Session::init(seed) leaving the GGUF's
+// tensors to the import, the GGUF's weights, then --adapter's (sgrt/peft.h's
+// import_adapters), when given.
+Status init_from_gguf(const Args& a, uint64_t seed, Session& s);
 
 }  // namespace sgrt::tool
