@@ -46,10 +46,7 @@ Status cmd_export(int argc, char** argv) {
   bool gguf_model = false;
   SG_TRY(weights_from_gguf(a, "export", &gguf_model));
   if (gguf_model) {
-    std::map<std::string, std::string> config;
-    SG_TRY(apply_gguf_config(&a, &config));
-    if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
-    SG_TRY(load_model(a, a.positional[0], &m, opts.infer_only));
+    SG_TRY(load_gguf_model(&a, opts.infer_only, &m));
   } else if (opts.infer_only) {
     SG_TRY(load_inference_model(&a, "MODEL.sg (or MODEL.lua)", free_keys, &m, &trained));
   } else {

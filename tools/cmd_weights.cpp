@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "gguf_config.h"
 #include "model_source.h"
 #include "run_gguf.h"
 #include "sgrt/checkpoint.h"
@@ -57,10 +56,7 @@ Status cmd_export_weights(int argc, char** argv) {
   bool gguf_model = false;  // --init-weights FILE.gguf (and --adapter) instead of a checkpoint
   SG_TRY(weights_from_gguf(a, "export-weights", &gguf_model));
   if (gguf_model) {
-    std::map<std::string, std::string> config;
-    SG_TRY(apply_gguf_config(&a, &config));
-    if (a.has("--adapter")) SG_TRY(apply_adapter_config(&a));
-    SG_TRY(load_model(a, a.positional[0], &m));
+    SG_TRY(load_gguf_model(&a, /*infer_only=*/false, &m));
   } else {
     SG_TRY(load_checkpoint_model(&a, "MODEL.sg (or MODEL.lua)", &m));
   }

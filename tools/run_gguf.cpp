@@ -58,6 +58,13 @@ Status weights_from_gguf(const Args& a, const char* command, bool* yes) {
   return Status::Ok();
 }
 
+Status load_gguf_model(Args* a, bool infer_only, std::shared_ptr<const Model>* m) {
+  std::map<std::string, std::string> config;
+  SG_TRY(apply_gguf_config(a, &config));
+  if (a->has("--adapter")) SG_TRY(apply_adapter_config(a));
+  return load_model(*a, a->positional[0], m, infer_only);
+}
+
 std::string weights_source(const Args& a, bool from_gguf, int64_t step) {
   if (!from_gguf) return "step " + std::to_string(step);
   return a.get("--init-weights") + (a.has("--adapter") ? " with the adapters of " + a.get("--adapter") : "");

@@ -5,12 +5,14 @@
 // model is a GGUF's, named directly (--init-weights, with --adapter's LoRA
 // adapters): run, export, export-weights.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "args.h"
 
 namespace sgrt {
 struct CheckpointMeta;
+class Model;
 class Session;
 }
 
@@ -31,6 +33,10 @@ Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* fro
 // Whether the command's weights are --init-weights FILE.gguf's (no
 // --checkpoint); --adapter without them is refused, naming the command.
 Status weights_from_gguf(const Args& a, const char* command, bool* yes);
+
+// The GGUF's model: MODEL.lua compiled with the GGUF's config and --adapter's
+// LoRA shape as --set defaults (gguf_config.h).
+Status load_gguf_model(Args* a, bool infer_only, std::shared_ptr<const Model>* m);
 
 // Where a command's weights came from, for its report: "step N" (of the
 // checkpoint, 0 without one) or "FILE.gguf" / "FILE.gguf with the adapters of A".
