@@ -577,6 +577,8 @@ TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
   CHECK(text2.out == text1.out);
   check_refused(test::run_tool({"export", "models/llama.lua", "--checkpoint", first, "--adapter", adapters, "-o", chat2}),
                 "export --adapter takes the base from --init-weights FILE.gguf (a run's adapters are in its --checkpoint");
+  check_refused(test::run_tool({"export-weights", "models/llama.lua", "--checkpoint", first, "--init-weights", gguf, "-o", out}),
+                "export-weights takes a run's weights (--checkpoint) or a GGUF's (--init-weights), not both");
   // Without --adapter the same run starts from B = 0: the base model's loss.
   r = train({"--set", "lora_rank=2", "--set", "lr=1e-30", "--steps", "1"});
   REQUIRE_MESSAGE(r.code == 0, r.err);

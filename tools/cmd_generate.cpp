@@ -18,8 +18,6 @@
 #include "run_gguf.h"
 #include "sgrt/checkpoint.h"
 #include "sgrt/gguf_weights.h"
-#include "sgrt/peft.h"
-#include "sgrt/safetensors.h"
 #include "sgrt/text_generate.h"
 #include "sgrt/tokenizer_gguf.h"
 #include "sgrt/tokenizer_model.h"

@@ -47,7 +47,9 @@ Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* fro
 }
 
 Status weights_from_gguf(const Args& a, const char* command, bool* yes) {
-  *yes = !a.has("--checkpoint") && a.has("--init-weights");
+  if (a.has("--checkpoint") && a.has("--init-weights"))
+    return Status::Invalid(std::string(command) + " takes a run's weights (--checkpoint) or a GGUF's (--init-weights), not both");
+  *yes = a.has("--init-weights");
   if (*yes && !is_gguf(a.get("--init-weights")))
     return Status::Invalid(std::string(command) + " --init-weights expects a .gguf file, got '" + a.get("--init-weights") + "'");
   if (*yes && (a.positional.size() != 1 || !is_script(a.positional[0])))

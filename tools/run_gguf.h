@@ -30,8 +30,9 @@ Status check_init_file(const CheckpointMeta& meta);
 // (" (or --no-tokenizer)").
 Status gguf_of_run(const Args& a, const char* flag, std::string* path, bool* from_run = nullptr, const char* otherwise = "");
 
-// Whether the command's weights are --init-weights FILE.gguf's (no
-// --checkpoint); --adapter without them is refused, naming the command.
+// Whether the command's weights are --init-weights FILE.gguf's rather than
+// --checkpoint's (both at once, or --adapter without a GGUF, is refused,
+// naming the command).
 Status weights_from_gguf(const Args& a, const char* command, bool* yes);
 
 // The GGUF's model: MODEL.lua compiled with the GGUF's config and --adapter's
