@@ -17,7 +17,8 @@
 //    first run's and its adapters come out byte for byte as they went in;
 //    the same from its PEFT export (export-weights --peft); export-weights
 //    --peft / --merge and export --merge of the GGUF's model with --adapter
-//    (no checkpoint) give the checkpoint's exports (the same bytes, text);
+//    (no checkpoint) give the checkpoint's exports (the same bytes, text),
+//    and eval of it the first run's held-out loss;
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
@@ -486,9 +487,10 @@ TEST_CASE("sgrt train --init-weights FILE.gguf: the resumed run, eval, run and e
   r = test::run_tool({"eval", "models/llama.lua", "--checkpoint", ck, "--data", data, "--init-weights", dir.path + "/moved.gguf"});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-4));
+  // Without a checkpoint a script's weights are the GGUF's: not a llama script's.
   check_refused(test::run_tool({"eval", "models/fashion_mlp.lua", "--init-weights", dir.path + "/moved.gguf"}),
-                "--init-weights names the tokenizer of an instruct data set (the weights are the checkpoint's); "
-                "models/fashion_mlp.lua reads none");
+                "the llama of " + dir.path + "/moved.gguf as models/fashion_mlp.lua: --set context: models/fashion_mlp.lua "
+                "has no such config key");
 }
 
 TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
@@ -545,6 +547,10 @@ TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
     rest.insert(rest.begin(), command);
     return test::run_tool(rest);
   };
+  r = from_gguf("eval", {"--data", data});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find(gguf + " with the adapters of " + adapters + ": test loss ") == 0);
+  CHECK(test_loss(r.out) == doctest::Approx(trained).epsilon(1e-6));
   const std::string peft2 = dir.path + "/peft2", merged = dir.path + "/m.gguf", merged2 = dir.path + "/m2.gguf";
   r = from_gguf("export-weights", {"--peft", "-o", peft2});
   REQUIRE_MESSAGE(r.code == 0, r.err);

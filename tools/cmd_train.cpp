@@ -398,21 +398,32 @@ Status cmd_eval(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
   std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
-  SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
-  SG_TRY(check_init_weights_for_tokenizer(a, *m));
+  bool gguf_model = false;                  // MODEL.lua --init-weights FILE.gguf [--adapter A]: no checkpoint
+  // A script without a checkpoint whose weights are the GGUF's; otherwise
+  // --init-weights names only an instruct data set's tokenizer.
+  gguf_model = !a.has("--checkpoint") && is_gguf(a.get("--init-weights")) && a.positional.size() == 1 &&
+               is_script(a.positional[0]);
+  if (gguf_model) {
+    SG_TRY(load_gguf_model(&a, /*infer_only=*/true, &m));
+  } else {
+    if (a.has("--adapter"))
+      return Status::Invalid("eval --adapter takes the base from MODEL.lua --init-weights FILE.gguf, without --checkpoint");
+    SG_TRY(load_inference_model(&a, "MODEL.sg", {}, &m, &trained));
+    SG_TRY(check_init_weights_for_tokenizer(a, *m));
+  }
   std::unique_ptr<Session> s;
   std::unique_ptr<Dataset> data;
-  SG_TRY(open_session(a, m, true, &s, &data));
-  // An exported graph carries its weights; anything else needs a checkpoint.
-  if (!a.has("--checkpoint") && !carries_weights(s->model()))
-    return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR)");
-  SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
+  SG_TRY(open_session(a, m, !gguf_model, &s, &data));
+  // An exported graph carries its weights; anything else needs a checkpoint or a GGUF.
+  if (!a.has("--checkpoint") && !gguf_model && !carries_weights(s->model()))
+    return Status::Invalid("eval needs --checkpoint DIR (from sgrt train --checkpoint DIR), or MODEL.lua --init-weights FILE.gguf");
+  if (gguf_model) SG_TRY(init_from_gguf(a, 0, *s));
+  else SG_TRY(s->init(0, 0, checkpoint_supplied(a, s->model(), trained.get())));
   CheckpointMeta meta;
   if (a.has("--checkpoint")) SG_TRY(load_checkpoint(*s, a.get("--checkpoint"), *trained, &meta));
-  const int64_t step = meta.step;
   EvalReport e;
   SG_TRY(evaluate(*s, *data, Split::test, &e));
-  std::printf("step %lld: test loss %.4f", static_cast<long long>(step), e.loss);
+  std::printf("%s: test loss %.4f", weights_source(a, gguf_model, meta.step).c_str(), e.loss);
   for (auto& [n, v] : e.metrics) std::printf(", %s %.4f", n.c_str(), v);
   std::printf(" (%lld examples)\n", static_cast<long long>(e.samples));
   bool finite = std::isfinite(e.loss);

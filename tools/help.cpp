@@ -93,9 +93,10 @@ const std::vector<CommandHelp>& commands() {
        })},
       {"eval", "[MODEL.sg|MODEL.lua]", "test loss and metrics of a trained model (an exported DEPLOY.sg needs no --checkpoint)",
        with_compile_flags({kCheckpointModel, kData,
-                           {"--init-weights", "FILE.gguf", "the GGUF whose tokenizer reads an instruct data set (default: the one "
-                                                           "the checkpoint's run started from)"},
-                           kBackend, kMaxMemory, kThreads})},
+                           {"--init-weights", "FILE.gguf", "with --checkpoint (or an exported file): the GGUF whose tokenizer "
+                                                           "reads an instruct data set (default: the one the checkpoint's run "
+                                                           "started from); without, MODEL.lua's weights, config and tokenizer"},
+                           kGgufAdapter, kBackend, kMaxMemory, kThreads})},
       {"predict", "[MODEL.sg|MODEL.lua]",
        "a trained classifier's class and its probability for each example of a file (one line each)",
        with_compile_flags({

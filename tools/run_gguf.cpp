@@ -64,7 +64,8 @@ Status load_gguf_model(Args* a, bool infer_only, std::shared_ptr<const Model>* m
   std::map<std::string, std::string> config;
   SG_TRY(apply_gguf_config(a, &config));
   if (a->has("--adapter")) SG_TRY(apply_adapter_config(a));
-  return load_model(*a, a->positional[0], m, infer_only);
+  return load_model(*a, a->positional[0], m, infer_only)
+      .with_context("the llama of " + a->get("--init-weights") + " as " + a->positional[0]);
 }
 
 std::string weights_source(const Args& a, bool from_gguf, int64_t step) {
