@@ -11,7 +11,8 @@ local cfg = sg.config{ n_layer = 30, n_embd = 576, n_head = 9, n_kv_head = 3, ff
                        eps = 1e-5, vocab = 49152, tie = true, context = 8192, block = 256, batch = 1,
                        lr = 1e-4, lora_rank = 0, lora_alpha = 16.0, lora_dropout = 0.0,
                        lora_targets = "q,k,v,o,gate,up,down", lora_base = "f32", lora_base_embd = "", instruct = false,
-                       kv_cache = false, prefill_chunk = 0, accumulate = 1, checkpoint = false, data = "", steps = 0, eval_every = 0 }
+                       kv_cache = false, prefill_chunk = 0, accumulate = 1, checkpoint = false, data = "", steps = 0, eval_every = 0,
+                       lr_schedule = "constant", warmup = 0, min_lr_ratio = 0.0 }
 local dh = cfg.n_embd // cfg.n_head
 -- LoRA fine-tuning (--set lora_rank=8): adapters on the named projections, the
 -- rest frozen (docs/lora.md). lora_rank = 0: full training. lora_base = q4_1 or
@@ -126,7 +127,17 @@ else
   sg.loss(sg.softmax_cross_entropy(sg.reshape(logits, { n, cfg.vocab }), sg.reshape(targets, { n })))
 end
 sg.output("logits", logits)
-sg.optimizer.adamw{ lr = cfg.lr, weight_decay = 0.0 }
+-- --set lr_schedule=cosine: warmup steps of linear rise, then cosine down to
+-- min_lr_ratio * lr over the run's --steps (e.g. a run from trained adapters,
+-- whose AdamW moments start at zero; docs/lora.md); constant: lr throughout.
+local schedule
+if cfg.lr_schedule == "cosine" then
+  schedule = sg.schedule.cosine{ warmup = cfg.warmup, min_lr_ratio = cfg.min_lr_ratio }
+elseif cfg.lr_schedule ~= "constant" or cfg.warmup ~= 0 then
+  error("lr_schedule is constant (no warmup) or cosine, not " .. tostring(cfg.lr_schedule) ..
+        (cfg.warmup ~= 0 and " with warmup " .. cfg.warmup or ""))
+end
+sg.optimizer.adamw{ lr = cfg.lr, weight_decay = 0.0, schedule = schedule }
 -- --set accumulate=k: one optimizer step from k micro-batches of `batch` (docs/lora.md);
 -- data, steps, eval_every: what --data, --steps and --eval-every give when omitted (0: their defaults)
 sg.train{ accumulate = cfg.accumulate, steps = cfg.steps, eval_every = cfg.eval_every }

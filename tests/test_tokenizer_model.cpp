@@ -23,8 +23,10 @@
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
 //    options, a prompt past the block and a graph without a tokenizer.
+#include <cmath>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "gguf_builder.h"
 #include "harness.h"
@@ -602,4 +604,39 @@ TEST_CASE("sgrt train --adapter starts a new run from another run's adapters") {
   REQUIRE_MESSAGE(r.code == 0, r.err);
   check_refused(train({"--adapter", all, "--steps", "1"}), "is a frozen parameter of models/llama.lua");
   check_refused(train({"--adapter", gguf, "--steps", "1"}), gguf + ": ");
+}
+
+TEST_CASE("models/llama.lua's lr_schedule: cosine with linear warmup, as its definition gives") {
+  test::TempDir dir;
+  const std::string gguf = llama_gguf(dir), data = dir.path + "/d.jsonl", log = dir.path + "/log.jsonl";
+  {
+    std::ofstream d(data);
+    for (int i = 0; i < 12; ++i) d << "{\"prompt\": \"ab c" << i << "\", \"response\": \"c ab\"}\n";
+  }
+  const std::vector<std::string> base = {"train", "models/llama.lua", "--init-weights", gguf, "--data", data, "--set",
+                                         "instruct=true", "--set", "lora_rank=2", "--set", "block=64", "--set", "batch=2",
+                                         "--set", "lr=0.01", "--steps", "5", "--quiet"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--set", "lr_schedule=cosine", "--set", "warmup=2", "--set", "min_lr_ratio=0.1", "--log", log,
+                           "--log-every", "1"});
+  test::ToolResult r = test::run_tool(args);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  // Step s of 5 (from 0): lr (s + 1) / 2 while s < 2, then lr (0.1 + 0.9 (1 + cos(pi (s - 2) / 3)) / 2).
+  std::vector<double> got;
+  std::istringstream lines(test::slurp(log));
+  for (std::string line; std::getline(lines, line);)
+    if (const size_t at = line.find("\"lr\":"); at != std::string::npos && line.find("\"step\":") != std::string::npos)
+      got.push_back(std::stod(line.substr(at + 5)));
+  REQUIRE(got.size() == 5);
+  for (int s = 0; s < 5; ++s) {
+    const double want = s < 2 ? 0.01 * (s + 1) / 2 : 0.01 * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * (s - 2) / 3.0)));
+    CHECK(got[static_cast<size_t>(s)] == doctest::Approx(want).epsilon(1e-6));
+  }
+  args = base;
+  args.insert(args.end(), {"--set", "lr_schedule=linear"});
+  check_refused(test::run_tool(args), "models/llama.lua:");
+  check_refused(test::run_tool(args), "lr_schedule is constant (no warmup) or cosine, not linear");
+  args = base;
+  args.insert(args.end(), {"--set", "warmup=3"});
+  check_refused(test::run_tool(args), "not constant with warmup 3");
 }
