@@ -141,7 +141,9 @@ TEST_CASE("sgrt export-weights --peft writes the folder") {
                                        "--set", "block=4", "--set", "context=4", "--set", "lora_rank=2", "--peft", "-o",
                                        dir.path + "/ad"});
   CHECK_MESSAGE(r.code == 0, r.err);
-  CHECK(test::slurp(dir.path + "/ad/adapter_config.json").find("\"r\": 2,") != std::string::npos);
+  const std::string config = test::slurp(dir.path + "/ad/adapter_config.json");
+  CHECK(config.find("\"r\": 2,") != std::string::npos);
+  CHECK(config.find("\"base_model_name_or_path\": null,") != std::string::npos);  // no --base-model: PEFT's None
   std::vector<SafeTensor> file;
   CHECK(read_safetensors(dir.path + "/ad/adapter_model.safetensors", &file).ok());
   CHECK(file.size() == 14);  // 7 projections x {A, B}

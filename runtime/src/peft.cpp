@@ -139,7 +139,7 @@ Status export_peft_adapter(const Session& s, const std::string& dir, const std::
   std::string list;
   for (const std::string& t : targets) list += (list.empty() ? "" : ", ") + json_string(t);
   std::string config = "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": " +
-                       json_string(base_model) + ",\n  \"r\": " + std::to_string(rank) + ",\n  \"lora_alpha\": " +
+                       (base_model.empty() ? std::string("null") : json_string(base_model)) + ",\n  \"r\": " + std::to_string(rank) + ",\n  \"lora_alpha\": " +
                        number(scale * static_cast<double>(rank)) + ",\n  \"lora_dropout\": " + number(dropout) +
                        ",\n  \"target_modules\": [" + list + "],\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n" +
                        "  \"inference_mode\": true,\n  \"init_lora_weights\": true\n}\n";
