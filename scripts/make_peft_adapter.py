@@ -2,7 +2,9 @@
 """Writes a PEFT LoRA adapter folder made by PEFT itself for a llama GGUF, its
 A and B both random (init_lora_weights=False: not a no-op), for checking
 sgrt's import of PEFT folders against PEFT. Run by hand with the virtualenv of
-scripts/check_peft_adapter.py (transformers, peft, torch); not run by CI.
+scripts/check_peft_adapter.py (transformers, peft, torch) plus Jinja2, which
+PEFT's save_pretrained needs for its model card
+(`~/venv-peft/bin/pip install --no-deps Jinja2 MarkupSafe`); not run by CI.
 
     ~/venv-peft/bin/python scripts/make_peft_adapter.py --gguf $G -o peft_in
     sgrt train models/smollm2_lora.lua --init-weights $G --adapter peft_in --set lr=1e-30 --steps 1 --checkpoint ck_in

@@ -13,12 +13,14 @@
 //    --quantize fp8 the file keeps its tokenizer; the C API's sgrt_generate and
 //    examples/edge/chat.c give the same text;
 //  * `sgrt train --adapter A.safetensors` (A from export-weights --trained)
-//    starts a new run from a run's adapters: at lr 1e-30 its held-out loss is the
-//    first run's and its adapters come out byte for byte as they went in;
+//    starts a new run from a run's adapters: at lr 1e-30 its held-out loss is
+//    the first run's and its adapters come out byte for byte as they went in;
 //    the same from its PEFT export (export-weights --peft); export-weights
 //    --peft / --merge and export --merge of the GGUF's model with --adapter
 //    (no checkpoint) give the checkpoint's exports (the same bytes, text),
 //    and eval of it the first run's held-out loss;
+//  * models/llama.lua's --set lr_schedule=cosine: the logged lr of each step
+//    is the schedule's definition (linear warmup, cosine to min_lr_ratio);
 //  * bad input exits 2 with one line and writes nothing: --tokenizer not a
 //    GGUF, a --set that changes the training step, a prompt past the block, a
 //    batch-2 export run, --chat on a byte-level model; sgrt_generate's bad
