@@ -398,11 +398,10 @@ Status cmd_eval(int argc, char** argv) {
   Args a;
   SG_TRY(parse_command(argc, argv, &a));
   std::shared_ptr<const Model> m, trained;  // a script compiled without its training step; as it was trained
-  bool gguf_model = false;                  // MODEL.lua --init-weights FILE.gguf [--adapter A]: no checkpoint
-  // A script without a checkpoint whose weights are the GGUF's; otherwise
-  // --init-weights names only an instruct data set's tokenizer.
-  gguf_model = !a.has("--checkpoint") && is_gguf(a.get("--init-weights")) && a.positional.size() == 1 &&
-               is_script(a.positional[0]);
+  // MODEL.lua --init-weights FILE.gguf [--adapter A] without a checkpoint: the
+  // GGUF's weights; otherwise --init-weights names only an instruct data set's tokenizer.
+  const bool gguf_model = !a.has("--checkpoint") && is_gguf(a.get("--init-weights")) && a.positional.size() == 1 &&
+                          is_script(a.positional[0]);
   if (gguf_model) {
     SG_TRY(load_gguf_model(&a, /*infer_only=*/true, &m));
   } else {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "model_source.h"
 #include "sgrt/gguf_weights.h"
@@ -33,7 +32,7 @@ Status apply_gguf_config(Args* a, std::map<std::string, std::string>* config) {
 
 Status apply_adapter_config(Args* a) {
   const std::string path = a->get("--adapter");
-  if (std::filesystem::is_directory(path)) {
+  if (is_peft_folder(path)) {
     PeftConfig c;
     SG_TRY(read_peft_config(path, &c));
     static const std::pair<const char*, const char*> kTargets[] = {

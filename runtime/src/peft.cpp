@@ -278,10 +278,13 @@ Status import_peft_adapter(Session& s, const std::string& dir) {
   return Status::Ok();
 }
 
-Status import_adapters(Session& s, const std::string& path) {
+bool is_peft_folder(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return import_peft_adapter(s, path);
-  return import_safetensors(s, path, ParamSet::trained);
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Status import_adapters(Session& s, const std::string& path) {
+  return is_peft_folder(path) ? import_peft_adapter(s, path) : import_safetensors(s, path, ParamSet::trained);
 }
 
 }  // namespace sgrt

@@ -44,6 +44,9 @@ Status read_peft_config(const std::string& dir, PeftConfig* out);
 // parameter is written.
 Status import_peft_adapter(Session& s, const std::string& dir);
 
+// Whether `path` names a folder, which an adapter path means to be PEFT's.
+bool is_peft_folder(const std::string& path);
+
 // A LoRA run's adapters from `path`: a PEFT folder (import_peft_adapter) or an
 // sgrt safetensors file of the trained parameters (export-weights --trained).
 Status import_adapters(Session& s, const std::string& path);
